@@ -1,0 +1,190 @@
+import { z } from 'zod'
+import { ErrorCode } from './error-codes.ts'
+import { Encoding, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
+import { Capability } from './version.ts'
+
+// Frames on the WebSocket `/v1/sandboxes/:id/shell[?sessionId=&offset=&encoding=]`.
+// Every frame is one JSON text message, discriminated on `type`.
+//
+// Connect:   runner → hello, shell_ready, [replayed frames], scrollback_end, then live frames.
+// Each run:  client → shell_run{id}; runner → shell_start{id}, shell_out/shell_err{id}*, shell_exit{id}.
+// Output that no run owns (background jobs between runs) has `id: null`.
+
+/** client → runner: announces the client's protocol version and capabilities (optional). */
+export const ClientHello = z.object({
+  type: z.literal('hello'),
+  /** The protocol version the client speaks. */
+  protocolVersion: z.number().int().positive(),
+  /** Capabilities the client uses. */
+  capabilities: z.array(z.string()).max(64).optional(),
+})
+
+/** client → runner: runs a command in the shell; runs queue in arrival order. */
+export const ShellRun = z.object({
+  type: z.literal('shell_run'),
+  /** Client-chosen id echoed on every frame of this run. */
+  id: RunId,
+  /** The command text; any bash, multi-line included. */
+  command: z.string(),
+  /** Per-run timeout, clamped between 1 s and the runner's maximum. */
+  timeoutMs: TimeoutMs.optional(),
+  /** Data for the command's stdin; without it stdin is /dev/null. */
+  stdin: z.string().optional(),
+  /** How `stdin` is encoded; default `utf8`. */
+  stdinEncoding: Encoding.optional(),
+})
+/** A run request. */
+export type ShellRun = z.infer<typeof ShellRun>
+
+/** client → runner: Ctrl-C for the running command (SIGINT to it and to a builtin loop in bash). */
+export const ShellInterrupt = z.object({
+  type: z.literal('shell_interrupt'),
+  /** Interrupt only if this run is the one running. */
+  id: RunId.optional(),
+})
+
+/** Either side: heartbeat request. */
+export const Ping = z.object({
+  type: z.literal('ping'),
+  /** Opaque value echoed in the pong. */
+  t: z.number().optional(),
+})
+
+/** Either side: heartbeat answer. */
+export const Pong = z.object({
+  type: z.literal('pong'),
+  /** The ping's value. */
+  t: z.number().optional(),
+})
+
+/** Everything a client may send. */
+export const ClientFrame = z.discriminatedUnion('type', [ClientHello, ShellRun, ShellInterrupt, Ping, Pong])
+/** A client frame. */
+export type ClientFrame = z.infer<typeof ClientFrame>
+/** The `type` values a client may send. */
+export const CLIENT_FRAME_TYPES = ['hello', 'shell_run', 'shell_interrupt', 'ping', 'pong'] as const
+
+/** runner → client: first frame on every connection. */
+export const ServerHello = z.object({
+  type: z.literal('hello'),
+  /** The runner's protocol version. */
+  protocolVersion: z.number().int().positive(),
+  /** What the runner supports. */
+  capabilities: z.array(Capability),
+})
+
+/** runner → client: the shell is attached; replay (if any) follows, then `scrollback_end`. */
+export const ShellReady = z.object({
+  type: z.literal('shell_ready'),
+  /** Id to reattach with. */
+  sessionId: SessionId,
+  /** Offset the replay starts from (the end of the log for a new attachment). */
+  offset: Offset,
+  /** Encoding of `data` on this connection. */
+  encoding: Encoding,
+  /** The run in progress when the client attached. */
+  running: RunId.nullable(),
+})
+
+/** runner → client: a run left the queue and started. */
+export const ShellStart = z.object({
+  type: z.literal('shell_start'),
+  /** Run id. */
+  id: RunId,
+  /** Log offset at the start of the run. */
+  offset: Offset,
+})
+
+/** runner → client: bytes written to stdout. */
+export const ShellOut = z.object({
+  type: z.literal('shell_out'),
+  /** The run they belong to; null for output between runs. */
+  id: RunId.nullable(),
+  /** The bytes, encoded per the connection's encoding. */
+  data: z.string(),
+  /** Log offset of the first byte; the next frame's offset is this plus the byte length. */
+  offset: Offset,
+})
+
+/** runner → client: bytes written to stderr. */
+export const ShellErr = ShellOut.extend({ type: z.literal('shell_err') })
+
+/** runner → client: a run finished; the shell stays open. */
+export const ShellExit = z.object({
+  type: z.literal('shell_exit'),
+  /** Run id. */
+  id: RunId,
+  /** `$?` of the command. */
+  code: z.number().int().min(0).max(255),
+  /** True when the timeout stopped it. */
+  timedOut: z.boolean(),
+  /** Wall time of the run. */
+  durationMs: z.number().nonnegative(),
+  /** Log offset after the run's last byte. */
+  offset: Offset,
+})
+
+/** runner → client: bash ended; every pending and later run fails. */
+export const ShellClosed = z.object({
+  type: z.literal('shell_closed'),
+  /** bash's exit status. */
+  code: z.number().int().nullable(),
+  /** Signal that killed bash. */
+  signal: z.string().nullable(),
+  /** Why, in words. */
+  reason: z.string(),
+})
+
+/** runner → client: replay of missed output is complete; live output follows. */
+export const ScrollbackEnd = z.object({
+  type: z.literal('scrollback_end'),
+  /** Offset where live output continues. */
+  offset: Offset,
+})
+
+/** runner → client: a request failed; `id` names the run when there is one. */
+export const ErrorFrame = z.object({
+  type: z.literal('error'),
+  /** The run or request this is about. */
+  id: z.string().nullable(),
+  /** Error code. */
+  code: ErrorCode,
+  /** What happened and what to do. */
+  message: z.string(),
+  /** Extra facts (`earliestOffset` for OUTPUT_LOST). */
+  details: z.record(z.string(), z.unknown()).optional(),
+})
+/** An error frame. */
+export type ErrorFrame = z.infer<typeof ErrorFrame>
+
+/** Everything the runner may send. */
+export const ServerFrame = z.discriminatedUnion('type', [
+  ServerHello,
+  ShellReady,
+  ShellStart,
+  ShellOut,
+  ShellErr,
+  ShellExit,
+  ShellClosed,
+  ScrollbackEnd,
+  ErrorFrame,
+  Ping,
+  Pong,
+])
+/** A server frame. */
+export type ServerFrame = z.infer<typeof ServerFrame>
+
+/** Query parameters of the shell WebSocket. */
+export const ShellQuery = z.object({
+  /** Reattach to this session (or open it under this id). */
+  sessionId: SessionId.optional(),
+  /** Replay output from this log offset; default: only new output. */
+  offset: z.coerce.number().int().nonnegative().optional(),
+  /** Encoding of output `data`; default `utf8`. */
+  encoding: Encoding.optional(),
+})
+/** Shell WebSocket query. */
+export type ShellQuery = z.infer<typeof ShellQuery>
+
+/** The `type` values the runner may send. */
+export const SERVER_FRAME_TYPES: readonly string[] = ServerFrame.options.map((o) => o.shape.type.value)

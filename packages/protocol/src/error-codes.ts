@@ -1,0 +1,97 @@
+import { z } from 'zod'
+
+/** Every error code that crosses a process boundary. Each one has an HTTP status and a docs anchor. */
+export const ErrorCode = z.enum([
+  'BAD_REQUEST',
+  'INVALID_FRAME',
+  'UNKNOWN_FRAME_TYPE',
+  'FRAME_TOO_LARGE',
+  'COMMAND_TOO_LARGE',
+  'INVALID_COMMAND',
+  'UNSUPPORTED_PROTOCOL_VERSION',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'SANDBOX_NOT_FOUND',
+  'SESSION_NOT_FOUND',
+  'PROCESS_NOT_FOUND',
+  'FILE_NOT_FOUND',
+  'HISTORY_NOT_FOUND',
+  'SESSION_EXISTS',
+  'SESSION_PROTECTED',
+  'SHELL_CLOSED',
+  'SANDBOX_NOT_RUNNING',
+  'PATH_OUTSIDE_SANDBOX',
+  'NOT_A_DIRECTORY',
+  'IS_A_DIRECTORY',
+  'FILE_EXISTS',
+  'DIRECTORY_NOT_EMPTY',
+  'OUTPUT_LOST',
+  'TOO_MANY_SANDBOXES',
+  'TOO_MANY_SESSIONS',
+  'TOO_MANY_PROCESSES',
+  'RATE_LIMITED',
+  'DEADLINE_EXCEEDED',
+  'AGENT_UNAVAILABLE',
+  'CONNECTION_LOST',
+  'INTERNAL',
+])
+/** One error code. */
+export type ErrorCode = z.infer<typeof ErrorCode>
+
+/** The HTTP status for each code; a code without a status fails typecheck. */
+export const ERROR_STATUS: Record<ErrorCode, number> = {
+  BAD_REQUEST: 400,
+  INVALID_FRAME: 400,
+  UNKNOWN_FRAME_TYPE: 400,
+  FRAME_TOO_LARGE: 413,
+  COMMAND_TOO_LARGE: 413,
+  INVALID_COMMAND: 400,
+  UNSUPPORTED_PROTOCOL_VERSION: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  SANDBOX_NOT_FOUND: 404,
+  SESSION_NOT_FOUND: 404,
+  PROCESS_NOT_FOUND: 404,
+  FILE_NOT_FOUND: 404,
+  HISTORY_NOT_FOUND: 404,
+  SESSION_EXISTS: 409,
+  SESSION_PROTECTED: 409,
+  SHELL_CLOSED: 409,
+  SANDBOX_NOT_RUNNING: 409,
+  PATH_OUTSIDE_SANDBOX: 403,
+  NOT_A_DIRECTORY: 400,
+  IS_A_DIRECTORY: 400,
+  FILE_EXISTS: 409,
+  DIRECTORY_NOT_EMPTY: 409,
+  OUTPUT_LOST: 410,
+  TOO_MANY_SANDBOXES: 429,
+  TOO_MANY_SESSIONS: 429,
+  TOO_MANY_PROCESSES: 429,
+  RATE_LIMITED: 429,
+  DEADLINE_EXCEEDED: 504,
+  AGENT_UNAVAILABLE: 503,
+  CONNECTION_LOST: 503,
+  INTERNAL: 500,
+}
+
+/** What an error looks like on the wire, inside frames and REST bodies. */
+export const WireError = z.object({
+  /** Machine-readable code; callers branch on this. */
+  code: ErrorCode,
+  /** What happened and what to do, with the ids involved. */
+  message: z.string(),
+  /** Extra facts for the caller, such as `earliestOffset` for OUTPUT_LOST. */
+  details: z.record(z.string(), z.unknown()).optional(),
+})
+/** An error on the wire. */
+export type WireError = z.infer<typeof WireError>
+
+/** The body of every non-2xx REST response. */
+export const ErrorBody = z.object({
+  /** The error. */
+  error: WireError,
+})
+/** A REST error body. */
+export type ErrorBody = z.infer<typeof ErrorBody>

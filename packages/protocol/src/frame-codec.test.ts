@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest'
+import { encodeFrame, FrameDecoder } from './frame-codec.ts'
+
+const bytes = (s: string) => new TextEncoder().encode(s)
+
+describe('frame codec', () => {
+  it('round-trips a header and a binary payload', () => {
+    const payload = new Uint8Array([0, 255, 10, 13, 0xc3])
+    const [r] = new FrameDecoder().push(encodeFrame({ t: 'data', ch: 1 }, payload))
+    expect(r).toEqual({ ok: true, frame: { header: { t: 'data', ch: 1 }, payload } })
+  })
+
+  it('reassembles frames split at every byte boundary', () => {
+    const a = encodeFrame({ t: 'a' }, bytes('hello'))
+    const b = encodeFrame({ t: 'b' })
+    const all = new Uint8Array([...a, ...b])
+    const decoder = new FrameDecoder()
+    const out = []
+    for (const byte of all) out.push(...decoder.push(new Uint8Array([byte])))
+    expect(out.map((r) => r.ok && r.frame.header)).toEqual([{ t: 'a' }, { t: 'b' }])
+    expect(decoder.bufferedBytes).toBe(0)
+  })
+
+  it('decodes many frames from one chunk', () => {
+    const all = new Uint8Array([...encodeFrame({ n: 1 }), ...encodeFrame({ n: 2 }), ...encodeFrame({ n: 3 })])
+    expect(new FrameDecoder().push(all).map((r) => r.ok && r.frame.header)).toEqual([
+      { n: 1 },
+      { n: 2 },
+      { n: 3 },
+    ])
+  })
+
+  it('skips an oversized frame exactly and keeps decoding', () => {
+    const decoder = new FrameDecoder(64)
+    const big = encodeFrame({ t: 'big' }, new Uint8Array(1000))
+    const next = encodeFrame({ t: 'next' })
+    const results = [
+      ...decoder.push(big.subarray(0, 10)),
+      ...decoder.push(big.subarray(10)),
+      ...decoder.push(next),
+    ]
+    expect(results[0]).toMatchObject({ ok: false, error: { code: 'FRAME_TOO_LARGE' } })
+    expect(results[1]).toMatchObject({ ok: true, frame: { header: { t: 'next' } } })
+  })
+
+  it('reports a header that is not JSON and keeps decoding', () => {
+    const bad = new Uint8Array([0, 0, 0, 7, 0, 0, 0, 3, 0x7b, 0x7b, 0x7b])
+    const results = new FrameDecoder().push(new Uint8Array([...bad, ...encodeFrame({ ok: 1 })]))
+    expect(results[0]).toMatchObject({ ok: false, error: { code: 'INVALID_FRAME' } })
+    expect(results[1]).toMatchObject({ ok: true, frame: { header: { ok: 1 } } })
+  })
+
+  it('reports a header length larger than the frame', () => {
+    const bad = new Uint8Array([0, 0, 0, 5, 0, 0, 0, 99, 0x7b])
+    expect(new FrameDecoder().push(bad)[0]).toMatchObject({ ok: false, error: { code: 'INVALID_FRAME' } })
+  })
+
+  it('never throws on random bytes', () => {
+    const decoder = new FrameDecoder(4096)
+    let seed = 7
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff
+      return seed
+    }
+    for (let i = 0; i < 500; i++) {
+      const chunk = new Uint8Array(rand() % 64)
+      for (let j = 0; j < chunk.length; j++) chunk[j] = rand() & 0xff
+      expect(() => decoder.push(chunk)).not.toThrow()
+    }
+  })
+})

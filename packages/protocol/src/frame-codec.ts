@@ -1,0 +1,154 @@
+// Length-prefixed framing for the runner↔agent byte stream.
+//
+//   u32be length (of everything after this field)
+//   u32be headerLength
+//   header: UTF-8 JSON (a HostFrame or AgentFrame)
+//   payload: raw bytes (length - 4 - headerLength), used by data frames
+//
+// The decoder never throws on bad input: an oversized frame is skipped byte-exactly and
+// reported, a frame with a bad header is reported, and decoding continues with the next frame.
+import type { WireError } from './error-codes.ts'
+import { LIMITS } from './limits.ts'
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder('utf-8', { fatal: true })
+const EMPTY = new Uint8Array(0)
+
+/** One decoded frame: its JSON header (still unparsed by a schema) and its payload. */
+export interface DecodedFrame {
+  /** The parsed JSON header, `unknown` until a schema parses it. */
+  header: unknown
+  /** Raw payload bytes; empty for frames without one. */
+  payload: Uint8Array
+}
+
+/** What the decoder yields: a frame, or an error for a frame it had to drop. */
+export type DecodeResult = { ok: true; frame: DecodedFrame } | { ok: false; error: WireError }
+
+/** Encodes a header and optional payload into one frame. */
+export function encodeFrame(header: unknown, payload: Uint8Array = EMPTY): Uint8Array {
+  const head = encoder.encode(JSON.stringify(header))
+  const out = new Uint8Array(8 + head.byteLength + payload.byteLength)
+  const view = new DataView(out.buffer)
+  view.setUint32(0, 4 + head.byteLength + payload.byteLength)
+  view.setUint32(4, head.byteLength)
+  out.set(head, 8)
+  if (payload.byteLength > 0) out.set(payload, 8 + head.byteLength)
+  return out
+}
+
+/** Incremental decoder: feed it chunks as they arrive, collect complete frames. */
+export class FrameDecoder {
+  readonly #maxFrameBytes: number
+  #chunks: Uint8Array[] = []
+  #buffered = 0
+  #skipping = 0
+
+  /** `maxFrameBytes` bounds one frame; larger ones are skipped and reported as FRAME_TOO_LARGE. */
+  constructor(maxFrameBytes: number = LIMITS.maxAgentFrameBytes) {
+    this.#maxFrameBytes = maxFrameBytes
+  }
+
+  /** Bytes held while waiting for the rest of a frame. */
+  get bufferedBytes(): number {
+    return this.#buffered
+  }
+
+  /** Adds a chunk and returns every frame (or frame error) it completes. */
+  push(chunk: Uint8Array): DecodeResult[] {
+    const results: DecodeResult[] = []
+    let data = chunk
+    if (this.#skipping > 0) {
+      const skip = Math.min(this.#skipping, data.byteLength)
+      this.#skipping -= skip
+      data = data.subarray(skip)
+    }
+    if (data.byteLength === 0) return results
+    this.#chunks.push(data)
+    this.#buffered += data.byteLength
+    while (this.#buffered >= 4) {
+      const head = this.#peek(4)
+      const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0)
+      if (length > this.#maxFrameBytes) {
+        this.#take(4)
+        const skip = Math.min(length, this.#buffered)
+        this.#take(skip)
+        this.#skipping = length - skip
+        results.push({
+          ok: false,
+          error: {
+            code: 'FRAME_TOO_LARGE',
+            message: `frame of ${length} bytes exceeds the ${this.#maxFrameBytes}-byte limit; it was dropped`,
+          },
+        })
+        continue
+      }
+      if (this.#buffered < 4 + length) break
+      this.#take(4)
+      results.push(decodeBody(this.#take(length)))
+    }
+    return results
+  }
+
+  #peek(n: number): Uint8Array {
+    const first = this.#chunks[0]!
+    if (first.byteLength >= n) return first.subarray(0, n)
+    return this.#gather(n, false)
+  }
+
+  #take(n: number): Uint8Array {
+    if (n === 0) return EMPTY
+    const first = this.#chunks[0]!
+    if (first.byteLength >= n) {
+      const out = first.subarray(0, n)
+      if (first.byteLength === n) this.#chunks.shift()
+      else this.#chunks[0] = first.subarray(n)
+      this.#buffered -= n
+      return out
+    }
+    return this.#gather(n, true)
+  }
+
+  #gather(n: number, consume: boolean): Uint8Array {
+    const out = new Uint8Array(n)
+    let filled = 0
+    let i = 0
+    while (filled < n) {
+      const c = this.#chunks[i]!
+      const part = Math.min(c.byteLength, n - filled)
+      out.set(c.subarray(0, part), filled)
+      filled += part
+      if (consume) {
+        if (part === c.byteLength) this.#chunks.shift()
+        else this.#chunks[0] = c.subarray(part)
+      } else {
+        i += 1
+      }
+    }
+    if (consume) this.#buffered -= n
+    return out
+  }
+}
+
+function decodeBody(body: Uint8Array): DecodeResult {
+  if (body.byteLength < 4) {
+    return {
+      ok: false,
+      error: { code: 'INVALID_FRAME', message: 'frame shorter than its header length field' },
+    }
+  }
+  const headerLength = new DataView(body.buffer, body.byteOffset, 4).getUint32(0)
+  if (headerLength > body.byteLength - 4) {
+    return {
+      ok: false,
+      error: { code: 'INVALID_FRAME', message: `header length ${headerLength} exceeds the frame` },
+    }
+  }
+  let header: unknown
+  try {
+    header = JSON.parse(decoder.decode(body.subarray(4, 4 + headerLength)))
+  } catch {
+    return { ok: false, error: { code: 'INVALID_FRAME', message: 'frame header is not UTF-8 JSON' } }
+  }
+  return { ok: true, frame: { header, payload: body.subarray(4 + headerLength) } }
+}

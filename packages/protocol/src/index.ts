@@ -1,0 +1,126 @@
+export {
+  AGENT_FRAME_TYPES,
+  AgentClosed,
+  AgentData,
+  AgentEnd,
+  AgentError,
+  AgentFail,
+  AgentFrame,
+  AgentHello,
+  AgentReplayEnd,
+  AgentResult,
+  AgentRunExit,
+  AgentRunStart,
+  AgentSessionClosed,
+  ChannelId,
+  HOST_FRAME_TYPES,
+  HostCall,
+  HostCloseChannel,
+  HostCredit,
+  HostData,
+  HostEnd,
+  HostFrame,
+  HostHello,
+  LinkPing,
+  LinkPong,
+} from './agent-frames.ts'
+export {
+  AGENT_DATA_ENCODING,
+  AGENT_METHODS,
+  type AgentMethod,
+  type AgentParams,
+  type AgentResultOf,
+  ExecParams,
+  isAgentMethod,
+  SessionAttachParams,
+  SessionRunParams,
+} from './agent-methods.ts'
+export { API_ERROR_BODY, API_ROUTES, type ApiRoute, type OperationId } from './api-routes.ts'
+export { assertNever } from './assert-never.ts'
+export {
+  CLIENT_FRAME_TYPES,
+  ClientFrame,
+  ClientHello,
+  ErrorFrame,
+  Ping,
+  Pong,
+  ScrollbackEnd,
+  SERVER_FRAME_TYPES,
+  ServerFrame,
+  ServerHello,
+  ShellClosed,
+  ShellErr,
+  ShellExit,
+  ShellInterrupt,
+  ShellOut,
+  ShellQuery,
+  ShellReady,
+  ShellRun,
+  ShellStart,
+} from './client-frames.ts'
+export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
+export { FileInfo, SandboxPath } from './file.ts'
+export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from './frame-codec.ts'
+export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
+export { clampTimeout, LIMITS } from './limits.ts'
+export { buildOpenApiDocument } from './openapi.ts'
+export {
+  Encoding,
+  Env,
+  EnvName,
+  Offset,
+  RunId,
+  SandboxId,
+  SessionId,
+  StreamName,
+  TimeoutMs,
+  Timestamp,
+} from './primitives.ts'
+export { ProcessId, ProcessInfo, ProcessOptions, ProcessOutput } from './process.ts'
+export {
+  AliasMap,
+  EnvMap,
+  EnvValue,
+  ExecEvent,
+  ExecRequest,
+  FileContent,
+  FileList,
+  Health,
+  HistoryList,
+  HistoryParams,
+  KillRequest,
+  MkdirRequest,
+  NamedParams,
+  Ok,
+  PathQuery,
+  ProcessList,
+  ProcessOutputQuery,
+  ProcessParams,
+  RemoveRequest,
+  RenameRequest,
+  SandboxList,
+  SandboxParams,
+  SessionList,
+  SessionParams,
+  SessionRunRequest,
+  SetValueRequest,
+  WaitRequest,
+} from './rest-bodies.ts'
+export { RunResult } from './run-result.ts'
+export {
+  AccessToken,
+  CreateSandboxRequest,
+  CreateTokenRequest,
+  Isolation,
+  SandboxInfo,
+  SandboxLimits,
+} from './sandbox.ts'
+export {
+  DEFAULT_SESSION_ID,
+  HistoryEntry,
+  HistoryQuery,
+  SessionInfo,
+  SessionOptions,
+  ShellClosedInfo,
+} from './session.ts'
+export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

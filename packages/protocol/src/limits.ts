@@ -1,0 +1,49 @@
+/** Defaults and hard limits shared by every process. The runner makes the `max*` ones configurable. */
+export const LIMITS = {
+  /** Timeout of a run when neither the call nor the session sets one. */
+  defaultCommandTimeoutMs: 30_000,
+  /** Smallest timeout a run may ask for; smaller values are raised to it. */
+  minCommandTimeoutMs: 1_000,
+  /** Default for the runner's configurable maximum timeout; larger values are lowered to it. */
+  maxCommandTimeoutMs: 3_600_000,
+  /** Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a command. */
+  killGraceMs: 1_000,
+  /** Time a background process gets between SIGTERM and SIGKILL on kill. */
+  processKillGraceMs: 3_000,
+  /** Bytes kept per stream in a buffered result before it is cut and marked `truncated`. */
+  outputCapBytes: 1_048_576,
+  /** Longest command text accepted, in UTF-8 bytes. */
+  maxCommandBytes: 1_048_576,
+  /** Largest stdin payload accepted with a run or exec, in bytes. */
+  maxStdinBytes: 1_048_576,
+  /** Largest client WebSocket frame accepted by the runner. */
+  maxClientFrameBytes: 4_194_304,
+  /** Largest runner↔agent frame (header plus payload). */
+  maxAgentFrameBytes: 8_388_608,
+  /** Largest payload the agent puts into one data frame. */
+  maxDataChunkBytes: 65_536,
+  /** Output kept per session for reattach, in bytes. */
+  scrollbackBytes: 8_388_608,
+  /** Bytes a channel may have in flight before the agent waits for credit. */
+  channelWindowBytes: 1_048_576,
+  /** Default cap on sandboxes per runner. */
+  maxSandboxes: 32,
+  /** Default cap on sessions per sandbox. */
+  maxSessionsPerSandbox: 64,
+  /** Default cap on background processes per sandbox. */
+  maxProcessesPerSandbox: 64,
+  /** Default cap on runs waiting or running per sandbox before `RATE_LIMITED`. */
+  maxQueuedRunsPerSandbox: 1_024,
+  /** Interval of WebSocket and agent-link heartbeats. */
+  heartbeatIntervalMs: 15_000,
+  /** Default lifetime of a sandbox-scoped token. */
+  defaultTokenTtlMs: 900_000,
+  /** Longest lifetime a sandbox-scoped token may have. */
+  maxTokenTtlMs: 86_400_000,
+} as const
+
+/** Clamps a requested timeout between the minimum and `maxMs`, falling back to `fallbackMs`. */
+export function clampTimeout(requestedMs: number | undefined, fallbackMs: number, maxMs: number): number {
+  const ms = requestedMs ?? fallbackMs
+  return Math.min(Math.max(ms, LIMITS.minCommandTimeoutMs), maxMs)
+}

@@ -1,0 +1,182 @@
+import { z } from 'zod'
+import { FileInfo, SandboxPath } from './file.ts'
+import { Encoding, Env, EnvName, Offset, SessionId, TimeoutMs } from './primitives.ts'
+import { ProcessInfo } from './process.ts'
+import { SandboxInfo } from './sandbox.ts'
+import { HistoryEntry, SessionInfo } from './session.ts'
+
+/** Body of `POST /v1/sandboxes/:id/exec`: one command, in a fresh process or in a session's shell. */
+export const ExecRequest = z.object({
+  /** Command text, run by `bash -c` (or in the session's shell when `sessionId` is set). */
+  command: z.string(),
+  /** Working directory of a fresh process. */
+  cwd: z.string().min(1).max(4096).optional(),
+  /** Variables added to a fresh process's environment. */
+  env: Env.optional(),
+  /** Data for stdin; without it stdin is /dev/null. */
+  stdin: z.string().optional(),
+  /** Encoding of `stdin`; default `utf8`. */
+  stdinEncoding: Encoding.optional(),
+  /** Timeout, clamped between 1 s and the runner's maximum. */
+  timeoutMs: TimeoutMs.optional(),
+  /** Encoding of stdout/stderr in the result; default `utf8`. */
+  encoding: Encoding.optional(),
+  /** Run in this session's shell instead of a fresh process (state persists). */
+  sessionId: SessionId.optional(),
+  /** Answer with NDJSON `ExecEvent`s while it runs instead of one buffered result. */
+  stream: z.boolean().optional(),
+})
+/** Exec options. */
+export type ExecRequest = z.infer<typeof ExecRequest>
+
+/** One line of a streamed exec or process stream (NDJSON). */
+export const ExecEvent = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('stdout'),
+    /** Bytes, in the requested encoding. */
+    data: z.string(),
+    /** Output log offset of the first byte. */
+    offset: Offset,
+  }),
+  z.object({
+    type: z.literal('stderr'),
+    /** Bytes, in the requested encoding. */
+    data: z.string(),
+    /** Output log offset of the first byte. */
+    offset: Offset,
+  }),
+  z.object({
+    type: z.literal('exit'),
+    /** Exit code, 128+n for signal n. */
+    exitCode: z.number().int(),
+    /** True when the timeout stopped it. */
+    timedOut: z.boolean(),
+    /** Wall time. */
+    durationMs: z.number().nonnegative(),
+  }),
+  z.object({
+    type: z.literal('error'),
+    /** Error code. */
+    code: z.string(),
+    /** What happened. */
+    message: z.string(),
+  }),
+])
+/** A streamed exec event. */
+export type ExecEvent = z.infer<typeof ExecEvent>
+
+/** Path parameters of sandbox routes. */
+export const SandboxParams = z.object({ id: z.string() })
+/** Path parameters of session routes. */
+export const SessionParams = z.object({ id: z.string(), sessionId: z.string() })
+/** Path parameters of session env/alias routes. */
+export const NamedParams = z.object({ id: z.string(), sessionId: z.string(), name: z.string() })
+/** Path parameters of history replay. */
+export const HistoryParams = z.object({
+  id: z.string(),
+  sessionId: z.string(),
+  index: z.coerce.number().int(),
+})
+/** Path parameters of process routes. */
+export const ProcessParams = z.object({ id: z.string(), processId: z.string() })
+
+/** `GET /v1/sandboxes` answer. */
+export const SandboxList = z.object({ sandboxes: z.array(SandboxInfo) })
+/** `GET .../sessions` answer. */
+export const SessionList = z.object({ sessions: z.array(SessionInfo) })
+/** `GET .../processes` answer. */
+export const ProcessList = z.object({ processes: z.array(ProcessInfo) })
+/** `GET .../files/list` answer. */
+export const FileList = z.object({ entries: z.array(FileInfo) })
+/** `GET .../history` answer. */
+export const HistoryList = z.object({ entries: z.array(HistoryEntry) })
+
+/** `GET .../env` answer: the shell's exported variables. */
+export const EnvMap = z.object({ env: z.record(z.string(), z.string()) })
+/** `GET .../env/:name` answer. */
+export const EnvValue = z.object({ name: EnvName, value: z.string().nullable() })
+/** Body of `PUT .../env/:name` and `PUT .../aliases/:name`. */
+export const SetValueRequest = z.object({ value: z.string().refine((v) => !v.includes('\0'), 'no NUL') })
+/** `GET .../aliases` answer. */
+export const AliasMap = z.object({ aliases: z.record(z.string(), z.string()) })
+
+/** Body of `POST .../sessions/:sessionId/run`: a buffered run in the session's shell. */
+export const SessionRunRequest = z.object({
+  /** Command text. */
+  command: z.string(),
+  /** Timeout, clamped. */
+  timeoutMs: TimeoutMs.optional(),
+  /** Data for stdin. */
+  stdin: z.string().optional(),
+  /** Encoding of `stdin`. */
+  stdinEncoding: Encoding.optional(),
+  /** Encoding of the result's output. */
+  encoding: Encoding.optional(),
+})
+/** A REST session run. */
+export type SessionRunRequest = z.infer<typeof SessionRunRequest>
+
+/** Query of `GET .../processes/:processId/output`. */
+export const ProcessOutputQuery = z.object({
+  /** Output log offset to start from; 0 for everything still kept. */
+  since: z.coerce.number().int().nonnegative().optional(),
+  /** Encoding of the answer. */
+  encoding: Encoding.optional(),
+})
+
+/** Body of `POST .../processes/:processId/kill`. */
+export const KillRequest = z.object({
+  /** Signal to send first; default SIGTERM, then SIGKILL after 3 s. */
+  signal: z.enum(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP']).optional(),
+})
+
+/** Body of `POST .../processes/:processId/wait`. */
+export const WaitRequest = z.object({
+  /** Give up waiting after this long (the process keeps running). */
+  timeoutMs: TimeoutMs.optional(),
+})
+
+/** Query of the files routes that take one path. */
+export const PathQuery = z.object({
+  /** Sandbox path. */
+  path: SandboxPath,
+  /** For reads: return JSON `{content, encoding}` in this encoding instead of raw bytes. */
+  encoding: Encoding.optional(),
+})
+
+/** Body of `POST .../files/mkdir`. */
+export const MkdirRequest = z.object({
+  /** Directory to create. */
+  path: SandboxPath,
+  /** Create missing parents; no error if it exists. */
+  recursive: z.boolean().optional(),
+})
+/** Body of `POST .../files/remove`. */
+export const RemoveRequest = z.object({
+  /** Path to remove. */
+  path: SandboxPath,
+  /** Remove directories with their contents. */
+  recursive: z.boolean().optional(),
+})
+/** Body of `POST .../files/rename`. */
+export const RenameRequest = z.object({
+  /** Existing path. */
+  from: SandboxPath,
+  /** New path. */
+  to: SandboxPath,
+})
+/** JSON answer of a file read with `?encoding=`. */
+export const FileContent = z.object({ path: z.string(), content: z.string(), encoding: Encoding })
+
+/** `GET /healthz` and `GET /readyz` answer. */
+export const Health = z.object({
+  /** True when healthy (or ready). */
+  ok: z.boolean(),
+  /** Runner version. */
+  version: z.string(),
+  /** Facts behind the answer. */
+  checks: z.record(z.string(), z.boolean()).optional(),
+})
+
+/** The empty success body. */
+export const Ok = z.object({ ok: z.literal(true) })

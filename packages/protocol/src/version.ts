@@ -1,0 +1,21 @@
+import { z } from 'zod'
+
+/** Version of every conch wire contract; bumped only for a breaking change (fields grow additively). */
+export const PROTOCOL_VERSION = 1
+
+/** Optional features a peer announces in `hello`; a peer only uses what both sides list. */
+export const Capability = z.enum([
+  'shell',
+  'reattach',
+  'interrupt',
+  'stdin',
+  'base64',
+  'heartbeat',
+  'pipelining',
+  'credit',
+])
+/** One capability name. */
+export type Capability = z.infer<typeof Capability>
+
+/** Every capability this protocol version defines. */
+export const CAPABILITIES: readonly Capability[] = Capability.options

