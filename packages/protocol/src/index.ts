@@ -24,6 +24,7 @@ export {
   LinkPing,
   LinkPong,
 } from './agent-frames.ts'
+export { AGENT_ENV_PREFIX, AgentArgs, argvToRecord, WORKSPACE_PATH } from './agent-launch.ts'
 export {
   AGENT_DATA_ENCODING,
   AGENT_METHODS,
@@ -37,6 +38,7 @@ export {
 } from './agent-methods.ts'
 export { API_ERROR_BODY, API_ROUTES, type ApiRoute, type OperationId } from './api-routes.ts'
 export { assertNever } from './assert-never.ts'
+export { API_KEY_PREFIX, BEARER_SUBPROTOCOL_PREFIX, SANDBOX_TOKEN_PREFIX, SHELL_SUBPROTOCOL } from './auth.ts'
 export {
   CLIENT_FRAME_TYPES,
   ClientFrame,

@@ -1,0 +1,40 @@
+import { z } from 'zod'
+
+// How a driver starts an agent. The driver runs the agent's entry file
+// (`@conch/agent/main`, i.e. `packages/agent/src/main.ts`, on Node 24 with
+// `--conditions=source`) detached from the runner, with the arguments below, and with an
+// environment that is exactly the sandbox's base environment (never the runner's own:
+// it holds secrets). The agent gives that environment, minus `CONCH_AGENT_*` variables, to
+// sessions that do not ask for `cleanEnv`. The agent outlives its runner: it keeps serving on
+// the socket path, and a new runner connection replaces the previous one.
+
+/** Command-line flags of the agent, as `--name value` pairs. */
+export const AgentArgs = z.object({
+  /** Unix socket path to listen on (created by the agent, mode 0600). */
+  socket: z.string().min(1),
+  /** The sandbox's workspace root: file paths `/workspace/...` map here, sessions start here. */
+  root: z.string().min(1),
+  /** Bytes of scrollback kept per session. */
+  scrollbackBytes: z.coerce.number().int().positive().optional(),
+})
+/** Agent arguments. */
+export type AgentArgs = z.infer<typeof AgentArgs>
+
+/** Environment variables with this prefix configure the agent and are never passed to sessions. */
+export const AGENT_ENV_PREFIX = 'CONCH_AGENT_'
+
+/** The workspace path as the files API names it; drivers map it to the sandbox root. */
+export const WORKSPACE_PATH = '/workspace'
+
+/** Turns `--socket x --root y` into an object for `AgentArgs.parse`. */
+export function argvToRecord(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (!arg.startsWith('--')) continue
+    const eq = arg.indexOf('=')
+    if (eq > 0) out[arg.slice(2, eq)] = arg.slice(eq + 1)
+    else out[arg.slice(2)] = argv[++i] ?? ''
+  }
+  return out
+}
