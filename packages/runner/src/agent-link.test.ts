@@ -1,0 +1,160 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, connect, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { encodeFrame, FrameDecoder, LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
+import pino from 'pino'
+import { describe, expect, it } from 'vitest'
+import { AgentLink, type ChannelEvent } from './agent-link.ts'
+
+/** A small agent peer on a real Unix socket: speaks the real frames, with a scripted method table. */
+class PeerAgent implements AsyncDisposable {
+  readonly server: Server
+  readonly dir = mkdtempSync(join(tmpdir(), 'conch-link-'))
+  readonly path = join(this.dir, 'agent.sock')
+  readonly received: Record<string, unknown>[] = []
+  credit = 0
+  socket: Socket | null = null
+  #onCredit: (() => void) | null = null
+
+  constructor(readonly handle: (peer: PeerAgent, frame: Record<string, unknown>) => void) {
+    this.server = createServer((socket) => {
+      this.socket = socket
+      const decoder = new FrameDecoder()
+      socket.on('data', (chunk) => {
+        for (const r of decoder.push(chunk)) {
+          if (!r.ok) continue
+          const frame = r.frame.header as Record<string, unknown>
+          this.received.push(frame)
+          if (frame.t === 'hello') {
+            this.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, agentVersion: '0.0.0', pid: 1, startedAt: 5 })
+          } else if (frame.t === 'credit') {
+            this.credit += Number(frame.bytes)
+            this.#onCredit?.()
+          } else this.handle(this, frame)
+        }
+      })
+    })
+  }
+
+  static async start(handle: (peer: PeerAgent, frame: Record<string, unknown>) => void): Promise<PeerAgent> {
+    const peer = new PeerAgent(handle)
+    await new Promise<void>((resolve) => peer.server.listen(peer.path, resolve))
+    return peer
+  }
+
+  send(header: unknown, payload?: Uint8Array): void {
+    this.socket?.write(encodeFrame(header, payload))
+  }
+
+  waitCredit(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#onCredit = resolve
+    })
+  }
+
+  connect(): Promise<Socket> {
+    return new Promise((resolve) => {
+      const s = connect(this.path, () => resolve(s))
+    })
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.socket?.destroy()
+    await new Promise((resolve) => this.server.close(resolve))
+    rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+const logger = pino({ level: 'silent' })
+
+describe('AgentLink', () => {
+  it('completes the hello handshake and parses call results with the method schema', async () => {
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.method === 'session.env.get') p.send({ t: 'result', id: f.id, result: { value: 'v' } })
+      else p.send({ t: 'fail', id: f.id, error: { code: 'SESSION_NOT_FOUND', message: 'no session x' } })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    expect(link.hello).toMatchObject({ pid: 1, startedAt: 5 })
+    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).resolves.toEqual({ value: 'v' })
+    await expect(link.call('session.get', { session: 'x' })).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND' })
+    link.close()
+  })
+
+  it('rejects a result that does not match the method schema as INTERNAL', async () => {
+    await using peer = await PeerAgent.start((p, f) => p.send({ t: 'result', id: f.id, result: { value: 42 } }))
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).rejects.toMatchObject({
+      code: 'INTERNAL',
+    })
+    link.close()
+  })
+
+  it('ignores malformed and unknown frames and keeps serving calls', async () => {
+    await using peer = await PeerAgent.start((p, f) => {
+      p.socket?.write(Buffer.from([0, 0, 0, 6, 0, 0, 0, 2, 123, 125]))
+      p.send({ t: 'bogus' })
+      p.send({ t: 'data', ch: 'x' })
+      p.send({ t: 'result', id: f.id, result: {} })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    await expect(link.call('session.delete', { session: 's' })).resolves.toEqual({})
+    link.close()
+  })
+
+  it('delivers channel events in order and grants credit as the consumer releases bytes', async () => {
+    const chunk = new Uint8Array(LIMITS.maxDataChunkBytes).fill(97)
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.t !== 'call') return
+      const ch = (f.params as { ch: number }).ch
+      p.send({ t: 'result', id: f.id, result: {} })
+      for (let i = 0; i < 16; i++) {
+        p.send({ t: 'data', ch, stream: 'stdout', run: 'r', offset: i * chunk.byteLength }, chunk)
+      }
+      p.send({ t: 'end', ch, exitCode: 0, timedOut: false, durationMs: 1 })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    const channel = link.openChannel()
+    const events: ChannelEvent[] = []
+    const ended = new Promise<void>((resolve) => {
+      channel.consume((e) => {
+        events.push(e)
+        if (e.t === 'data') channel.release(e.payload.byteLength)
+        if (e.t === 'end') resolve()
+      })
+    })
+    const credited = peer.waitCredit()
+    await link.call('exec', { command: 'x', timeoutMs: 1000, ch: channel.id })
+    await ended
+    await credited
+    expect(events.filter((e) => e.t === 'data')).toHaveLength(16)
+    expect(events.at(-1)?.t).toBe('end')
+    expect(peer.credit).toBeGreaterThan(0)
+    expect(channel.done).toBe(true)
+    link.close()
+  })
+
+  it('fails pending calls and open channels with CONNECTION_LOST when the agent goes away', async () => {
+    await using peer = await PeerAgent.start((p) => p.socket?.destroy())
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    const channel = link.openChannel()
+    const terminal = new Promise<ChannelEvent>((resolve) => channel.consume(resolve))
+    await expect(link.call('agent.info', {})).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
+    await expect(terminal).resolves.toMatchObject({ t: 'error', error: { code: 'CONNECTION_LOST' } })
+    expect(link.open).toBe(false)
+  })
+
+  it('answers agent pings with pongs', async () => {
+    let pong: (f: Record<string, unknown>) => void = () => {}
+    const ponged = new Promise<Record<string, unknown>>((resolve) => {
+      pong = resolve
+    })
+    await using peer = await PeerAgent.start((_p, f) => {
+      if (f.t === 'pong') pong(f)
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger })
+    peer.send({ t: 'ping', n: 7 })
+    await expect(ponged).resolves.toEqual({ t: 'pong', n: 7 })
+    link.close()
+  })
+})

@@ -1,0 +1,482 @@
+// The runner's client for one agent connection.
+//
+// One byte stream (Unix socket or vsock) carries length-prefixed frames both ways. The runner
+// opens with `hello` and waits for the agent's `hello`. Calls carry a numeric id and settle on
+// one `result` or `fail`; their results are parsed with the method's schema. Output flows on
+// channels the runner numbers: each channel buffers its events until a consumer takes it, ends
+// with exactly one terminal event (`closed`, `end` or `error`), and is flow-controlled by
+// credit: the agent may have `channelWindowBytes` in flight beyond what the runner granted, and
+// the consumer grants credit with `release(n)` as it hands bytes on. Everything the agent sends
+// is parsed against the protocol schemas: the agent shares its sandbox with user code.
+import type { Duplex } from 'node:stream'
+import {
+  AGENT_METHODS,
+  AgentClosed,
+  AgentData,
+  AgentEnd,
+  AgentError,
+  AgentFail,
+  AgentHello,
+  type AgentMethod,
+  type AgentParams,
+  AgentReplayEnd,
+  AgentResult,
+  type AgentResultOf,
+  AgentRunExit,
+  AgentRunStart,
+  AgentSessionClosed,
+  encodeFrame,
+  FrameDecoder,
+  LIMITS,
+  LinkPing,
+  LinkPong,
+  PROTOCOL_VERSION,
+  type WireError,
+} from '@conch/protocol'
+import type { Logger } from 'pino'
+import type { z } from 'zod'
+import { RunnerError } from './runner-error.ts'
+
+/** A data event on a channel: the parsed header and its raw payload. */
+export interface ChannelData {
+  /** Event kind. */
+  t: 'data'
+  /** The frame header. */
+  frame: z.infer<typeof AgentData>
+  /** Raw bytes. */
+  payload: Uint8Array
+}
+
+/** Everything a channel consumer may receive; `closed`, `end` and `error` are terminal. */
+export type ChannelEvent =
+  | ChannelData
+  | { t: 'run_start'; frame: z.infer<typeof AgentRunStart> }
+  | { t: 'run_exit'; frame: z.infer<typeof AgentRunExit> }
+  | { t: 'replay_end'; frame: z.infer<typeof AgentReplayEnd> }
+  | { t: 'closed'; frame: z.infer<typeof AgentClosed> }
+  | { t: 'end'; frame: z.infer<typeof AgentEnd> }
+  | { t: 'error'; error: WireError }
+
+/** Options of an agent link. */
+export interface AgentLinkOptions {
+  /** Logger; never given payloads. */
+  logger: Logger
+  /** Interval of link heartbeats; a link without a pong for two intervals is dropped. */
+  heartbeatIntervalMs?: number
+  /** How long to wait for the agent's hello. */
+  helloTimeoutMs?: number
+  /** Called for every byte of channel payload received (metrics). */
+  onBytes?: (n: number) => void
+}
+
+/** The agent's `hello`. */
+export type AgentHelloInfo = z.infer<typeof AgentHello>
+
+/** Handlers for the link's own events. */
+export interface AgentLinkEvents {
+  /** A session's bash ended (sent once by the agent, attached or not). */
+  sessionClosed?: (frame: z.infer<typeof AgentSessionClosed>) => void
+  /** The link is gone; every call and channel has failed with CONNECTION_LOST. */
+  close?: (error: RunnerError) => void
+}
+
+interface Pending {
+  method: AgentMethod
+  resolve: (value: unknown) => void
+  reject: (error: RunnerError) => void
+  timer: NodeJS.Timeout | undefined
+}
+
+const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
+const NO_HANDLER = (): void => {}
+
+/** One multiplexed channel on an agent link. */
+export class LinkChannel {
+  /** The channel number. */
+  readonly id: number
+  readonly #link: AgentLink
+  #handler: ((event: ChannelEvent) => void) | null = null
+  #backlog: ChannelEvent[] = []
+  #done = false
+  #received = 0
+  #granted = 0
+  #unsent = 0
+
+  /** Created by `AgentLink.openChannel`. */
+  constructor(link: AgentLink, id: number) {
+    this.#link = link
+    this.id = id
+  }
+
+  /** True once the channel has ended (terminal event) or been closed. */
+  get done(): boolean {
+    return this.#done
+  }
+
+  /** Payload bytes received and not yet released. */
+  get inFlight(): number {
+    return this.#received - this.#granted - this.#unsent
+  }
+
+  /** Takes delivery of events; events that arrived earlier are delivered now, in order. */
+  consume(handler: (event: ChannelEvent) => void): void {
+    this.#handler = handler
+    const backlog = this.#backlog
+    this.#backlog = []
+    for (const event of backlog) handler(event)
+  }
+
+  /** Grants the agent `bytes` more credit (batched into few `credit` frames). */
+  release(bytes: number): void {
+    if (this.#done || bytes <= 0) return
+    this.#unsent += bytes
+    if (this.#unsent >= CREDIT_BATCH) this.flushCredit()
+  }
+
+  /** Sends any credit not sent yet. */
+  flushCredit(): void {
+    if (this.#done || this.#unsent <= 0) return
+    const bytes = this.#unsent
+    this.#granted += bytes
+    this.#unsent = 0
+    this.#link.send({ t: 'credit', ch: this.id, bytes })
+  }
+
+  /** Sends upload bytes (file writes); resolves when the link can take more. */
+  write(payload: Uint8Array): Promise<void> {
+    return this.#link.sendWithBackpressure({ t: 'data', ch: this.id }, payload)
+  }
+
+  /** Ends an upload channel. */
+  end(): void {
+    if (!this.#done) this.#link.send({ t: 'end', ch: this.id })
+  }
+
+  /** Tells the agent the runner no longer wants this channel (detaches; never kills anything). */
+  close(): void {
+    if (this.#done) return
+    this.#done = true
+    this.#link.send({ t: 'close', ch: this.id })
+    this.#link.forget(this.id)
+    this.#handler = null
+    this.#backlog = []
+  }
+
+  /** Delivers an event from the link; a channel that overruns its credit window is closed with an error. */
+  deliver(event: ChannelEvent): void {
+    if (this.#done) return
+    if (event.t === 'data') {
+      this.#received += event.payload.byteLength
+      if (this.#received - this.#granted - this.#unsent > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
+        this.#link.logger.warn({ ch: this.id }, 'agent exceeded the channel credit window; closing the channel')
+        const handler = this.#handler
+        this.close()
+        handler?.({
+          t: 'error',
+          error: { code: 'INVALID_FRAME', message: 'the agent sent more output than the flow-control window allows' },
+        })
+        return
+      }
+    }
+    const terminal = event.t === 'closed' || event.t === 'end' || event.t === 'error'
+    if (terminal) {
+      this.#done = true
+      this.#link.forget(this.id)
+    }
+    this.#emit(event)
+  }
+
+  #emit(event: ChannelEvent): void {
+    if (this.#handler) this.#handler(event)
+    else this.#backlog.push(event)
+    if (this.#done) this.#handler = NO_HANDLER
+  }
+}
+
+/** A connection to one agent. Create it with `AgentLink.open(stream, options)`. */
+export class AgentLink {
+  /** The agent's hello (pid, version, start time). */
+  hello: AgentHelloInfo | null = null
+  /** The link's logger. */
+  readonly logger: Logger
+  readonly #stream: Duplex
+  readonly #decoder = new FrameDecoder()
+  readonly #pending = new Map<number, Pending>()
+  readonly #channels = new Map<number, LinkChannel>()
+  readonly #events: AgentLinkEvents = {}
+  readonly #onBytes: (n: number) => void
+  #nextCall = 1
+  #nextChannel = 1
+  #closed: RunnerError | null = null
+  #heartbeat: NodeJS.Timeout | undefined
+  #pingOutstanding = 0
+  #pingSeq = 0
+  #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
+
+  private constructor(stream: Duplex, options: AgentLinkOptions) {
+    this.#stream = stream
+    this.logger = options.logger
+    this.#onBytes = options.onBytes ?? NO_HANDLER
+    stream.on('data', (chunk: Buffer) => this.#onChunk(chunk))
+    stream.on('error', (error) => this.#fail(new RunnerError('CONNECTION_LOST', `agent link failed: ${error.message}`)))
+    stream.on('close', () => this.#fail(new RunnerError('CONNECTION_LOST', 'the agent closed the link')))
+    const interval = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
+    this.#heartbeat = setInterval(() => this.#beat(), interval)
+    this.#heartbeat.unref()
+  }
+
+  /** Sends `hello` on `stream` and resolves once the agent answers with a compatible hello. */
+  static async open(stream: Duplex, options: AgentLinkOptions): Promise<AgentLink> {
+    const link = new AgentLink(stream, options)
+    const timeoutMs = options.helloTimeoutMs ?? 10_000
+    try {
+      link.hello = await new Promise<AgentHelloInfo>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new RunnerError('AGENT_UNAVAILABLE', `the agent did not answer hello within ${timeoutMs} ms`)),
+          timeoutMs,
+        )
+        link.#helloWaiter = (hello) => {
+          clearTimeout(timer)
+          resolve(hello)
+        }
+        link.#events.close = (error) => {
+          clearTimeout(timer)
+          reject(error)
+        }
+        link.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION })
+      })
+    } catch (error) {
+      link.close()
+      throw error
+    }
+    link.#events.close = undefined
+    if (link.hello.protocolVersion !== PROTOCOL_VERSION) {
+      link.close()
+      throw new RunnerError(
+        'UNSUPPORTED_PROTOCOL_VERSION',
+        `the agent speaks protocol ${link.hello.protocolVersion}; this runner speaks ${PROTOCOL_VERSION}`,
+      )
+    }
+    return link
+  }
+
+  /** True until the link closes. */
+  get open(): boolean {
+    return this.#closed === null
+  }
+
+  /** Sets the handlers for session closes and link loss. */
+  on(events: AgentLinkEvents): void {
+    Object.assign(this.#events, events)
+  }
+
+  /** Calls an agent method; resolves with its parsed result, rejects with the agent's error. */
+  call<M extends AgentMethod>(
+    method: M,
+    params: AgentParams<M>,
+    options: { timeoutMs?: number } = {},
+  ): Promise<AgentResultOf<M>> {
+    if (this.#closed) return Promise.reject(this.#closed)
+    const id = this.#nextCall++
+    return new Promise<AgentResultOf<M>>((resolve, reject) => {
+      const timer =
+        options.timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.#pending.delete(id)
+              reject(new RunnerError('DEADLINE_EXCEEDED', `the agent did not answer ${method} within ${options.timeoutMs} ms`))
+            }, options.timeoutMs)
+      this.#pending.set(id, { method, resolve: resolve as (v: unknown) => void, reject, timer })
+      this.send({ t: 'call', id, method, params })
+    })
+  }
+
+  /** Allocates a channel; pass its `id` to the method that streams on it. */
+  openChannel(): LinkChannel {
+    const id = this.#nextChannel++
+    if (this.#nextChannel > 2 ** 31) this.#nextChannel = 1
+    const channel = new LinkChannel(this, id)
+    this.#channels.set(id, channel)
+    if (this.#closed) channel.deliver({ t: 'error', error: this.#closed.toWire() })
+    return channel
+  }
+
+  /** Writes one frame (no-op after close). */
+  send(header: unknown, payload?: Uint8Array): void {
+    if (this.#closed) return
+    this.#stream.write(encodeFrame(header, payload))
+  }
+
+  /** Writes one frame and resolves when the stream has room for more. */
+  sendWithBackpressure(header: unknown, payload: Uint8Array): Promise<void> {
+    if (this.#closed) return Promise.reject(this.#closed)
+    if (this.#stream.write(encodeFrame(header, payload))) return Promise.resolve()
+    return new Promise((resolve, reject) => {
+      const onDrain = (): void => {
+        this.#stream.off('close', onClose)
+        resolve()
+      }
+      const onClose = (): void => {
+        this.#stream.off('drain', onDrain)
+        reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed'))
+      }
+      this.#stream.once('drain', onDrain)
+      this.#stream.once('close', onClose)
+    })
+  }
+
+  /** Drops a finished channel from the table. */
+  forget(id: number): void {
+    this.#channels.delete(id)
+  }
+
+  /** Closes the link; calls and channels fail with CONNECTION_LOST. The agent keeps running. */
+  close(): void {
+    this.#fail(new RunnerError('CONNECTION_LOST', 'the runner closed the agent link'))
+  }
+
+  #onChunk(chunk: Buffer): void {
+    const results = this.#decoder.push(chunk)
+    for (const result of results) {
+      if (!result.ok) {
+        this.logger.warn({ code: result.error.code }, `dropped a bad frame from the agent: ${result.error.message}`)
+        continue
+      }
+      this.#onFrame(result.frame.header, result.frame.payload)
+      if (this.#closed) return
+    }
+  }
+
+  #onFrame(header: unknown, payload: Uint8Array): void {
+    const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
+    switch (kind) {
+      case 'data': {
+        const p = AgentData.safeParse(header)
+        if (!p.success) return this.#bad('data', p.error)
+        this.#onBytes(payload.byteLength)
+        return this.#toChannel(p.data.ch, { t: 'data', frame: p.data, payload })
+      }
+      case 'result': {
+        const p = AgentResult.safeParse(header)
+        if (!p.success) return this.#bad('result', p.error)
+        const pending = this.#settle(p.data.id)
+        if (!pending) return
+        const parsed = AGENT_METHODS[pending.method].result.safeParse(p.data.result)
+        if (parsed.success) pending.resolve(parsed.data)
+        else {
+          this.logger.warn({ method: pending.method, issues: parsed.error.issues.slice(0, 3) }, 'invalid result from the agent')
+          pending.reject(new RunnerError('INTERNAL', `the agent sent an invalid result for ${pending.method}`))
+        }
+        return
+      }
+      case 'fail': {
+        const p = AgentFail.safeParse(header)
+        if (!p.success) return this.#bad('fail', p.error)
+        this.#settle(p.data.id)?.reject(RunnerError.fromWire(p.data.error))
+        return
+      }
+      case 'run_start': {
+        const p = AgentRunStart.safeParse(header)
+        if (!p.success) return this.#bad('run_start', p.error)
+        return this.#toChannel(p.data.ch, { t: 'run_start', frame: p.data })
+      }
+      case 'run_exit': {
+        const p = AgentRunExit.safeParse(header)
+        if (!p.success) return this.#bad('run_exit', p.error)
+        return this.#toChannel(p.data.ch, { t: 'run_exit', frame: p.data })
+      }
+      case 'replay_end': {
+        const p = AgentReplayEnd.safeParse(header)
+        if (!p.success) return this.#bad('replay_end', p.error)
+        return this.#toChannel(p.data.ch, { t: 'replay_end', frame: p.data })
+      }
+      case 'closed': {
+        const p = AgentClosed.safeParse(header)
+        if (!p.success) return this.#bad('closed', p.error)
+        return this.#toChannel(p.data.ch, { t: 'closed', frame: p.data })
+      }
+      case 'end': {
+        const p = AgentEnd.safeParse(header)
+        if (!p.success) return this.#bad('end', p.error)
+        return this.#toChannel(p.data.ch, { t: 'end', frame: p.data })
+      }
+      case 'error': {
+        const p = AgentError.safeParse(header)
+        if (!p.success) return this.#bad('error', p.error)
+        if (p.data.ch === undefined) {
+          this.logger.warn({ code: p.data.error.code }, `agent reported: ${p.data.error.message}`)
+          return
+        }
+        return this.#toChannel(p.data.ch, { t: 'error', error: p.data.error })
+      }
+      case 'session_closed': {
+        const p = AgentSessionClosed.safeParse(header)
+        if (!p.success) return this.#bad('session_closed', p.error)
+        this.#events.sessionClosed?.(p.data)
+        return
+      }
+      case 'ping': {
+        const p = LinkPing.safeParse(header)
+        if (!p.success) return this.#bad('ping', p.error)
+        this.send({ t: 'pong', n: p.data.n })
+        return
+      }
+      case 'pong': {
+        const p = LinkPong.safeParse(header)
+        if (!p.success) return this.#bad('pong', p.error)
+        this.#pingOutstanding = 0
+        return
+      }
+      case 'hello': {
+        const p = AgentHello.safeParse(header)
+        if (!p.success) return this.#bad('hello', p.error)
+        this.#helloWaiter?.(p.data)
+        this.#helloWaiter = null
+        return
+      }
+      default:
+        this.logger.warn({ t: String(kind).slice(0, 32) }, 'unknown frame type from the agent; ignored')
+    }
+  }
+
+  #bad(kind: string, error: z.ZodError): void {
+    this.logger.warn({ t: kind, issues: error.issues.slice(0, 3).map((i) => i.path.join('.')) }, 'invalid frame from the agent; ignored')
+  }
+
+  #toChannel(ch: number, event: ChannelEvent): void {
+    const channel = this.#channels.get(ch)
+    if (channel) channel.deliver(event)
+  }
+
+  #settle(id: number): Pending | undefined {
+    const pending = this.#pending.get(id)
+    if (!pending) return undefined
+    this.#pending.delete(id)
+    if (pending.timer) clearTimeout(pending.timer)
+    return pending
+  }
+
+  #beat(): void {
+    if (this.#pingOutstanding >= 2) {
+      this.#fail(new RunnerError('CONNECTION_LOST', 'the agent stopped answering heartbeats'))
+      return
+    }
+    this.#pingOutstanding += 1
+    this.send({ t: 'ping', n: ++this.#pingSeq })
+  }
+
+  #fail(error: RunnerError): void {
+    if (this.#closed) return
+    this.#closed = error
+    clearInterval(this.#heartbeat)
+    this.#stream.destroy()
+    for (const pending of this.#pending.values()) {
+      if (pending.timer) clearTimeout(pending.timer)
+      pending.reject(error)
+    }
+    this.#pending.clear()
+    for (const channel of [...this.#channels.values()]) channel.deliver({ t: 'error', error: error.toWire() })
+    this.#channels.clear()
+    this.#events.close?.(error)
+  }
+}

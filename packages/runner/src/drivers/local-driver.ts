@@ -1,0 +1,261 @@
+// The local driver: the agent is a plain child process on the host, detached from the runner,
+// with its workspace in a folder under the runner's state dir. There is NO isolation: sandbox
+// code runs as the runner's user, sees the host's files and network, and limits are recorded but
+// not enforced. It exists for development; the namespace driver is the real sandbox.
+import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { connect as netConnect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Duplex } from 'node:stream'
+import { fileURLToPath } from 'node:url'
+import { z } from 'zod'
+import { RunnerError } from '../runner-error.ts'
+import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
+
+/** The longest Unix socket path we create (sun_path holds 108 bytes on Linux, including NUL). */
+const MAX_SOCKET_PATH = 100
+
+/** The local driver's handle state. */
+const LocalState = z.object({
+  /** Folder holding the workspace and the agent log. */
+  dir: z.string(),
+  /** The agent's Unix socket. */
+  socketPath: z.string(),
+  /** The agent's pid, once started. */
+  pid: z.number().int().positive().optional(),
+})
+type LocalState = z.infer<typeof LocalState>
+
+/** Options of the local driver. */
+export interface LocalDriverOptions {
+  /** The runner's state dir; sandboxes live in `<stateDir>/sandboxes/<id>`. */
+  stateDir: string
+  /** The agent's entry file; defaults to `@conch/agent/main` resolved from this package. */
+  agentEntry?: string
+  /** PATH given to agents; defaults to the runner's PATH. */
+  path?: string
+  /** Node binary that runs the agent; defaults to the runner's own. */
+  nodePath?: string
+}
+
+/** Locates the agent's entry file without importing it. */
+export function resolveAgentEntry(): string {
+  const resolve = (import.meta as { resolve?: (s: string) => string }).resolve
+  if (typeof resolve === 'function') {
+    try {
+      return fileURLToPath(resolve('@conch/agent/main'))
+    } catch {
+      // fall through to require-style resolution (the package maps `default` to the same file)
+    }
+  }
+  return createRequire(import.meta.url).resolve('@conch/agent/main')
+}
+
+/** A driver that runs each agent as a detached child process with no isolation. */
+export class LocalDriver implements SandboxDriver {
+  /** Driver name. */
+  readonly name = 'local'
+  /** No isolation at all. */
+  readonly isolation = 'none' as const
+  /** What users are told on every sandbox. */
+  readonly description =
+    'local driver: a plain child process on the host with NO isolation — sandbox code runs as the runner user, sees host files and network, and limits are not enforced; for development only'
+  readonly #stateDir: string
+  readonly #agentEntry: string | undefined
+  readonly #path: string
+  readonly #nodePath: string
+  readonly #exits = new Map<number, string>()
+
+  /** Creates the driver; nothing is started until `create`. */
+  constructor(options: LocalDriverOptions) {
+    this.#stateDir = options.stateDir
+    this.#agentEntry = options.agentEntry
+    this.#path = options.path ?? process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'
+    this.#nodePath = options.nodePath ?? process.execPath
+  }
+
+  /** Prepares `<stateDir>/sandboxes/<id>/workspace`. */
+  async create(spec: SandboxSpec): Promise<DriverSandbox> {
+    const dir = join(this.#stateDir, 'sandboxes', spec.id)
+    const workdir = join(dir, 'workspace')
+    mkdirSync(workdir, { recursive: true, mode: 0o700 })
+    const state: LocalState = { dir, socketPath: this.#socketPath(spec.id) }
+    return { id: spec.id, workdir, state }
+  }
+
+  /** Spawns the agent detached, logging to `agent.log` in the sandbox folder. */
+  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
+    const state = LocalState.parse(sandbox.state)
+    const entry = this.#agentEntry ?? resolveAgentEntry()
+    rmSync(state.socketPath, { force: true })
+    const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
+    try {
+      const env: Record<string, string> = {
+        PATH: this.#path,
+        HOME: sandbox.workdir,
+        LANG: 'C.UTF-8',
+        TERM: 'dumb',
+        ...spec.env,
+      }
+      const child = spawn(
+        this.#nodePath,
+        [
+          '--conditions=source',
+          entry,
+          '--socket',
+          state.socketPath,
+          '--root',
+          sandbox.workdir,
+          '--scrollbackBytes',
+          String(spec.scrollbackBytes),
+        ],
+        { detached: true, stdio: ['ignore', logFd, logFd], env, cwd: sandbox.workdir },
+      )
+      const pid = await new Promise<number>((resolve, reject) => {
+        child.once('error', (error) =>
+          reject(new RunnerError('AGENT_UNAVAILABLE', `could not start the agent: ${error.message}`, { cause: error })),
+        )
+        child.once('spawn', () => resolve(child.pid ?? 0))
+      })
+      child.once('exit', (code, signal) => {
+        this.#exits.set(pid, signal ? `agent killed by ${signal}` : `agent exited with code ${code}`)
+      })
+      child.unref()
+      return { ...sandbox, state: { ...state, pid } }
+    } finally {
+      closeSync(logFd)
+    }
+  }
+
+  /** Connects to the agent's socket, retrying while the agent is starting. */
+  async connect(sandbox: DriverSandbox, timeoutMs: number): Promise<Duplex> {
+    const state = LocalState.parse(sandbox.state)
+    const deadline = Date.now() + timeoutMs
+    let delay = 2
+    for (;;) {
+      try {
+        return await connectOnce(state.socketPath)
+      } catch (error) {
+        const live = await this.isAlive(sandbox)
+        if (!live.alive) throw new RunnerError('AGENT_UNAVAILABLE', `the agent is gone: ${live.reason}`)
+        if (Date.now() >= deadline) {
+          throw new RunnerError(
+            'AGENT_UNAVAILABLE',
+            `the agent of sandbox ${sandbox.id} did not accept a connection within ${timeoutMs} ms; see agent.log in its folder`,
+            { cause: error },
+          )
+        }
+        await new Promise((r) => setTimeout(r, delay))
+        delay = Math.min(delay * 2, 100)
+      }
+    }
+  }
+
+  /** True while the agent's pid exists. */
+  async isAlive(sandbox: DriverSandbox): Promise<Liveness> {
+    const state = LocalState.parse(sandbox.state)
+    if (!state.pid) return { alive: false, reason: 'the agent was never started' }
+    const exit = this.#exits.get(state.pid)
+    if (exit) return { alive: false, reason: exit }
+    try {
+      process.kill(state.pid, 0)
+      return { alive: true, reason: null }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EPERM') return { alive: true, reason: null }
+      return { alive: false, reason: `agent process ${state.pid} is no longer running` }
+    }
+  }
+
+  /** Kills the agent's process group and every descendant, SIGTERM then SIGKILL. */
+  async stop(sandbox: DriverSandbox): Promise<void> {
+    const state = LocalState.parse(sandbox.state)
+    if (!state.pid) return
+    const tree = [state.pid, ...descendantsOf(state.pid)]
+    const signalAll = (signal: NodeJS.Signals): void => {
+      for (const pid of tree) {
+        try {
+          process.kill(-pid, signal)
+        } catch {
+          // not a group leader, or gone
+        }
+        try {
+          process.kill(pid, signal)
+        } catch {
+          // gone
+        }
+      }
+    }
+    signalAll('SIGTERM')
+    const deadline = Date.now() + 1_000
+    while (Date.now() < deadline && (await this.isAlive(sandbox)).alive) {
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    signalAll('SIGKILL')
+  }
+
+  /** Stops the agent and deletes the sandbox folder and socket. */
+  async destroy(sandbox: DriverSandbox): Promise<void> {
+    await this.stop(sandbox)
+    const state = LocalState.parse(sandbox.state)
+    rmSync(state.socketPath, { force: true })
+    rmSync(state.dir, { recursive: true, force: true })
+  }
+
+  #socketPath(id: string): string {
+    const preferred = join(this.#stateDir, 'sockets', `${id}.sock`)
+    if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) {
+      mkdirSync(join(this.#stateDir, 'sockets'), { recursive: true, mode: 0o700 })
+      return preferred
+    }
+    const tag = createHash('sha256').update(this.#stateDir).digest('hex').slice(0, 12)
+    const dir = join(tmpdir(), `conch-${tag}`)
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    return join(dir, `${id}.sock`)
+  }
+}
+
+function connectOnce(path: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(path)
+    socket.once('connect', () => {
+      socket.off('error', reject)
+      resolve(socket)
+    })
+    socket.once('error', reject)
+  })
+}
+
+/** Every descendant pid of `root`, from /proc (Linux); empty elsewhere. */
+function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>()
+  let entries: string[]
+  try {
+    entries = readdirSync('/proc')
+  } catch {
+    return []
+  }
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      const list = children.get(ppid) ?? []
+      list.push(Number(name))
+      children.set(ppid, list)
+    } catch {
+      // exited while scanning
+    }
+  }
+  const out: number[] = []
+  const stack = [root]
+  while (stack.length > 0) {
+    for (const child of children.get(stack.pop()!) ?? []) {
+      out.push(child)
+      stack.push(child)
+    }
+  }
+  return out
+}

@@ -1,0 +1,63 @@
+// A SandboxDriver turns a sandbox spec into a running agent and a byte stream to it.
+//
+// The runner never knows how a sandbox is built. It asks the driver to `create` one (which
+// prepares the workspace and returns a JSON-serialisable handle), to `startAgent` in it, and to
+// `connect` to that agent. The handle is stored in the runner's database as it is, so a restarted
+// runner can `isAlive` and `connect` again without the driver keeping memory of its own:
+//   local      handle = { pid, socketPath, root }          stream = Unix socket
+//   namespace  handle = { pid, socketPath, root, cgroup }   stream = Unix socket into the netns-less mount
+//   microVM    handle = { vmPid, cid, port, image }        stream = vsock (AF_VSOCK, or a host proxy socket)
+import type { Duplex } from 'node:stream'
+import type { Isolation, SandboxLimits } from '@conch/protocol'
+
+/** What a driver needs to build a sandbox. */
+export interface SandboxSpec {
+  /** Sandbox id, unique across the runner's life. */
+  id: string
+  /** Base environment of the sandbox's sessions (never the runner's own). */
+  env: Record<string, string>
+  /** Resource limits; a driver without isolation records but cannot enforce them. */
+  limits: SandboxLimits
+  /** Bytes of scrollback the agent keeps per session. */
+  scrollbackBytes: number
+}
+
+/** A driver's handle on one sandbox: serialisable, stored by the runner, passed back on every call. */
+export interface DriverSandbox {
+  /** Sandbox id. */
+  id: string
+  /** The workspace directory as the sandbox's shells see it. */
+  workdir: string
+  /** Driver-specific facts (pid, socket path, cid); JSON only. */
+  state: Record<string, unknown>
+}
+
+/** The result of a liveness check. */
+export interface Liveness {
+  /** True when the agent process exists. */
+  alive: boolean
+  /** Why it is not alive, for the sandbox's `deadReason`. */
+  reason: string | null
+}
+
+/** Builds, starts, connects to and tears down sandboxes. */
+export interface SandboxDriver {
+  /** Name used in the API (`local`, `namespace`, `vm`). */
+  readonly name: string
+  /** What isolates a sandbox from the host. */
+  readonly isolation: Isolation
+  /** One sentence on what the driver does and does not isolate; shown on every sandbox. */
+  readonly description: string
+  /** Prepares a sandbox (workspace, cgroup, VM image) without starting its agent. */
+  create(spec: SandboxSpec): Promise<DriverSandbox>
+  /** Starts the agent, detached from the runner; resolves with the updated handle. */
+  startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox>
+  /** Opens a byte stream to the agent; rejects when it does not answer within `timeoutMs`. */
+  connect(sandbox: DriverSandbox, timeoutMs: number): Promise<Duplex>
+  /** Whether the agent is still there. */
+  isAlive(sandbox: DriverSandbox): Promise<Liveness>
+  /** Stops the agent and everything it started; the workspace stays. */
+  stop(sandbox: DriverSandbox): Promise<void>
+  /** Stops the agent and deletes the workspace and every trace of the sandbox. */
+  destroy(sandbox: DriverSandbox): Promise<void>
+}

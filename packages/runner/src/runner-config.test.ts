@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, DEFAULT_PORT, parseRunnerConfig } from './runner-config.ts'
+
+describe('parseRunnerConfig', () => {
+  it('applies defaults and resolves the state dir against the cwd', () => {
+    const config = parseRunnerConfig([], {}, '/srv/app')
+    expect(config).toMatchObject({ host: '127.0.0.1', port: DEFAULT_PORT, stateDir: '/srv/app/.conch' })
+    expect(config.limits.maxSandboxes).toBe(32)
+  })
+
+  it('lets flags override CONCH_ variables', () => {
+    const config = parseRunnerConfig(
+      ['--port', '0', '--state-dir=/var/conch', '--max-sandboxes', '3'],
+      { CONCH_PORT: '9000', CONCH_HOST: '0.0.0.0', CONCH_MAX_SESSIONS_PER_SANDBOX: '5' },
+      '/x',
+    )
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 0, stateDir: '/var/conch' })
+    expect(config.limits).toMatchObject({ maxSandboxes: 3, maxSessionsPerSandbox: 5 })
+  })
+
+  it('names the flag and value in the error for a bad port', () => {
+    expect(() => parseRunnerConfig(['--port', 'eighty'], {}, '/x')).toThrow(/--port eighty/)
+    expect(() => parseRunnerConfig([], { CONCH_PORT: '70000' }, '/x')).toThrow(ConfigError)
+  })
+
+  it('rejects unknown flags and unknown drivers', () => {
+    expect(() => parseRunnerConfig(['--nope', '1'], {}, '/x')).toThrow(/unknown flag --nope/)
+    expect(() => parseRunnerConfig(['--driver', 'vm'], {}, '/x')).toThrow(/--driver vm/)
+  })
+
+  it('never repeats the API key in an error', () => {
+    expect(() => parseRunnerConfig([], { CONCH_API_KEY: 'short' }, '/x')).toThrow(/CONCH_API_KEY=…/)
+  })
+})

@@ -1,0 +1,47 @@
+import { ERROR_STATUS, type ErrorBody, type ErrorCode, type WireError } from '@conch/protocol'
+
+/** The runner's one error class: a protocol `code` (which fixes the HTTP status), a message and facts. */
+export class RunnerError extends Error {
+  /** Machine-readable code from the protocol's registry. */
+  readonly code: ErrorCode
+  /** Extra facts for the caller (`earliestOffset` for OUTPUT_LOST). */
+  readonly details: Record<string, unknown> | undefined
+
+  /** Creates an error with a code, a message that says what to do, and optional details and cause. */
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: Record<string, unknown> | undefined; cause?: unknown } = {},
+  ) {
+    super(message, { cause: options.cause })
+    this.name = 'RunnerError'
+    this.code = code
+    this.details = options.details
+  }
+
+  /** The HTTP status of this error's code. */
+  get status(): number {
+    return ERROR_STATUS[this.code]
+  }
+
+  /** The error as it travels inside frames and bodies. */
+  toWire(): WireError {
+    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message }
+  }
+
+  /** The REST body for this error. */
+  toBody(): ErrorBody {
+    return { error: this.toWire() }
+  }
+
+  /** Rebuilds an error that arrived on the wire (from an agent). */
+  static fromWire(error: WireError): RunnerError {
+    return new RunnerError(error.code, error.message, { details: error.details })
+  }
+}
+
+/** Turns anything thrown into a RunnerError; unknown failures become INTERNAL without leaking their text. */
+export function toRunnerError(error: unknown): RunnerError {
+  if (error instanceof RunnerError) return error
+  return new RunnerError('INTERNAL', 'the runner hit an unexpected error; see its log', { cause: error })
+}

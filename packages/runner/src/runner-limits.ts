@@ -1,0 +1,35 @@
+import { LIMITS } from '@conch/protocol'
+import { z } from 'zod'
+
+const positive = z.coerce.number().int().positive()
+
+/** The runner's configurable limits; each has the protocol default and a typed error when exceeded. */
+export const RunnerLimits = z.object({
+  /** Sandboxes alive at once (TOO_MANY_SANDBOXES beyond). */
+  maxSandboxes: positive.default(LIMITS.maxSandboxes),
+  /** Sessions per sandbox (TOO_MANY_SESSIONS beyond). */
+  maxSessionsPerSandbox: positive.default(LIMITS.maxSessionsPerSandbox),
+  /** Runs running or queued per sandbox (RATE_LIMITED beyond). */
+  maxQueuedRunsPerSandbox: positive.default(LIMITS.maxQueuedRunsPerSandbox),
+  /** Longest command text in UTF-8 bytes (COMMAND_TOO_LARGE beyond). */
+  maxCommandBytes: positive.default(LIMITS.maxCommandBytes),
+  /** Largest client WebSocket frame (FRAME_TOO_LARGE beyond). */
+  maxClientFrameBytes: positive.default(LIMITS.maxClientFrameBytes),
+  /** Bytes kept per stream in a buffered result. */
+  outputCapBytes: positive.default(LIMITS.outputCapBytes),
+  /** Largest per-call timeout; larger ones are lowered to it. */
+  maxCommandTimeoutMs: positive.default(LIMITS.maxCommandTimeoutMs),
+  /** Interval of WebSocket and agent-link heartbeats. */
+  heartbeatIntervalMs: positive.default(LIMITS.heartbeatIntervalMs),
+  /** Bytes of scrollback an agent keeps per session. */
+  scrollbackBytes: positive.default(LIMITS.scrollbackBytes),
+})
+/** Runner limits after defaults. */
+export type RunnerLimits = z.infer<typeof RunnerLimits>
+/** Runner limits as a caller may give them (any subset). */
+export type RunnerLimitsInput = z.input<typeof RunnerLimits>
+
+/** The limits with every default applied. */
+export function defaultLimits(overrides: RunnerLimitsInput = {}): RunnerLimits {
+  return RunnerLimits.parse(overrides)
+}

@@ -1,0 +1,271 @@
+// The runner's durable state: one SQLite database (node:sqlite, WAL) in the state dir.
+// Every multi-row change runs in one transaction, so a crash leaves either the old or the new
+// state. Secrets are never stored: API keys and tokens are kept as SHA-256 hashes.
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { DatabaseSync, type StatementSync } from 'node:sqlite'
+import type { Isolation, SandboxLimits } from '@conch/protocol'
+
+/** A sandbox as stored; `driverState` is the driver's opaque handle (socket path, pid, cid…). */
+export interface SandboxRecord {
+  /** Sandbox id. */
+  id: string
+  /** Lifecycle status. */
+  status: 'starting' | 'running' | 'dead'
+  /** Driver name. */
+  driver: string
+  /** Isolation level of the driver. */
+  isolation: Isolation
+  /** What the driver does and does not isolate. */
+  description: string
+  /** Workspace directory as its shells see it. */
+  workdir: string
+  /** Resource limits as requested. */
+  limits: SandboxLimits
+  /** Labels. */
+  metadata: Record<string, string>
+  /** Base environment of the sandbox's sessions. */
+  env: Record<string, string>
+  /** Idle timeout in ms, if any. */
+  idleTimeoutMs: number | null
+  /** Creation time. */
+  createdAt: number
+  /** Why the agent is gone. */
+  deadReason: string | null
+  /** The driver's handle, JSON. */
+  driverState: Record<string, unknown>
+}
+
+/** A sandbox-scoped token as stored (hash only). */
+export interface TokenRecord {
+  /** SHA-256 of the secret, hex. */
+  hash: string
+  /** Sandbox it grants. */
+  sandboxId: string
+  /** Expiry time. */
+  expiresAt: number
+}
+
+interface SandboxRow {
+  id: string
+  status: string
+  driver: string
+  isolation: string
+  description: string
+  workdir: string
+  limits: string
+  metadata: string
+  env: string
+  idle_timeout_ms: number | null
+  created_at: number
+  dead_reason: string | null
+  driver_state: string
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (hash TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sandboxes (
+  id TEXT PRIMARY KEY, status TEXT NOT NULL, driver TEXT NOT NULL, isolation TEXT NOT NULL,
+  description TEXT NOT NULL, workdir TEXT NOT NULL, limits TEXT NOT NULL, metadata TEXT NOT NULL,
+  env TEXT NOT NULL, idle_timeout_ms INTEGER, created_at INTEGER NOT NULL, dead_reason TEXT,
+  driver_state TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  id TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (sandbox_id, id)
+);
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tokens_expiry ON tokens(expires_at);
+`
+
+/** The runner's SQLite store. Open it with `StateStore.open(dir)` or `StateStore.memory()`. */
+export class StateStore {
+  readonly #db: DatabaseSync
+  readonly #stmts = new Map<string, StatementSync>()
+
+  private constructor(db: DatabaseSync) {
+    this.#db = db
+    db.exec('PRAGMA foreign_keys = ON')
+    db.exec('PRAGMA busy_timeout = 5000')
+    db.exec(SCHEMA)
+  }
+
+  /** Opens (or creates) `runner.db` in `stateDir`, in WAL mode. */
+  static open(stateDir: string): StateStore {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 })
+    const db = new DatabaseSync(join(stateDir, 'runner.db'))
+    db.exec('PRAGMA journal_mode = WAL')
+    db.exec('PRAGMA synchronous = NORMAL')
+    return new StateStore(db)
+  }
+
+  /** An in-memory store, for tests. */
+  static memory(): StateStore {
+    return new StateStore(new DatabaseSync(':memory:'))
+  }
+
+  #stmt(sql: string): StatementSync {
+    let s = this.#stmts.get(sql)
+    if (!s) {
+      s = this.#db.prepare(sql)
+      this.#stmts.set(sql, s)
+    }
+    return s
+  }
+
+  /** Runs `fn` in one transaction: all of its writes land, or none. */
+  transaction<T>(fn: () => T): T {
+    this.#db.exec('BEGIN IMMEDIATE')
+    try {
+      const out = fn()
+      this.#db.exec('COMMIT')
+      return out
+    } catch (error) {
+      this.#db.exec('ROLLBACK')
+      throw error
+    }
+  }
+
+  /** The stored API key hashes. */
+  apiKeyHashes(): string[] {
+    return this.#stmt('SELECT hash FROM api_keys ORDER BY created_at')
+      .all()
+      .map((r) => String(r.hash))
+  }
+
+  /** Records an API key hash. */
+  addApiKeyHash(hash: string, now: number): void {
+    this.#stmt('INSERT OR IGNORE INTO api_keys (hash, created_at) VALUES (?, ?)').run(hash, now)
+  }
+
+  /** Inserts or replaces a sandbox. */
+  putSandbox(s: SandboxRecord): void {
+    this.#stmt(
+      `INSERT OR REPLACE INTO sandboxes (id, status, driver, isolation, description, workdir, limits, metadata,
+        env, idle_timeout_ms, created_at, dead_reason, driver_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      s.id,
+      s.status,
+      s.driver,
+      s.isolation,
+      s.description,
+      s.workdir,
+      JSON.stringify(s.limits),
+      JSON.stringify(s.metadata),
+      JSON.stringify(s.env),
+      s.idleTimeoutMs,
+      s.createdAt,
+      s.deadReason,
+      JSON.stringify(s.driverState),
+    )
+  }
+
+  /** Updates a sandbox's status (and the reason when it is dead). */
+  setSandboxStatus(id: string, status: SandboxRecord['status'], deadReason: string | null = null): void {
+    this.#stmt('UPDATE sandboxes SET status = ?, dead_reason = ? WHERE id = ?').run(status, deadReason, id)
+  }
+
+  /** Updates a sandbox's driver handle. */
+  setDriverState(id: string, state: Record<string, unknown>): void {
+    this.#stmt('UPDATE sandboxes SET driver_state = ? WHERE id = ?').run(JSON.stringify(state), id)
+  }
+
+  /** One sandbox, or undefined. */
+  getSandbox(id: string): SandboxRecord | undefined {
+    const row = this.#stmt('SELECT * FROM sandboxes WHERE id = ?').get(id)
+    return row ? toSandbox(row as unknown as SandboxRow) : undefined
+  }
+
+  /** Every sandbox, oldest first. */
+  listSandboxes(): SandboxRecord[] {
+    return this.#stmt('SELECT * FROM sandboxes ORDER BY created_at, id')
+      .all()
+      .map((r) => toSandbox(r as unknown as SandboxRow))
+  }
+
+  /** Removes a sandbox with its sessions and tokens, in one transaction. */
+  deleteSandbox(id: string): void {
+    this.transaction(() => {
+      this.#stmt('DELETE FROM tokens WHERE sandbox_id = ?').run(id)
+      this.#stmt('DELETE FROM sessions WHERE sandbox_id = ?').run(id)
+      this.#stmt('DELETE FROM sandboxes WHERE id = ?').run(id)
+    })
+  }
+
+  /** Records a session. */
+  addSession(sandboxId: string, sessionId: string, now: number): void {
+    this.#stmt('INSERT OR IGNORE INTO sessions (sandbox_id, id, created_at) VALUES (?, ?, ?)').run(
+      sandboxId,
+      sessionId,
+      now,
+    )
+  }
+
+  /** Forgets a session. */
+  deleteSession(sandboxId: string, sessionId: string): void {
+    this.#stmt('DELETE FROM sessions WHERE sandbox_id = ? AND id = ?').run(sandboxId, sessionId)
+  }
+
+  /** Whether a session is recorded. */
+  hasSession(sandboxId: string, sessionId: string): boolean {
+    return this.#stmt('SELECT 1 FROM sessions WHERE sandbox_id = ? AND id = ?').get(sandboxId, sessionId) !== undefined
+  }
+
+  /** How many sessions a sandbox has. */
+  countSessions(sandboxId: string): number {
+    const row = this.#stmt('SELECT COUNT(*) AS n FROM sessions WHERE sandbox_id = ?').get(sandboxId)
+    return Number(row?.n ?? 0)
+  }
+
+  /** How many sessions are recorded in total. */
+  countAllSessions(): number {
+    return Number(this.#stmt('SELECT COUNT(*) AS n FROM sessions').get()?.n ?? 0)
+  }
+
+  /** Records a token hash; expired tokens are purged in the same transaction. */
+  addToken(t: TokenRecord, now: number): void {
+    this.transaction(() => {
+      this.#stmt('DELETE FROM tokens WHERE expires_at <= ?').run(now)
+      this.#stmt('INSERT INTO tokens (hash, sandbox_id, expires_at) VALUES (?, ?, ?)').run(
+        t.hash,
+        t.sandboxId,
+        t.expiresAt,
+      )
+    })
+  }
+
+  /** The token with this hash, expired or not. */
+  getToken(hash: string): TokenRecord | undefined {
+    const row = this.#stmt('SELECT hash, sandbox_id, expires_at FROM tokens WHERE hash = ?').get(hash)
+    if (!row) return undefined
+    return { hash: String(row.hash), sandboxId: String(row.sandbox_id), expiresAt: Number(row.expires_at) }
+  }
+
+  /** Closes the database. */
+  close(): void {
+    if (this.#db.isOpen) this.#db.close()
+  }
+}
+
+function toSandbox(r: SandboxRow): SandboxRecord {
+  return {
+    id: r.id,
+    status: r.status as SandboxRecord['status'],
+    driver: r.driver,
+    isolation: r.isolation as Isolation,
+    description: r.description,
+    workdir: r.workdir,
+    limits: JSON.parse(r.limits) as SandboxLimits,
+    metadata: JSON.parse(r.metadata) as Record<string, string>,
+    env: JSON.parse(r.env) as Record<string, string>,
+    idleTimeoutMs: r.idle_timeout_ms,
+    createdAt: r.created_at,
+    deadReason: r.dead_reason,
+    driverState: JSON.parse(r.driver_state) as Record<string, unknown>,
+  }
+}
