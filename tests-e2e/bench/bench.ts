@@ -1,0 +1,448 @@
+// `pnpm bench`: the full-stack benchmark. It boots the real runner CLI (as the e2e suite
+// does), drives it through `@conch/sdk`, and measures, in rounds, every figure next to a
+// reference measured in the same round: a bare Node client talking to one bash over pipes.
+// Each figure is the median of its rounds; comparisons are interleaved inside each round, so
+// a noisy neighbour slows both sides of a ratio. Numbers only: nothing here passes or fails.
+//
+// Output: a table on stdout and bench/results/latest.json (shape in bench/README.md).
+// BENCH_QUICK=1 shrinks every workload; the BENCH_* variables below override single ones.
+
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { Sandbox } from '@conch/sdk'
+import { REPO_ROOT, startRunner } from '../harness/runner-process.ts'
+import {
+  type BenchReport,
+  type BenchResult,
+  formatTable,
+  machineInfo,
+  readForeignResults,
+  writeReport,
+} from './bench-report.ts'
+import { PipeShell } from './pipe-shell.ts'
+import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
+import { median, type Quantiles, quantiles } from './stats.ts'
+
+const QUICK = process.env.BENCH_QUICK === '1'
+
+function setting(name: string, full: number, quick: number): number {
+  const raw = process.env[name]
+  if (raw !== undefined && raw !== '') {
+    const value = Number(raw)
+    if (!Number.isFinite(value) || value <= 0)
+      throw new Error(`${name} must be a positive number, got "${raw}"`)
+    return value
+  }
+  return QUICK ? quick : full
+}
+
+const CONFIG = {
+  rounds: setting('BENCH_ROUNDS', 3, 3),
+  sequentialRuns: setting('BENCH_SEQUENTIAL_RUNS', 2000, 300),
+  execRuns: setting('BENCH_EXEC_RUNS', 300, 40),
+  warmupRuns: setting('BENCH_WARMUP_RUNS', 100, 20),
+  pipelined: [100, setting('BENCH_PIPELINED_MAX', 2000, 2000)],
+  parallelSessions: setting('BENCH_PARALLEL_SESSIONS', 100, 20),
+  parallelCommands: setting('BENCH_PARALLEL_COMMANDS', 200, 50),
+  streamBytes: setting('BENCH_STREAM_BYTES', 1024 ** 3, 64 * 1024 ** 2),
+  idleSessions: setting('BENCH_IDLE_SESSIONS', 1000, 100),
+  startupRounds: setting('BENCH_STARTUP_ROUNDS', 5, 3),
+  deadlineMs: setting('BENCH_DEADLINE_MS', 540_000, 240_000),
+}
+
+const RESULTS_DIR = join(REPO_ROOT, 'bench/results')
+const MB = 1e6
+const KB = 1024
+
+// ---- figures ----------------------------------------------------------------------------
+
+interface Figure {
+  group: string
+  name: string
+  unit: string
+  /** Name of the figure this one is divided by for `ratioToBaseline`. */
+  ref?: string
+  values: number[]
+  quantiles: Quantiles[]
+}
+
+const figures = new Map<string, Figure>()
+
+function figure(group: string, name: string, unit: string, ref?: string): Figure {
+  let f = figures.get(name)
+  if (!f) {
+    f = { group, name, unit, values: [], quantiles: [] }
+    if (ref !== undefined) f.ref = ref
+    figures.set(name, f)
+  }
+  return f
+}
+
+function recordValue(group: string, name: string, unit: string, value: number, ref?: string): void {
+  figure(group, name, unit, ref).values.push(value)
+}
+
+function recordLatency(group: string, name: string, samples: number[], ref?: string): Quantiles {
+  const q = quantiles(samples)
+  const f = figure(group, name, 'ms', ref)
+  f.quantiles.push(q)
+  f.values.push(q.p50)
+  return q
+}
+
+function summarize(): BenchResult[] {
+  const results: BenchResult[] = []
+  for (const f of figures.values()) {
+    if (f.values.length === 0) continue
+    const result: BenchResult = { group: f.group, name: f.name, unit: f.unit, value: median(f.values) }
+    if (f.quantiles.length > 0) {
+      result.p50 = median(f.quantiles.map((q) => q.p50))
+      result.p90 = median(f.quantiles.map((q) => q.p90))
+      result.p99 = median(f.quantiles.map((q) => q.p99))
+    }
+    const ref = f.ref === undefined ? undefined : figures.get(f.ref)
+    if (ref && ref.values.length > 0) {
+      const base = median(ref.values)
+      if (base > 0) result.ratioToBaseline = result.value / base
+    }
+    results.push(result)
+  }
+  return results
+}
+
+// ---- measuring helpers --------------------------------------------------------------------
+
+async function sequential(runs: number, fn: () => Promise<unknown>): Promise<number[]> {
+  const samples: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now()
+    await fn()
+    samples.push(performance.now() - t0)
+  }
+  return samples
+}
+
+async function wallTime(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now()
+  await fn()
+  return performance.now() - t0
+}
+
+/** A fresh `bash -c` from Node: the floor of any per-command process spawn. */
+function spawnBash(command: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', command], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child.stdout.resume()
+    child.stderr.resume()
+    child.once('error', reject)
+    child.once('close', () => resolve())
+  })
+}
+
+async function inBatches<T>(count: number, width: number, make: (i: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = []
+  for (let start = 0; start < count; start += width) {
+    const batch = Array.from({ length: Math.min(width, count - start) }, (_, k) => make(start + k))
+    out.push(...(await Promise.all(batch)))
+  }
+  return out
+}
+
+function assertExit(result: { exitCode: number }, what: string): void {
+  if (result.exitCode !== 0) throw new Error(`${what} exited with ${result.exitCode}`)
+}
+
+// ---- the benchmark ------------------------------------------------------------------------
+
+const deadline = Date.now() + CONFIG.deadlineMs
+const failures: string[] = []
+const failedPhases = new Set<string>()
+
+function log(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`)
+}
+
+async function phase(name: string, round: number, fn: () => Promise<void>): Promise<void> {
+  if (failedPhases.has(name)) return
+  if (round > 0 && Date.now() > deadline) {
+    log(`${name}: skipping round ${round + 1}, past the time budget`)
+    return
+  }
+  const t0 = performance.now()
+  try {
+    await fn()
+    log(`${name}: round ${round + 1} in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+  } catch (err) {
+    failedPhases.add(name)
+    const message = err instanceof Error ? (err.stack ?? err.message) : String(err)
+    failures.push(`${name}: ${message}`)
+    log(`${name} failed: ${message}`)
+  }
+}
+
+async function main(): Promise<void> {
+  log(`config ${JSON.stringify(CONFIG)}`)
+  await using runner = await startRunner({
+    args: [
+      '--max-sessions-per-sandbox',
+      String(Math.max(CONFIG.idleSessions, CONFIG.parallelSessions) + 16),
+      '--max-queued-runs-per-sandbox',
+      String(Math.max(...CONFIG.pipelined) * 2 + CONFIG.parallelSessions * 2),
+      '--log-level',
+      'warn',
+    ],
+  })
+  const connection = { url: runner.url, apiKey: runner.apiKey, env: runner.sandboxEnv }
+  const sb = await Sandbox.create(connection)
+  const sh = await sb.shell()
+  await using pipe = new PipeShell()
+  assertExit(await sh.run('true'), 'first run')
+
+  for (let round = 0; round < CONFIG.rounds; round++) {
+    log(`round ${round + 1} of ${CONFIG.rounds}`)
+
+    await phase('latency', round, async () => {
+      for (const command of ['true', 'echo hi']) {
+        await sequential(CONFIG.warmupRuns, () => pipe.run(command))
+        await sequential(CONFIG.warmupRuns, () => sh.run(command))
+        await sequential(Math.ceil(CONFIG.warmupRuns / 10), () => sb.exec(command))
+
+        const ref = `bash over pipes: ${command}`
+        recordLatency('reference', ref, await sequential(CONFIG.sequentialRuns, () => pipe.run(command)))
+        const shell = recordLatency(
+          'latency',
+          `shell.run('${command}')`,
+          await sequential(CONFIG.sequentialRuns, () => sh.run(command)),
+          ref,
+        )
+        recordLatency(
+          'reference',
+          `fresh bash -c from Node: ${command}`,
+          await sequential(CONFIG.execRuns, () => spawnBash(command)),
+        )
+        const exec = recordLatency(
+          'latency',
+          `sb.exec('${command}')`,
+          await sequential(CONFIG.execRuns, () => sb.exec(command)),
+          ref,
+        )
+        recordValue('latency', `exec/shell p50 ratio ('${command}')`, 'x', exec.p50 / shell.p50)
+      }
+    })
+
+    await phase('pipelining', round, async () => {
+      for (const n of CONFIG.pipelined) {
+        const refWall = `bash over pipes: ${n} pipelined, wall`
+        const refRate = `bash over pipes: ${n} pipelined, throughput`
+        const pipeWall = await wallTime(() => Promise.all(Array.from({ length: n }, () => pipe.run('true'))))
+        recordValue('reference', refWall, 'ms', pipeWall)
+        recordValue('reference', refRate, 'cmds/s', (n / pipeWall) * 1000)
+        const shellWall = await wallTime(() => Promise.all(Array.from({ length: n }, () => sh.run('true'))))
+        recordValue('pipelining', `${n} pipelined shell.run('true'), wall`, 'ms', shellWall, refWall)
+        recordValue(
+          'pipelining',
+          `${n} pipelined shell.run('true'), throughput`,
+          'cmds/s',
+          (n / shellWall) * 1000,
+          refRate,
+        )
+      }
+    })
+
+    await phase('parallel', round, async () => {
+      const p = CONFIG.parallelSessions
+      const c = CONFIG.parallelCommands
+      const label = `${p} sessions x ${c} commands`
+
+      const pipes = Array.from({ length: p }, () => new PipeShell())
+      try {
+        await Promise.all(pipes.map((ps) => ps.run('true')))
+        const refSamples: number[] = []
+        const refWall = await wallTime(() =>
+          Promise.all(
+            pipes.map(async (ps) => refSamples.push(...(await sequential(c, () => ps.run('true'))))),
+          ),
+        )
+        recordValue(
+          'reference',
+          `bash over pipes: ${label}, throughput`,
+          'cmds/s',
+          ((p * c) / refWall) * 1000,
+        )
+        recordLatency('reference', `bash over pipes: ${label}, latency`, refSamples)
+      } finally {
+        await Promise.all(pipes.map((ps) => ps[Symbol.asyncDispose]()))
+      }
+
+      const box = await Sandbox.create(connection)
+      try {
+        const shells = await inBatches(p, 16, () => box.shell())
+        await Promise.all(shells.map((s) => s.run('true')))
+        const samples: number[] = []
+        const wall = await wallTime(() =>
+          Promise.all(shells.map(async (s) => samples.push(...(await sequential(c, () => s.run('true')))))),
+        )
+        recordValue(
+          'parallel',
+          `${label}, throughput`,
+          'cmds/s',
+          ((p * c) / wall) * 1000,
+          `bash over pipes: ${label}, throughput`,
+        )
+        recordLatency('parallel', `${label}, latency`, samples, `bash over pipes: ${label}, latency`)
+        await Promise.all(shells.map((s) => s[Symbol.asyncDispose]()))
+      } finally {
+        await box.destroy()
+      }
+    })
+
+    await phase('streaming', round, async () => {
+      const bytes = CONFIG.streamBytes
+      const label = `head -c ${bytes >= 1024 ** 3 ? `${bytes / 1024 ** 3}G` : `${bytes / 1024 ** 2}M`} /dev/zero`
+      const before = pipe.bytesOut
+      const refMs = await wallTime(() => pipe.run(`head -c ${bytes} /dev/zero`))
+      const refGot = pipe.bytesOut - before
+      recordValue('reference', `bash over pipes: ${label}`, 'MB/s', refGot / MB / (refMs / 1000))
+
+      const { agent } = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
+      const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
+      const sampler = new RssSampler([runner.pid, agent])
+      let received = 0
+      let code = -1
+      const ms = await wallTime(async () => {
+        for await (const event of sh.stream(`head -c ${bytes} /dev/zero`)) {
+          if (event.type === 'exit') code = event.code
+          else received += event.data.length
+        }
+      })
+      const sampled = sampler.stop()
+      if (code !== 0 || received !== bytes)
+        throw new Error(`stream got ${received} of ${bytes} bytes, exit ${code}`)
+      recordValue(
+        'streaming',
+        `${label} through shell.stream`,
+        'MB/s',
+        bytes / MB / (ms / 1000),
+        `bash over pipes: ${label}`,
+      )
+      const peak = (pid: number): number =>
+        Math.max(sampled.get(pid) ?? 0, peaksResettable ? peakRssBytes(pid) : 0) / MB
+      recordValue('streaming', 'runner peak RSS while streaming', 'MB', peak(runner.pid))
+      recordValue('streaming', 'agent peak RSS while streaming', 'MB', peak(agent))
+    })
+
+    await phase('memory', round, async () => {
+      const k = CONFIG.idleSessions
+      const bareBash = rssBytes(pipe.pid)
+      recordValue('reference', 'bare bash RSS', 'KB', bareBash / KB)
+      recordValue('reference', 'bare bash PSS', 'KB', pssBytes(pipe.pid) / KB)
+
+      const box = await Sandbox.create(connection)
+      try {
+        assertExit(await box.exec('true', { sessionId: 'default' }), 'default session')
+        const start = sandboxProcesses(runner.sweepTarget, runner.pid, box.id)
+        const runnerBefore = rssBytes(runner.pid)
+        const agentBefore = rssBytes(start.agent)
+        await inBatches(k, 16, () => box.createSession())
+        const after = sandboxProcesses(runner.sweepTarget, runner.pid, box.id)
+        const added = after.bashes.filter((pid) => !start.bashes.includes(pid))
+        if (added.length < k) throw new Error(`expected ${k} new bash processes, found ${added.length}`)
+        const runnerDelta = (rssBytes(runner.pid) - runnerBefore) / k
+        const agentDelta = (rssBytes(after.agent) - agentBefore) / k
+        const bashRss = added.reduce((sum, pid) => sum + rssBytes(pid), 0) / added.length
+        const bashPss = added.reduce((sum, pid) => sum + pssBytes(pid), 0) / added.length
+        recordValue(
+          'memory',
+          `idle session: runner RSS per session (${k} sessions)`,
+          'KB',
+          runnerDelta / KB,
+          'bare bash RSS',
+        )
+        recordValue(
+          'memory',
+          `idle session: agent RSS per session (${k} sessions)`,
+          'KB',
+          agentDelta / KB,
+          'bare bash RSS',
+        )
+        recordValue(
+          'memory',
+          'idle session: overhead beyond bash (runner + agent)',
+          'KB',
+          (runnerDelta + agentDelta) / KB,
+          'bare bash RSS',
+        )
+        recordValue('memory', 'idle session: bash RSS', 'KB', bashRss / KB, 'bare bash RSS')
+        recordValue('memory', 'idle session: bash PSS', 'KB', bashPss / KB, 'bare bash PSS')
+      } finally {
+        await box.destroy()
+      }
+    })
+
+    await phase('startup', round, async () => {
+      const runs = Math.max(1, Math.round(CONFIG.startupRounds / CONFIG.rounds))
+      for (let i = 0; i < runs; i++) {
+        let fresh: PipeShell | undefined
+        const refMs = await wallTime(async () => {
+          fresh = new PipeShell()
+          await fresh.run('true')
+        })
+        await fresh?.[Symbol.asyncDispose]()
+        recordValue('reference', 'bash over pipes: spawn to first result', 'ms', refMs)
+
+        let box: Sandbox | undefined
+        const ms = await wallTime(async () => {
+          box = await Sandbox.create(connection)
+          const first = await box.shell()
+          assertExit(await first.run('true'), 'first run')
+        })
+        await box?.destroy()
+        recordValue(
+          'startup',
+          'sandbox create to first shell.run result',
+          'ms',
+          ms,
+          'bash over pipes: spawn to first result',
+        )
+      }
+    })
+  }
+
+  await sb.destroy()
+
+  const results = summarize()
+  for (const name of ['agent', 'runner']) {
+    const foreign = readForeignResults(join(RESULTS_DIR, `${name}.json`))
+    if (foreign.length > 0) log(`merged ${foreign.length} figures from bench/results/${name}.json`)
+    results.push(...foreign)
+  }
+
+  const report: BenchReport = {
+    generatedAt: new Date().toISOString(),
+    machine: machineInfo(),
+    method:
+      `Full stack: @conch/sdk -> runner CLI (local driver) -> agent -> bash, on one machine. ` +
+      `${CONFIG.rounds} rounds; each figure is the median of its rounds, latency percentiles are per round ` +
+      `(${CONFIG.sequentialRuns} sequential shell runs, ${CONFIG.execRuns} execs) and then the median across rounds. ` +
+      'Every comparison is interleaved within a round: the reference (a bare Node client driving one bash over ' +
+      'pipes with an end marker per command) is measured right before the figure it is compared with. ' +
+      'ratioToBaseline = value / reference value (for throughputs, below 1 means slower than the reference). ' +
+      `Streaming: ${CONFIG.streamBytes} bytes; idle memory: ${CONFIG.idleSessions} sessions; ` +
+      `parallel: ${CONFIG.parallelSessions} sessions x ${CONFIG.parallelCommands} commands.` +
+      (QUICK ? ' Quick mode (BENCH_QUICK=1): reduced workloads.' : ''),
+    results,
+  }
+  const out = join(RESULTS_DIR, 'latest.json')
+  writeReport(out, report)
+  console.log(formatTable(results))
+  console.log(`\nwrote ${out}`)
+  if (failures.length > 0) {
+    console.log(`\n${failures.length} phase(s) failed and are missing from the table:`)
+    for (const failure of failures) console.log(`- ${failure.split('\n')[0]}`)
+  }
+}
+
+await main()
+// Sockets and timers of the SDK may keep the loop alive; the report is written, so end here.
+process.exit(0)

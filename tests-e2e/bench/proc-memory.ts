@@ -1,0 +1,117 @@
+// Memory figures from /proc: resident set (VmRSS), its peak (VmHWM, which writing `5` to
+// /proc/<pid>/clear_refs resets), and proportional set size (Pss, which splits shared pages
+// between the processes that map them, the fair figure for many bashes sharing one binary).
+
+import { readFileSync, writeFileSync } from 'node:fs'
+import { listTargetProcesses, type ProcEntry, type SweepTarget } from '../harness/process-sweep.ts'
+
+function statusField(pid: number, field: string): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)
+  if (!match) throw new Error(`no ${field} for pid ${pid}`)
+  return Number(match[1]) * 1024
+}
+
+/** Resident set size in bytes. */
+export function rssBytes(pid: number): number {
+  return statusField(pid, 'VmRSS')
+}
+
+/** Peak resident set size in bytes since start or the last `resetPeak`. */
+export function peakRssBytes(pid: number): number {
+  return statusField(pid, 'VmHWM')
+}
+
+/** Resets the peak RSS to the current RSS; returns false when the kernel refuses. */
+export function resetPeak(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Proportional set size in bytes (falls back to RSS when smaps_rollup is unreadable). */
+export function pssBytes(pid: number): number {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
+    const match = /^Pss:\s+(\d+) kB/m.exec(rollup)
+    if (match) return Number(match[1]) * 1024
+  } catch {
+    // fall through
+  }
+  return rssBytes(pid)
+}
+
+/** Samples the RSS of some processes on an interval and keeps each one's maximum. */
+export class RssSampler {
+  readonly #pids: number[]
+  readonly #max = new Map<number, number>()
+  readonly #timer: ReturnType<typeof setInterval>
+
+  constructor(pids: number[], intervalMs = 50) {
+    this.#pids = pids
+    this.#sample()
+    this.#timer = setInterval(() => this.#sample(), intervalMs)
+  }
+
+  #sample(): void {
+    for (const pid of this.#pids) {
+      try {
+        this.#max.set(pid, Math.max(this.#max.get(pid) ?? 0, rssBytes(pid)))
+      } catch {
+        // The process is gone.
+      }
+    }
+  }
+
+  /** Stops sampling and returns the maximum RSS seen per pid. */
+  stop(): Map<number, number> {
+    clearInterval(this.#timer)
+    this.#sample()
+    return this.#max
+  }
+}
+
+/** The processes of one sandbox: its agent and the bashes below it. */
+export interface SandboxProcesses {
+  agent: number
+  bashes: number[]
+}
+
+function descendants(table: ProcEntry[], root: number): ProcEntry[] {
+  const out: ProcEntry[] = []
+  const stack = [root]
+  while (stack.length > 0) {
+    const pid = stack.pop()!
+    for (const entry of table) {
+      if (entry.ppid === pid) {
+        out.push(entry)
+        stack.push(entry.pid)
+      }
+    }
+  }
+  return out
+}
+
+/** Finds the agent of a sandbox (by its id on the command line) and its bash processes. */
+export function sandboxProcesses(
+  target: SweepTarget,
+  runnerPid: number,
+  sandboxId: string,
+): SandboxProcesses {
+  const table = listTargetProcesses(target)
+  const agents = table.filter(
+    (e) => e.pid !== runnerPid && /agent/.test(e.cmdline) && e.cmdline.includes(sandboxId),
+  )
+  const agent = agents.find((a) => !agents.some((b) => b.pid === a.ppid))
+  if (!agent) {
+    const seen = table.map((e) => `${e.pid} ${e.cmdline}`).join('\n')
+    throw new Error(`no agent process for ${sandboxId} among:\n${seen}`)
+  }
+  const bashes = descendants(table, agent.pid)
+    .filter((e) => /(^|\/)bash( |$)/.test(e.cmdline))
+    .map((e) => e.pid)
+  return { agent: agent.pid, bashes }
+}
