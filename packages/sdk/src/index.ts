@@ -1,1 +1,45 @@
-export {}
+export type {
+  AccessToken,
+  ErrorCode,
+  FileInfo,
+  HistoryEntry,
+  ProcessInfo,
+  SandboxInfo,
+  SandboxLimits,
+  SessionInfo,
+} from '@conch/protocol'
+export {
+  BackgroundProcess,
+  type ProcessEvent,
+  type ProcessOutputChunk,
+} from './background-process.ts'
+export type { CommandResult, OutputEncoding, OutputOf } from './command-result.ts'
+export {
+  AuthError,
+  ConchError,
+  type ConchErrorOptions,
+  ConnectionError,
+  DeadlineError,
+  OutputLostError,
+  RateLimitError,
+  SandboxNotFoundError,
+  SessionNotFoundError,
+  ShellClosedError,
+} from './conch-error.ts'
+export {
+  type ConnectOptions,
+  type CreateSandboxOptions,
+  type ReattachOptions,
+  Sandbox,
+  type SandboxExecOptions,
+  type SessionOptions,
+  type ShellOptions,
+  type StartProcessOptions,
+} from './sandbox.ts'
+export { SandboxFiles } from './sandbox-files.ts'
+export { type ExecOptions, type HistoryQuery, Session } from './session.ts'
+export { SessionAliases } from './session-aliases.ts'
+export { SessionEnv } from './session-env.ts'
+export { Shell, type ShellEvent, type ShellOutput, type ShellRunOptions } from './shell.ts'
+export type { ConnectionPolicy } from './shell-connection.ts'
+export type { FetchLike, WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'

@@ -1,0 +1,222 @@
+import type { ErrorCode } from '@conch/protocol'
+
+// The SDK's error classes. `ConchError` carries the protocol `code`; a subclass exists only
+// where callers branch on it. `errorFromWire` (error-from-wire.ts) picks the class for a code.
+
+/** Facts an error carries besides its message. */
+export interface ConchErrorOptions {
+  /** The error that caused this one (ES2022 `cause`). */
+  cause?: unknown
+  /** HTTP status, when the error came from a REST answer. */
+  status?: number
+  /** Extra facts from the runner (`earliestOffset` for OUTPUT_LOST). */
+  details?: Record<string, unknown>
+}
+
+/**
+ * Base class of every error the SDK throws. Branch on `code` (a protocol `ErrorCode`) or on
+ * the subclass.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await sb.files.read('/workspace/missing.txt')
+ * } catch (err) {
+ *   if (err instanceof ConchError && err.code === 'FILE_NOT_FOUND') console.log('no file yet')
+ *   else throw err
+ * }
+ * ```
+ */
+export class ConchError extends Error {
+  /** Machine-readable code from the protocol. */
+  readonly code: ErrorCode
+  /** HTTP status, when the error came from a REST answer. */
+  readonly status: number | undefined
+  /** Extra facts from the runner. */
+  readonly details: Record<string, unknown>
+
+  constructor(code: ErrorCode, message: string, options: ConchErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ConchError'
+    this.code = code
+    this.status = options.status
+    this.details = options.details ?? {}
+  }
+}
+
+/**
+ * The shell's bash ended (`exit`, `exec`, or killed): the pending run and every later run on
+ * this shell fail with it. Open a new shell to continue.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await sh.run('exit 3')
+ * } catch (err) {
+ *   if (err instanceof ShellClosedError) console.log(err.exitCode) // 3
+ * }
+ * ```
+ */
+export class ShellClosedError extends ConchError {
+  /** bash's exit status, when it exited. */
+  readonly exitCode: number | null
+  /** The signal that killed bash, when one did. */
+  readonly signal: string | null
+
+  constructor(
+    message: string,
+    closed: { exitCode: number | null; signal: string | null },
+    options: ConchErrorOptions = {},
+  ) {
+    super('SHELL_CLOSED', message, options)
+    this.name = 'ShellClosedError'
+    this.exitCode = closed.exitCode
+    this.signal = closed.signal
+  }
+}
+
+/**
+ * The sandbox does not exist (never did, was destroyed, or its idle timeout ended it).
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.connect(id, { url, apiKey }).catch((err) => {
+ *   if (err instanceof SandboxNotFoundError) return Sandbox.create({ url, apiKey })
+ *   throw err
+ * })
+ * ```
+ */
+export class SandboxNotFoundError extends ConchError {
+  constructor(message: string, options: ConchErrorOptions = {}) {
+    super('SANDBOX_NOT_FOUND', message, options)
+    this.name = 'SandboxNotFoundError'
+  }
+}
+
+/**
+ * The session does not exist in this sandbox (deleted, or never created).
+ *
+ * @example
+ * ```ts
+ * const sh = await sb.reattachShell('build').catch((err) => {
+ *   if (err instanceof SessionNotFoundError) return sb.shell()
+ *   throw err
+ * })
+ * ```
+ */
+export class SessionNotFoundError extends ConchError {
+  constructor(message: string, options: ConchErrorOptions = {}) {
+    super('SESSION_NOT_FOUND', message, options)
+    this.name = 'SessionNotFoundError'
+  }
+}
+
+/**
+ * The API key or token is missing, wrong, expired, or scoped to another sandbox
+ * (`UNAUTHORIZED` or `FORBIDDEN`).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await Sandbox.list({ url, apiKey: 'wrong' })
+ * } catch (err) {
+ *   if (err instanceof AuthError) console.log('check CONCH_API_KEY')
+ * }
+ * ```
+ */
+export class AuthError extends ConchError {
+  constructor(code: 'UNAUTHORIZED' | 'FORBIDDEN', message: string, options: ConchErrorOptions = {}) {
+    super(code, message, options)
+    this.name = 'AuthError'
+  }
+}
+
+/**
+ * A limit was hit: too many queued runs, sandboxes, sessions or processes. Retry later or
+ * free some.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await sb.shell()
+ * } catch (err) {
+ *   if (err instanceof RateLimitError) await sb.deleteSession('old')
+ * }
+ * ```
+ */
+export class RateLimitError extends ConchError {
+  constructor(
+    code: 'RATE_LIMITED' | 'TOO_MANY_SANDBOXES' | 'TOO_MANY_SESSIONS' | 'TOO_MANY_PROCESSES',
+    message: string,
+    options: ConchErrorOptions = {},
+  ) {
+    super(code, message, options)
+    this.name = 'RateLimitError'
+  }
+}
+
+/**
+ * Output this client had not seen was evicted from the session's bounded scrollback while it
+ * was disconnected, so the run's result cannot be exact. The shell itself is fine.
+ *
+ * @example
+ * ```ts
+ * const r = await sh.run('make').catch((err) => {
+ *   if (err instanceof OutputLostError) return sh.run('make') // run it again
+ *   throw err
+ * })
+ * ```
+ */
+export class OutputLostError extends ConchError {
+  /** The oldest offset the runner still keeps, when it said. */
+  readonly earliestOffset: number | undefined
+
+  constructor(message: string, options: ConchErrorOptions = {}) {
+    super('OUTPUT_LOST', message, options)
+    this.name = 'OutputLostError'
+    const earliest = this.details.earliestOffset
+    this.earliestOffset = typeof earliest === 'number' ? earliest : undefined
+  }
+}
+
+/**
+ * The runner could not be reached, or the connection dropped and did not come back within
+ * the reconnect budget (`CONNECTION_LOST`, `AGENT_UNAVAILABLE`).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await sh.run('true')
+ * } catch (err) {
+ *   if (err instanceof ConnectionError) sh = await sb.reattachShell(sh.sessionId)
+ * }
+ * ```
+ */
+export class ConnectionError extends ConchError {
+  constructor(
+    message: string,
+    options: ConchErrorOptions & { code?: 'CONNECTION_LOST' | 'AGENT_UNAVAILABLE' } = {},
+  ) {
+    super(options.code ?? 'CONNECTION_LOST', message, options)
+    this.name = 'ConnectionError'
+  }
+}
+
+/**
+ * A call did not get an answer in time: the client-side deadline passed (the runner is silent
+ * or overloaded), or the runner reported `DEADLINE_EXCEEDED`.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.create({ url, apiKey, requestTimeoutMs: 5_000 })
+ * await sb.files.list('/workspace').catch((err) => {
+ *   if (err instanceof DeadlineError) console.log('runner is slow:', err.message)
+ * })
+ * ```
+ */
+export class DeadlineError extends ConchError {
+  constructor(message: string, options: ConchErrorOptions = {}) {
+    super('DEADLINE_EXCEEDED', message, options)
+    this.name = 'DeadlineError'
+  }
+}

@@ -1,0 +1,446 @@
+import {
+  type AccessToken,
+  LIMITS,
+  type ProcessInfo,
+  type SandboxInfo,
+  type SandboxLimits,
+  type SessionInfo,
+} from '@conch/protocol'
+import { BackgroundProcess } from './background-process.ts'
+import { encodeBase64 } from './base64.ts'
+import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
+import { AuthError, ConchError } from './conch-error.ts'
+import { HttpClient } from './http-client.ts'
+import {
+  accessToken,
+  okBody,
+  processInfo,
+  processList,
+  runResult,
+  sandboxInfo,
+  sandboxList,
+  sessionInfo,
+  sessionList,
+} from './rest-shapes.ts'
+import { commandDeadlineMs, stdinFields } from './run-budget.ts'
+import { SandboxFiles } from './sandbox-files.ts'
+import { type ExecOptions, Session } from './session.ts'
+import { Shell, type ShellOutput } from './shell.ts'
+import { type ConnectionPolicy, DEFAULT_CONNECTION_POLICY } from './shell-connection.ts'
+import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './web-socket-like.ts'
+
+/**
+ * How to reach a runner. Pass `apiKey` on a server, or a sandbox-scoped `token` (from
+ * `sb.createAccessToken()`) in a browser or another untrusted place.
+ */
+export interface ConnectOptions {
+  /** Runner base URL, such as `http://127.0.0.1:7070`. */
+  url: string
+  /** The runner's API key (`conch_...`); full access. */
+  apiKey?: string
+  /** A sandbox-scoped token (`cst_...`); access to one sandbox only. */
+  token?: string
+  /** The fetch to use; default `globalThis.fetch`. */
+  fetch?: FetchLike
+  /** The WebSocket constructor to use; default `globalThis.WebSocket`, else the `ws` package. */
+  WebSocket?: WebSocketConstructor
+  /** Deadline of each REST call that has no command timeout of its own; default 30 s. */
+  requestTimeoutMs?: number
+  /** Bytes kept per stream in a buffered shell result before it is cut; default 1 MiB. */
+  maxOutputBytes?: number
+  /** Heartbeat and reconnect policy of shell sockets. */
+  connection?: Partial<ConnectionPolicy>
+}
+
+/** Options of `Sandbox.create`: how to reach the runner, plus the new sandbox's settings. */
+export interface CreateSandboxOptions extends ConnectOptions {
+  /** Driver name; default: the runner's. */
+  driver?: string
+  /** Base environment of every session. */
+  env?: Record<string, string>
+  /** Resource limits. */
+  limits?: SandboxLimits
+  /** Destroy the sandbox after this long without API activity. */
+  idleTimeoutMs?: number
+  /** Free-form labels, returned as given. */
+  metadata?: Record<string, string>
+}
+
+/** Options of `sb.exec`. */
+export interface SandboxExecOptions<E extends OutputEncoding = 'utf8'> extends ExecOptions<E> {
+  /** Working directory of the fresh process. */
+  cwd?: string
+  /** Variables added to the fresh process's environment. */
+  env?: Record<string, string>
+  /** Run in this session's shell instead of a fresh process (state persists). */
+  sessionId?: string
+}
+
+/** Options of a new session. */
+export interface SessionOptions {
+  /** Session id; generated when absent. */
+  id?: string
+  /** Variables added to the session's starting environment. */
+  env?: Record<string, string>
+  /** Starting directory; relative paths resolve against the workspace. */
+  cwd?: string
+  /** Default timeout of this session's runs. */
+  commandTimeoutMs?: number
+  /** Start from an empty environment instead of the sandbox's base environment. */
+  cleanEnv?: boolean
+}
+
+/** Options of `sb.shell`. */
+export interface ShellOptions extends SessionOptions {
+  /** Output no run of this shell owns: background jobs between runs, other clients' runs. */
+  onOutput?: (output: ShellOutput) => void
+}
+
+/** Options of `sb.reattachShell`. */
+export interface ReattachOptions {
+  /** Replay output from this log offset; default: only new output. */
+  offset?: number
+  /** Output no run of this shell owns, including the replay. */
+  onOutput?: (output: ShellOutput) => void
+}
+
+/** Options of `sb.startProcess`. */
+export interface StartProcessOptions {
+  /** Working directory. */
+  cwd?: string
+  /** Variables added to its environment. */
+  env?: Record<string, string>
+  /** Take the starting cwd and exported environment from this session's shell. */
+  sessionId?: string
+}
+
+interface Resolved {
+  http: HttpClient
+  secret: string
+  options: ConnectOptions
+}
+
+function resolve(options: ConnectOptions): Resolved {
+  const secret = options.apiKey ?? options.token
+  if (!secret) {
+    throw new AuthError(
+      'UNAUTHORIZED',
+      'no credentials: pass { apiKey } (on a server) or { token } (in a browser)',
+    )
+  }
+  const fetchImpl: FetchLike = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+  const http = new HttpClient({
+    baseUrl: options.url,
+    secret,
+    fetch: fetchImpl,
+    requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+  })
+  return { http, secret, options }
+}
+
+/**
+ * A sandbox: a workspace with files, processes and any number of bash sessions, on a runner
+ * you host. Create one, run commands, destroy it.
+ *
+ * @example
+ * ```ts
+ * import { Sandbox } from '@conch/sdk'
+ *
+ * await using sb = await Sandbox.create({ url: 'http://127.0.0.1:7070', apiKey: process.env.CONCH_API_KEY })
+ * await using sh = await sb.shell()
+ * await sh.run('cd /tmp')
+ * console.log((await sh.run('pwd')).stdout) // "/tmp\n"
+ * ```
+ */
+export class Sandbox {
+  /** Sandbox id (`sb_...`). */
+  readonly id: string
+  /** The sandbox's files. */
+  readonly files: SandboxFiles
+  /** What the runner last reported about the sandbox. */
+  info: SandboxInfo
+  readonly #http: HttpClient
+  readonly #secret: string
+  readonly #options: ConnectOptions
+  readonly #path: string
+  readonly #owned: boolean
+  readonly #shells = new Set<Shell>()
+  #WebSocket: Promise<WebSocketConstructor> | undefined
+
+  private constructor(resolved: Resolved, info: SandboxInfo, owned: boolean) {
+    this.id = info.id
+    this.info = info
+    this.#http = resolved.http
+    this.#secret = resolved.secret
+    this.#options = resolved.options
+    this.#owned = owned
+    this.#path = `/v1/sandboxes/${encodeURIComponent(info.id)}`
+    this.files = new SandboxFiles(this.#http, this.#path)
+  }
+
+  /**
+   * Creates a sandbox. Disposing the returned object (`await using`) destroys it.
+   *
+   * @example
+   * ```ts
+   * const sb = await Sandbox.create({ url, apiKey, env: { CI: '1' }, idleTimeoutMs: 600_000 })
+   * ```
+   */
+  static async create(options: CreateSandboxOptions): Promise<Sandbox> {
+    const resolved = resolve(options)
+    const info = await resolved.http.json('POST', '/v1/sandboxes', sandboxInfo, {
+      json: {
+        driver: options.driver,
+        env: options.env,
+        limits: options.limits,
+        idleTimeoutMs: options.idleTimeoutMs,
+        metadata: options.metadata,
+      },
+      timeoutMs: Math.max(resolved.http.requestTimeoutMs, 60_000),
+    })
+    return new Sandbox(resolved, info, true)
+  }
+
+  /**
+   * Connects to an existing sandbox by id (with the API key or a token for it). Disposing the
+   * returned object closes its shells but leaves the sandbox running.
+   *
+   * @example
+   * ```ts
+   * const sb = await Sandbox.connect('sb_0123456789ab', { url, token })
+   * ```
+   */
+  static async connect(id: string, options: ConnectOptions): Promise<Sandbox> {
+    const resolved = resolve(options)
+    const info = await resolved.http.json('GET', `/v1/sandboxes/${encodeURIComponent(id)}`, sandboxInfo)
+    return new Sandbox(resolved, info, false)
+  }
+
+  /**
+   * Lists the runner's sandboxes (needs the API key).
+   *
+   * @example
+   * ```ts
+   * for (const info of await Sandbox.list({ url, apiKey })) console.log(info.id, info.status)
+   * ```
+   */
+  static async list(options: ConnectOptions): Promise<SandboxInfo[]> {
+    return (await resolve(options).http.json('GET', '/v1/sandboxes', sandboxList)).sandboxes
+  }
+
+  /**
+   * Runs one command in a fresh `bash -c` process (or in a session's shell with `sessionId`)
+   * and waits for its result.
+   *
+   * @example
+   * ```ts
+   * const { stdout, exitCode } = await sb.exec('ls -la', { cwd: '/workspace' })
+   * await sb.exec('pwd', { sessionId: 'build' }) // runs in the "build" session's shell
+   * ```
+   */
+  async exec<E extends OutputEncoding = 'utf8'>(
+    command: string,
+    options: SandboxExecOptions<E> = {},
+  ): Promise<CommandResult<OutputOf<E>>> {
+    const binary = options.encoding === 'binary'
+    const result = await this.#http.json('POST', `${this.#path}/exec`, runResult, {
+      json: {
+        command,
+        cwd: options.cwd,
+        env: options.env,
+        ...stdinFields(options.stdin, encodeBase64),
+        timeoutMs: options.timeoutMs,
+        encoding: binary ? 'base64' : 'utf8',
+        sessionId: options.sessionId,
+      },
+      timeoutMs: commandDeadlineMs(options.timeoutMs, undefined),
+      signal: options.signal,
+    })
+    return fromRunResult(result, binary) as CommandResult<OutputOf<E>>
+  }
+
+  /**
+   * Creates a new session and opens a shell on it over a WebSocket. Disposing the shell
+   * deletes the session.
+   *
+   * @example
+   * ```ts
+   * await using sh = await sb.shell({ cwd: '/workspace', env: { DEBUG: '1' }, commandTimeoutMs: 60_000 })
+   * ```
+   */
+  async shell(options: ShellOptions = {}): Promise<Shell> {
+    const { onOutput, ...sessionOptions } = options
+    const session = await this.createSession(sessionOptions)
+    try {
+      return await this.#openShell(session, true, undefined, onOutput)
+    } catch (err) {
+      await session.delete().catch(() => {})
+      throw err
+    }
+  }
+
+  /**
+   * Opens a shell on an existing session, from this or any other process. With `offset`, the
+   * output since that log offset is replayed first (to `onOutput`).
+   *
+   * @example
+   * ```ts
+   * const sh = await sb.reattachShell('build', { offset: 0, onOutput: (o) => log(o.data) })
+   * ```
+   */
+  async reattachShell(sessionId: string, options: ReattachOptions = {}): Promise<Shell> {
+    const info = await this.#http.json(
+      'GET',
+      `${this.#path}/sessions/${encodeURIComponent(sessionId)}`,
+      sessionInfo,
+    )
+    return this.#openShell(new Session(this.#http, this.#path, info), false, options.offset, options.onOutput)
+  }
+
+  /**
+   * Creates a session (a new long-lived bash) driven over REST.
+   *
+   * @example
+   * ```ts
+   * const build = await sb.createSession({ id: 'build', cwd: '/workspace/app' })
+   * await build.exec('npm run build')
+   * ```
+   */
+  async createSession(options: SessionOptions = {}): Promise<Session> {
+    const info = await this.#http.json('POST', `${this.#path}/sessions`, sessionInfo, { json: options })
+    return new Session(this.#http, this.#path, info)
+  }
+
+  /** A handle on an existing session. */
+  async getSession(sessionId: string): Promise<Session> {
+    const info = await this.#http.json(
+      'GET',
+      `${this.#path}/sessions/${encodeURIComponent(sessionId)}`,
+      sessionInfo,
+    )
+    return new Session(this.#http, this.#path, info)
+  }
+
+  /**
+   * Lists the sandbox's sessions.
+   *
+   * @example
+   * ```ts
+   * const open = (await sb.listSessions()).filter((s) => s.status === 'open')
+   * ```
+   */
+  async listSessions(): Promise<SessionInfo[]> {
+    return (await this.#http.json('GET', `${this.#path}/sessions`, sessionList)).sessions
+  }
+
+  /** Deletes a session and kills its bash. */
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.#http.json('DELETE', `${this.#path}/sessions/${encodeURIComponent(sessionId)}`, okBody)
+  }
+
+  /**
+   * Starts a background process.
+   *
+   * @example
+   * ```ts
+   * const p = await sb.startProcess('node server.js', { cwd: '/workspace/app', env: { PORT: '3000' } })
+   * ```
+   */
+  async startProcess(command: string, options: StartProcessOptions = {}): Promise<BackgroundProcess> {
+    const info = await this.#http.json('POST', `${this.#path}/processes`, processInfo, {
+      json: { command, ...options },
+    })
+    return new BackgroundProcess(this.#http, this.#path, info)
+  }
+
+  /** Lists the sandbox's background processes. */
+  async listProcesses(): Promise<BackgroundProcess[]> {
+    const { processes } = await this.#http.json('GET', `${this.#path}/processes`, processList)
+    return processes.map((info: ProcessInfo) => new BackgroundProcess(this.#http, this.#path, info))
+  }
+
+  /** A handle on an existing background process. */
+  async getProcess(processId: string): Promise<BackgroundProcess> {
+    const info = await this.#http.json(
+      'GET',
+      `${this.#path}/processes/${encodeURIComponent(processId)}`,
+      processInfo,
+    )
+    return new BackgroundProcess(this.#http, this.#path, info)
+  }
+
+  /**
+   * Mints a token that grants access to this sandbox only, safe to hand to a browser.
+   *
+   * @example
+   * ```ts
+   * const { token } = await sb.createAccessToken({ ttlMs: 15 * 60_000 })
+   * // in the browser:
+   * const sb = await Sandbox.connect(sandboxId, { url, token })
+   * ```
+   */
+  createAccessToken(options: { ttlMs?: number } = {}): Promise<AccessToken> {
+    return this.#http.json('POST', `${this.#path}/tokens`, accessToken, { json: options })
+  }
+
+  /** Fetches the sandbox's current state. */
+  async refresh(): Promise<SandboxInfo> {
+    this.info = await this.#http.json('GET', this.#path, sandboxInfo)
+    return this.info
+  }
+
+  /**
+   * Destroys the sandbox and everything in it: sessions, processes, files.
+   *
+   * @example
+   * ```ts
+   * await sb.destroy()
+   * ```
+   */
+  async destroy(): Promise<void> {
+    this.#closeShells()
+    await this.#http.json('DELETE', this.#path, okBody, {
+      timeoutMs: Math.max(this.#http.requestTimeoutMs, 60_000),
+    })
+  }
+
+  /** Destroys a sandbox made by `Sandbox.create`; for one from `connect`, closes its shells. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#owned) {
+      this.#closeShells()
+      return
+    }
+    await this.destroy().catch((err: unknown) => {
+      if (!(err instanceof ConchError) || err.code !== 'SANDBOX_NOT_FOUND') throw err
+    })
+  }
+
+  #closeShells(): void {
+    for (const sh of this.#shells) sh.close()
+    this.#shells.clear()
+  }
+
+  async #openShell(
+    session: Session,
+    owned: boolean,
+    offset: number | undefined,
+    onOutput: ((output: ShellOutput) => void) | undefined,
+  ): Promise<Shell> {
+    this.#WebSocket ??= resolveWebSocket(this.#options.WebSocket)
+    const shell = new Shell({
+      session,
+      sandboxId: this.id,
+      baseUrl: this.#http.baseUrl,
+      secret: this.#secret,
+      WebSocket: await this.#WebSocket,
+      policy: { ...DEFAULT_CONNECTION_POLICY, ...this.#options.connection },
+      maxOutputBytes: this.#options.maxOutputBytes ?? LIMITS.outputCapBytes,
+      owned,
+      offset,
+      onOutput,
+    })
+    await shell.open()
+    this.#shells.add(shell)
+    return shell
+  }
+}
