@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, connect, type Server, type Socket } from 'node:net'
+import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { encodeFrame, FrameDecoder, LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
@@ -16,8 +16,10 @@ class PeerAgent implements AsyncDisposable {
   credit = 0
   socket: Socket | null = null
   #onCredit: (() => void) | null = null
+  readonly handle: (peer: PeerAgent, frame: Record<string, unknown>) => void
 
-  constructor(readonly handle: (peer: PeerAgent, frame: Record<string, unknown>) => void) {
+  constructor(handle: (peer: PeerAgent, frame: Record<string, unknown>) => void) {
+    this.handle = handle
     this.server = createServer((socket) => {
       this.socket = socket
       const decoder = new FrameDecoder()
@@ -27,7 +29,13 @@ class PeerAgent implements AsyncDisposable {
           const frame = r.frame.header as Record<string, unknown>
           this.received.push(frame)
           if (frame.t === 'hello') {
-            this.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, agentVersion: '0.0.0', pid: 1, startedAt: 5 })
+            this.send({
+              t: 'hello',
+              protocolVersion: PROTOCOL_VERSION,
+              agentVersion: '0.0.0',
+              pid: 1,
+              startedAt: 5,
+            })
           } else if (frame.t === 'credit') {
             this.credit += Number(frame.bytes)
             this.#onCredit?.()
@@ -76,13 +84,19 @@ describe('AgentLink', () => {
     })
     const link = await AgentLink.open(await peer.connect(), { logger })
     expect(link.hello).toMatchObject({ pid: 1, startedAt: 5 })
-    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).resolves.toEqual({ value: 'v' })
-    await expect(link.call('session.get', { session: 'x' })).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND' })
+    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).resolves.toEqual({
+      value: 'v',
+    })
+    await expect(link.call('session.get', { session: 'x' })).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    })
     link.close()
   })
 
   it('rejects a result that does not match the method schema as INTERNAL', async () => {
-    await using peer = await PeerAgent.start((p, f) => p.send({ t: 'result', id: f.id, result: { value: 42 } }))
+    await using peer = await PeerAgent.start((p, f) =>
+      p.send({ t: 'result', id: f.id, result: { value: 42 } }),
+    )
     const link = await AgentLink.open(await peer.connect(), { logger })
     await expect(link.call('session.env.get', { session: 'default', name: 'A' })).rejects.toMatchObject({
       code: 'INTERNAL',

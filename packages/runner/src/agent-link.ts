@@ -11,29 +11,26 @@
 import type { Duplex } from 'node:stream'
 import {
   AGENT_METHODS,
-  AgentClosed,
-  AgentData,
-  AgentEnd,
-  AgentError,
-  AgentFail,
-  AgentHello,
+  type AgentClosed,
+  type AgentData,
+  type AgentEnd,
+  AgentFrame,
+  type AgentHello,
   type AgentMethod,
   type AgentParams,
-  AgentReplayEnd,
-  AgentResult,
+  type AgentReplayEnd,
   type AgentResultOf,
-  AgentRunExit,
-  AgentRunStart,
-  AgentSessionClosed,
+  type AgentRunExit,
+  type AgentRunStart,
+  type AgentSessionClosed,
+  assertNever,
   encodeFrame,
   FrameDecoder,
   LIMITS,
-  LinkPing,
-  LinkPong,
   PROTOCOL_VERSION,
   type WireError,
 } from '@conch/protocol'
-import type { Logger } from 'pino'
+import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { RunnerError } from './runner-error.ts'
 
@@ -88,6 +85,10 @@ interface Pending {
 }
 
 const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
+/** One schema per agent frame type: a frame is parsed against its own type only. */
+const FRAME_SCHEMAS: ReadonlyMap<string, z.ZodType<AgentFrame>> = new Map(
+  AgentFrame.options.map((o) => [o.shape.t.value, o as z.ZodType<AgentFrame>]),
+)
 const NO_HANDLER = (): void => {}
 
 /** One multiplexed channel on an agent link. */
@@ -167,13 +168,22 @@ export class LinkChannel {
     if (this.#done) return
     if (event.t === 'data') {
       this.#received += event.payload.byteLength
-      if (this.#received - this.#granted - this.#unsent > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
-        this.#link.logger.warn({ ch: this.id }, 'agent exceeded the channel credit window; closing the channel')
+      if (
+        this.#received - this.#granted - this.#unsent >
+        LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes
+      ) {
+        this.#link.logger.warn(
+          { ch: this.id },
+          'agent exceeded the channel credit window; closing the channel',
+        )
         const handler = this.#handler
         this.close()
         handler?.({
           t: 'error',
-          error: { code: 'INVALID_FRAME', message: 'the agent sent more output than the flow-control window allows' },
+          error: {
+            code: 'INVALID_FRAME',
+            message: 'the agent sent more output than the flow-control window allows',
+          },
         })
         return
       }
@@ -218,7 +228,9 @@ export class AgentLink {
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
     stream.on('data', (chunk: Buffer) => this.#onChunk(chunk))
-    stream.on('error', (error) => this.#fail(new RunnerError('CONNECTION_LOST', `agent link failed: ${error.message}`)))
+    stream.on('error', (error) =>
+      this.#fail(new RunnerError('CONNECTION_LOST', `agent link failed: ${error.message}`)),
+    )
     stream.on('close', () => this.#fail(new RunnerError('CONNECTION_LOST', 'the agent closed the link')))
     const interval = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
     this.#heartbeat = setInterval(() => this.#beat(), interval)
@@ -232,7 +244,10 @@ export class AgentLink {
     try {
       link.hello = await new Promise<AgentHelloInfo>((resolve, reject) => {
         const timer = setTimeout(
-          () => reject(new RunnerError('AGENT_UNAVAILABLE', `the agent did not answer hello within ${timeoutMs} ms`)),
+          () =>
+            reject(
+              new RunnerError('AGENT_UNAVAILABLE', `the agent did not answer hello within ${timeoutMs} ms`),
+            ),
           timeoutMs,
         )
         link.#helloWaiter = (hello) => {
@@ -284,7 +299,12 @@ export class AgentLink {
           ? undefined
           : setTimeout(() => {
               this.#pending.delete(id)
-              reject(new RunnerError('DEADLINE_EXCEEDED', `the agent did not answer ${method} within ${options.timeoutMs} ms`))
+              reject(
+                new RunnerError(
+                  'DEADLINE_EXCEEDED',
+                  `the agent did not answer ${method} within ${options.timeoutMs} ms`,
+                ),
+              )
             }, options.timeoutMs)
       this.#pending.set(id, { method, resolve: resolve as (v: unknown) => void, reject, timer })
       this.send({ t: 'call', id, method, params })
@@ -339,7 +359,10 @@ export class AgentLink {
     const results = this.#decoder.push(chunk)
     for (const result of results) {
       if (!result.ok) {
-        this.logger.warn({ code: result.error.code }, `dropped a bad frame from the agent: ${result.error.message}`)
+        this.logger.warn(
+          { code: result.error.code },
+          `dropped a bad frame from the agent: ${result.error.message}`,
+        )
         continue
       }
       this.#onFrame(result.frame.header, result.frame.payload)
@@ -349,98 +372,89 @@ export class AgentLink {
 
   #onFrame(header: unknown, payload: Uint8Array): void {
     const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
-    switch (kind) {
-      case 'data': {
-        const p = AgentData.safeParse(header)
-        if (!p.success) return this.#bad('data', p.error)
+    const schema = typeof kind === 'string' ? FRAME_SCHEMAS.get(kind) : undefined
+    if (!schema) {
+      this.logger.warn({ t: String(kind).slice(0, 32) }, 'unknown frame type from the agent; ignored')
+      return
+    }
+    const parsed = schema.safeParse(header)
+    if (!parsed.success) {
+      this.#bad(String(kind), parsed.error)
+      return
+    }
+    this.#dispatch(parsed.data, payload)
+  }
+
+  #dispatch(frame: AgentFrame, payload: Uint8Array): void {
+    switch (frame.t) {
+      case 'data':
         this.#onBytes(payload.byteLength)
-        return this.#toChannel(p.data.ch, { t: 'data', frame: p.data, payload })
-      }
+        this.#toChannel(frame.ch, { t: 'data', frame, payload })
+        return
       case 'result': {
-        const p = AgentResult.safeParse(header)
-        if (!p.success) return this.#bad('result', p.error)
-        const pending = this.#settle(p.data.id)
+        const pending = this.#settle(frame.id)
         if (!pending) return
-        const parsed = AGENT_METHODS[pending.method].result.safeParse(p.data.result)
+        const parsed = AGENT_METHODS[pending.method].result.safeParse(frame.result)
         if (parsed.success) pending.resolve(parsed.data)
         else {
-          this.logger.warn({ method: pending.method, issues: parsed.error.issues.slice(0, 3) }, 'invalid result from the agent')
-          pending.reject(new RunnerError('INTERNAL', `the agent sent an invalid result for ${pending.method}`))
+          this.logger.warn(
+            { method: pending.method, fields: parsed.error.issues.slice(0, 3).map((i) => i.path.join('.')) },
+            'invalid result from the agent',
+          )
+          pending.reject(
+            new RunnerError('INTERNAL', `the agent sent an invalid result for ${pending.method}`),
+          )
         }
         return
       }
-      case 'fail': {
-        const p = AgentFail.safeParse(header)
-        if (!p.success) return this.#bad('fail', p.error)
-        this.#settle(p.data.id)?.reject(RunnerError.fromWire(p.data.error))
+      case 'fail':
+        this.#settle(frame.id)?.reject(RunnerError.fromWire(frame.error))
         return
-      }
-      case 'run_start': {
-        const p = AgentRunStart.safeParse(header)
-        if (!p.success) return this.#bad('run_start', p.error)
-        return this.#toChannel(p.data.ch, { t: 'run_start', frame: p.data })
-      }
-      case 'run_exit': {
-        const p = AgentRunExit.safeParse(header)
-        if (!p.success) return this.#bad('run_exit', p.error)
-        return this.#toChannel(p.data.ch, { t: 'run_exit', frame: p.data })
-      }
-      case 'replay_end': {
-        const p = AgentReplayEnd.safeParse(header)
-        if (!p.success) return this.#bad('replay_end', p.error)
-        return this.#toChannel(p.data.ch, { t: 'replay_end', frame: p.data })
-      }
-      case 'closed': {
-        const p = AgentClosed.safeParse(header)
-        if (!p.success) return this.#bad('closed', p.error)
-        return this.#toChannel(p.data.ch, { t: 'closed', frame: p.data })
-      }
-      case 'end': {
-        const p = AgentEnd.safeParse(header)
-        if (!p.success) return this.#bad('end', p.error)
-        return this.#toChannel(p.data.ch, { t: 'end', frame: p.data })
-      }
-      case 'error': {
-        const p = AgentError.safeParse(header)
-        if (!p.success) return this.#bad('error', p.error)
-        if (p.data.ch === undefined) {
-          this.logger.warn({ code: p.data.error.code }, `agent reported: ${p.data.error.message}`)
+      case 'run_start':
+        this.#toChannel(frame.ch, { t: 'run_start', frame })
+        return
+      case 'run_exit':
+        this.#toChannel(frame.ch, { t: 'run_exit', frame })
+        return
+      case 'replay_end':
+        this.#toChannel(frame.ch, { t: 'replay_end', frame })
+        return
+      case 'closed':
+        this.#toChannel(frame.ch, { t: 'closed', frame })
+        return
+      case 'end':
+        this.#toChannel(frame.ch, { t: 'end', frame })
+        return
+      case 'error':
+        if (frame.ch === undefined) {
+          this.logger.warn({ code: frame.error.code }, `agent reported: ${frame.error.message}`)
           return
         }
-        return this.#toChannel(p.data.ch, { t: 'error', error: p.data.error })
-      }
-      case 'session_closed': {
-        const p = AgentSessionClosed.safeParse(header)
-        if (!p.success) return this.#bad('session_closed', p.error)
-        this.#events.sessionClosed?.(p.data)
+        this.#toChannel(frame.ch, { t: 'error', error: frame.error })
         return
-      }
-      case 'ping': {
-        const p = LinkPing.safeParse(header)
-        if (!p.success) return this.#bad('ping', p.error)
-        this.send({ t: 'pong', n: p.data.n })
+      case 'session_closed':
+        this.#events.sessionClosed?.(frame)
         return
-      }
-      case 'pong': {
-        const p = LinkPong.safeParse(header)
-        if (!p.success) return this.#bad('pong', p.error)
+      case 'ping':
+        this.send({ t: 'pong', n: frame.n })
+        return
+      case 'pong':
         this.#pingOutstanding = 0
         return
-      }
-      case 'hello': {
-        const p = AgentHello.safeParse(header)
-        if (!p.success) return this.#bad('hello', p.error)
-        this.#helloWaiter?.(p.data)
+      case 'hello':
+        this.#helloWaiter?.(frame)
         this.#helloWaiter = null
         return
-      }
       default:
-        this.logger.warn({ t: String(kind).slice(0, 32) }, 'unknown frame type from the agent; ignored')
+        assertNever(frame)
     }
   }
 
   #bad(kind: string, error: z.ZodError): void {
-    this.logger.warn({ t: kind, issues: error.issues.slice(0, 3).map((i) => i.path.join('.')) }, 'invalid frame from the agent; ignored')
+    this.logger.warn(
+      { t: kind, issues: error.issues.slice(0, 3).map((i) => i.path.join('.')) },
+      'invalid frame from the agent; ignored',
+    )
   }
 
   #toChannel(ch: number, event: ChannelEvent): void {

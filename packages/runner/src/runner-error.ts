@@ -26,7 +26,9 @@ export class RunnerError extends Error {
 
   /** The error as it travels inside frames and bodies. */
   toWire(): WireError {
-    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message }
+    return this.details
+      ? { code: this.code, message: this.message, details: this.details }
+      : { code: this.code, message: this.message }
   }
 
   /** The REST body for this error. */

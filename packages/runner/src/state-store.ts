@@ -213,7 +213,10 @@ export class StateStore {
 
   /** Whether a session is recorded. */
   hasSession(sandboxId: string, sessionId: string): boolean {
-    return this.#stmt('SELECT 1 FROM sessions WHERE sandbox_id = ? AND id = ?').get(sandboxId, sessionId) !== undefined
+    return (
+      this.#stmt('SELECT 1 FROM sessions WHERE sandbox_id = ? AND id = ?').get(sandboxId, sessionId) !==
+      undefined
+    )
   }
 
   /** How many sessions a sandbox has. */

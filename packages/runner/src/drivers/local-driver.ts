@@ -116,7 +116,11 @@ export class LocalDriver implements SandboxDriver {
       )
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('error', (error) =>
-          reject(new RunnerError('AGENT_UNAVAILABLE', `could not start the agent: ${error.message}`, { cause: error })),
+          reject(
+            new RunnerError('AGENT_UNAVAILABLE', `could not start the agent: ${error.message}`, {
+              cause: error,
+            }),
+          ),
         )
         child.once('spawn', () => resolve(child.pid ?? 0))
       })

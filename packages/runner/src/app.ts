@@ -1,0 +1,146 @@
+// The runner's HTTP + WebSocket server, assembled from one fastify plugin per concern. It never
+// listens and never reads the environment: `main.ts` does both and hands everything in here.
+import { PROTOCOL_VERSION } from '@conch/protocol'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { SandboxDriver } from './drivers/sandbox-driver.ts'
+import { authPlugin } from './plugins/auth-plugin.ts'
+import { execPlugin } from './plugins/exec-plugin.ts'
+import { filesPlugin } from './plugins/files-plugin.ts'
+import { healthPlugin } from './plugins/health-plugin.ts'
+import { metricsPlugin } from './plugins/metrics-plugin.ts'
+import { openapiPlugin } from './plugins/openapi-plugin.ts'
+import { processesPlugin } from './plugins/processes-plugin.ts'
+import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
+import { sessionsPlugin } from './plugins/sessions-plugin.ts'
+import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
+import type { RunnerContext } from './runner-context.ts'
+import { RunnerError } from './runner-error.ts'
+import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
+import { RunnerMetrics } from './runner-metrics.ts'
+import { SandboxManager } from './sandbox-manager.ts'
+import type { StateStore } from './state-store.ts'
+
+/** The runner's version, reported by health checks and the OpenAPI document. */
+export const RUNNER_VERSION = '0.1.0'
+
+/** Everything `buildApp` needs; side effects (state, drivers, logger, clock) are injected. */
+export interface BuildAppOptions {
+  /** Durable state. */
+  store: StateStore
+  /** Hashes of the accepted API keys. */
+  apiKeyHashes: readonly string[]
+  /** Sandbox drivers; the first is the default unless `defaultDriver` names another. */
+  drivers: readonly SandboxDriver[]
+  /** Driver used when a request names none. */
+  defaultDriver?: string
+  /** Limits (defaults from the protocol). */
+  limits?: RunnerLimitsInput
+  /** fastify logger options (pino); false for none. */
+  logger?: FastifyServerOptions['logger']
+  /** Clock. */
+  now?: () => number
+}
+
+/** Log options that keep secrets out of the log. */
+export const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers["sec-websocket-protocol"]',
+  'headers.authorization',
+  'apiKey',
+  'token',
+]
+
+/** The runner app with its context, for tests and `main.ts`. */
+export type RunnerApp = FastifyInstance & { conch: RunnerContext }
+
+function errorCodeOf(error: { code?: unknown; statusCode?: unknown; validation?: unknown }): RunnerError {
+  const code = typeof error.code === 'string' ? error.code : ''
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+    return new RunnerError('FRAME_TOO_LARGE', 'the request body is too large')
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return new RunnerError('BAD_REQUEST', 'unsupported content type; send application/json')
+  }
+  if (code.startsWith('FST_ERR_CTP') || code === 'FST_ERR_VALIDATION' || error.statusCode === 400) {
+    return new RunnerError('BAD_REQUEST', 'the request body is not valid JSON')
+  }
+  return new RunnerError('INTERNAL', 'the runner hit an unexpected error; see its log')
+}
+
+/**
+ * Builds the runner app (synchronously: plugins load on `ready()`/`listen`, which also reconnect
+ * to stored sandboxes). The instance is thenable, so it is returned from a plain function.
+ */
+export function buildApp(options: BuildAppOptions): RunnerApp {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    requestIdHeader: 'x-request-id',
+    requestIdLogLabel: 'reqId',
+    bodyLimit: 8 * 1024 * 1024,
+    forceCloseConnections: true,
+  })
+  const limits = defaultLimits(options.limits)
+  const now = options.now ?? Date.now
+  const drivers = new Map(options.drivers.map((d) => [d.name, d]))
+  const defaultDriver = options.defaultDriver ?? options.drivers[0]?.name ?? 'local'
+  let manager: SandboxManager | null = null
+  const metrics = new RunnerMetrics({
+    sandboxes: () => manager?.countByStatus() ?? {},
+    sessions: () => options.store.countAllSessions(),
+  })
+  manager = new SandboxManager({
+    store: options.store,
+    drivers,
+    defaultDriver,
+    limits,
+    logger: app.log,
+    metrics,
+    now,
+  })
+  const ctx: RunnerContext = {
+    manager,
+    store: options.store,
+    limits,
+    metrics,
+    now,
+    version: RUNNER_VERSION,
+    apiKeyHashes: options.apiKeyHashes,
+  }
+
+  app.setErrorHandler((error, request, reply) => {
+    const e = error instanceof RunnerError ? error : errorCodeOf(error as { code?: unknown })
+    if (e.code === 'INTERNAL') request.log.error({ err: error }, 'request failed')
+    metrics.errors.inc({ code: e.code })
+    reply.header('x-conch-protocol', String(PROTOCOL_VERSION))
+    return reply.code(e.status).send(e.toBody())
+  })
+  app.setNotFoundHandler((request, reply) => {
+    metrics.errors.inc({ code: 'NOT_FOUND' })
+    return reply
+      .code(404)
+      .send(
+        new RunnerError(
+          'NOT_FOUND',
+          `no route ${request.method} ${request.url.split('?')[0]}; see /v1/openapi.json`,
+        ).toBody(),
+      )
+  })
+
+  void app.register(authPlugin, ctx)
+  void app.register(healthPlugin, ctx)
+  void app.register(openapiPlugin, ctx)
+  void app.register(metricsPlugin, ctx)
+  void app.register(sandboxesPlugin, ctx)
+  void app.register(sessionsPlugin, ctx)
+  void app.register(execPlugin, ctx)
+  void app.register(processesPlugin, ctx)
+  void app.register(filesPlugin, ctx)
+  void app.register(shellSocketPlugin, ctx)
+
+  app.addHook('onReady', async () => {
+    await ctx.manager.restore()
+  })
+  app.addHook('onClose', async () => {
+    ctx.manager.close()
+  })
+  return Object.assign(app, { conch: ctx })
+}

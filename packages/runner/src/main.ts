@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+// `conch runner`: the process entry. The only place that reads argv and the environment,
+// opens the state dir, listens, prints, and handles signals. Agents are detached, so stopping
+// the runner leaves every sandbox's shells running for the next start to reconnect to.
+import { relative } from 'node:path'
+import pino from 'pino'
+import { buildApp, REDACTED_PATHS } from './app.ts'
+import { generateApiKey, hashSecret } from './credentials.ts'
+import { LocalDriver } from './drivers/local-driver.ts'
+import { ConfigError, configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { StateStore } from './state-store.ts'
+
+const USAGE = `usage: conch runner [flags]
+
+Serves the conch API (REST + WebSocket) and runs sandboxes.
+
+flags (each also settable as an environment variable):
+${configUsage()}
+  CONCH_API_KEY                  the API key; otherwise one is generated on first start
+`
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`conch: ${message}\n`)
+  process.exit(code)
+}
+
+function apiKeyHashes(config: RunnerConfig, store: StateStore): { hashes: string[]; newKey: string | null } {
+  if (config.apiKey) return { hashes: [hashSecret(config.apiKey)], newKey: null }
+  const stored = store.apiKeyHashes()
+  if (stored.length > 0) return { hashes: stored, newKey: null }
+  const key = generateApiKey()
+  store.addApiKeyHash(hashSecret(key), Date.now())
+  return { hashes: [hashSecret(key)], newKey: key }
+}
+
+function howTo(url: string, newKey: string | null, stateDir: string): string {
+  const key = newKey
+    ? `API key (shown once, stored only as a hash in ${relative(process.cwd(), stateDir) || '.'}):\n\n    ${newKey}\n`
+    : 'API key: the one printed on first start, or CONCH_API_KEY.\n'
+  return `
+${key}
+Use it from Node, Bun, Deno or a browser:
+
+    import { Conch } from '@conch/sdk'
+    const conch = new Conch({ url: '${url}', apiKey: process.env.CONCH_API_KEY })
+    const sandbox = await conch.sandboxes.create()
+    const shell = await sandbox.shell()
+    console.log((await shell.run('echo hello from $SHELL')).stdout)
+
+Or with curl:
+
+    curl -H "Authorization: Bearer $CONCH_API_KEY" -X POST ${url}/v1/sandboxes
+`
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv
+  if (command === '--help' || command === '-h' || rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(USAGE)
+    return
+  }
+  if (command !== 'runner') fail(`unknown command "${command ?? ''}"\n\n${USAGE}`)
+  let config: RunnerConfig
+  try {
+    config = parseRunnerConfig(rest, process.env, process.cwd())
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message)
+    throw error
+  }
+  const store = StateStore.open(config.stateDir)
+  const { hashes, newKey } = apiKeyHashes(config, store)
+  const driver = new LocalDriver({ stateDir: config.stateDir })
+  const app = buildApp({
+    store,
+    apiKeyHashes: hashes,
+    drivers: [driver],
+    defaultDriver: config.driver,
+    limits: config.limits,
+    logger: {
+      level: config.logLevel,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      stream: pino.destination(2),
+    },
+  })
+  app.log.warn({ driver: driver.name, isolation: driver.isolation }, driver.description)
+
+  let stopping = false
+  const stop = (signal: string): void => {
+    if (stopping) process.exit(1)
+    stopping = true
+    app.log.info({ signal }, 'shutting down; agents keep running')
+    app
+      .close()
+      .then(() => {
+        store.close()
+        process.exit(0)
+      })
+      .catch((error) => {
+        app.log.error({ err: error }, 'shutdown failed')
+        process.exit(1)
+      })
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+
+  try {
+    await app.listen({ host: config.host, port: config.port })
+  } catch (error) {
+    fail(`could not listen on ${config.host}:${config.port}: ${(error as Error).message}`, 1)
+  }
+  const address = app.server.address()
+  const port = typeof address === 'object' && address ? address.port : config.port
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host
+  const url = `http://${host}:${port}`
+  console.log(`conch runner listening on ${url}`)
+  if (newKey || process.stdout.isTTY) console.log(howTo(url, newKey, config.stateDir))
+}
+
+main(process.argv.slice(2)).catch((error) => {
+  console.error(error)
+  process.exit(1)
+})

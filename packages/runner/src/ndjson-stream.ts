@@ -1,0 +1,98 @@
+// Turns an agent channel into an NDJSON body of ExecEvents (`stdout`, `stderr`, then one `exit`
+// or `error`). Credit goes back to the agent only when the HTTP client pulls more (`read()`), so a
+// slow client slows the command instead of growing the runner's memory.
+import { Readable } from 'node:stream'
+import type { Encoding, ExecEvent } from '@conch/protocol'
+import type { LinkChannel } from './agent-link.ts'
+import { OutputDecoder } from './output-decoder.ts'
+
+/** Options of an NDJSON stream. */
+export interface NdjsonOptions {
+  /** Encoding of `data`. */
+  encoding: Encoding
+  /** Only this run's output, ending at its `run_exit` (session channels); absent for exec/process channels. */
+  run?: string
+  /** Called once with the terminal event (or null when the client went away first). */
+  onDone?: (event: ExecEvent | null) => void
+}
+
+/** A readable NDJSON body fed by `channel`. */
+export function channelToNdjson(channel: LinkChannel, options: NdjsonOptions): Readable {
+  const decoder = new OutputDecoder(options.encoding)
+  let owed = 0
+  let finished = false
+  const lastOffset = { stdout: 0, stderr: 0 }
+  const out = new Readable({
+    read() {
+      if (owed > 0) {
+        channel.release(owed)
+        owed = 0
+      }
+    },
+    destroy(error, callback) {
+      if (!finished) {
+        finished = true
+        options.onDone?.(null)
+      }
+      channel.close()
+      callback(error)
+    },
+  })
+  const push = (event: ExecEvent): boolean => out.push(`${JSON.stringify(event)}\n`)
+  const finish = (event: ExecEvent): void => {
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const rest = decoder.flush(stream)
+      if (rest) push({ type: stream, data: rest, offset: lastOffset[stream] })
+    }
+    push(event)
+    finished = true
+    options.onDone?.(event)
+    channel.close()
+    out.push(null)
+  }
+  channel.consume((event) => {
+    if (finished) return
+    switch (event.t) {
+      case 'data': {
+        const n = event.payload.byteLength
+        if (options.run !== undefined && event.frame.run !== options.run) {
+          channel.release(n)
+          return
+        }
+        lastOffset[event.frame.stream] = event.frame.offset
+        const data = decoder.decode(event.frame.stream, event.payload)
+        const more = data ? push({ type: event.frame.stream, data, offset: event.frame.offset }) : true
+        if (more) channel.release(n)
+        else owed += n
+        return
+      }
+      case 'run_exit':
+        if (options.run === undefined || event.frame.run !== options.run) return
+        finish({
+          type: 'exit',
+          exitCode: event.frame.code,
+          timedOut: event.frame.timedOut,
+          durationMs: event.frame.durationMs,
+        })
+        return
+      case 'end':
+        finish({
+          type: 'exit',
+          exitCode: event.frame.exitCode ?? 0,
+          timedOut: event.frame.timedOut,
+          durationMs: event.frame.durationMs,
+        })
+        return
+      case 'closed':
+        finish({ type: 'error', code: 'SHELL_CLOSED', message: `the shell closed: ${event.frame.reason}` })
+        return
+      case 'error':
+        finish({ type: 'error', code: event.error.code, message: event.error.message })
+        return
+      case 'run_start':
+      case 'replay_end':
+        return
+    }
+  })
+  return out
+}

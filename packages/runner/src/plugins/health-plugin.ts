@@ -1,0 +1,15 @@
+import type { FastifyInstance } from 'fastify'
+import { bindRoutes } from '../route-table.ts'
+import type { RunnerContext } from '../runner-context.ts'
+
+/** `/healthz` (the process answers) and `/readyz` (stored sandboxes were reconnected). */
+export async function healthPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
+  bindRoutes(app, {
+    health: async () => ({ ok: true, version: ctx.version }),
+    ready: async ({ reply }) => {
+      const ready = ctx.manager.ready
+      reply.code(ready ? 200 : 503)
+      return { ok: ready, version: ctx.version, checks: { sandboxesRestored: ready } }
+    },
+  })
+}

@@ -1,0 +1,82 @@
+// Test fixture: a runner app on a fresh temp state dir with the real local driver and a known
+// API key. `await using` closes the app, stops every agent it started and removes the dir.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { buildApp, type RunnerApp } from '../src/app.ts'
+import { generateApiKey, hashSecret } from '../src/credentials.ts'
+import { LocalDriver } from '../src/drivers/local-driver.ts'
+import type { RunnerLimitsInput } from '../src/runner-limits.ts'
+import { StateStore } from '../src/state-store.ts'
+
+/** A runner under test. */
+export interface TestRunner extends AsyncDisposable {
+  /** The app (inject, or listen on port 0). */
+  app: RunnerApp
+  /** The API key it accepts. */
+  apiKey: string
+  /** Its state dir. */
+  stateDir: string
+  /** Authorization headers for the API key. */
+  auth: { authorization: string }
+  /** The local driver it uses. */
+  driver: LocalDriver
+}
+
+/** Options of a test runner. */
+export interface TestRunnerOptions {
+  /** Limits to override. */
+  limits?: RunnerLimitsInput
+  /** Reuse this state dir (restart tests). */
+  stateDir?: string
+  /** Clock. */
+  now?: () => number
+  /** Listen on 127.0.0.1 port 0. */
+  listen?: boolean
+  /** Keep agents running at dispose (the test stops them). */
+  keepAgents?: boolean
+  /** Remove a given `stateDir` at dispose too. */
+  removeStateDir?: boolean
+}
+
+/** Starts a runner on a temp state dir. */
+export async function startRunner(options: TestRunnerOptions = {}): Promise<TestRunner> {
+  const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'conch-r-'))
+  const apiKey = generateApiKey()
+  const store = StateStore.open(stateDir)
+  const driver = new LocalDriver({ stateDir })
+  const app = buildApp({
+    store,
+    apiKeyHashes: [hashSecret(apiKey)],
+    drivers: [driver],
+    limits: options.limits,
+    now: options.now,
+  })
+  if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
+  else await app.ready()
+  return {
+    app,
+    apiKey,
+    stateDir,
+    driver,
+    auth: { authorization: `Bearer ${apiKey}` },
+    async [Symbol.asyncDispose]() {
+      const sandboxes = app.conch.manager.list()
+      await app.close()
+      if (!options.keepAgents) {
+        for (const s of sandboxes) {
+          await driver.destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
+        }
+      }
+      store.close()
+      if (!options.stateDir || options.removeStateDir) rmSync(stateDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** The base URL of a listening runner. */
+export function baseUrl(app: RunnerApp): string {
+  const address = app.server.address()
+  if (!address || typeof address === 'string') throw new Error('runner is not listening on TCP')
+  return `http://127.0.0.1:${address.port}`
+}
