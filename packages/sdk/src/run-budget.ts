@@ -7,16 +7,20 @@ import { LIMITS } from '@conch/protocol'
 /** Slack on top of a command's timeout before the client gives up on the runner. */
 export const DEADLINE_SLACK_MS = 10_000
 
+/** Time after a command's timeout for the kill sequence and the network. */
+export const DEFAULT_DEADLINE_GRACE_MS = LIMITS.killGraceMs * 3 + DEADLINE_SLACK_MS
+
 /** The client-side deadline for a command with timeout `timeoutMs` (or the session default). */
 export function commandDeadlineMs(
   timeoutMs: number | undefined,
   sessionDefaultMs: number | undefined,
+  graceMs = DEFAULT_DEADLINE_GRACE_MS,
 ): number {
   const timeout = Math.max(
     timeoutMs ?? sessionDefaultMs ?? LIMITS.defaultCommandTimeoutMs,
     LIMITS.minCommandTimeoutMs,
   )
-  return timeout + LIMITS.killGraceMs * 3 + DEADLINE_SLACK_MS
+  return timeout + graceMs
 }
 
 /** Splits stdin into the wire's text and encoding. */

@@ -1,4 +1,5 @@
 import { ConnectionError } from './conch-error.ts'
+import { DEFAULT_DEADLINE_GRACE_MS } from './run-budget.ts'
 import { type IncomingFrame, readServerFrame } from './server-frame.ts'
 import type { WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'
 
@@ -12,7 +13,7 @@ import type { WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'
 export interface ConnectionPolicy {
   /** Interval between heartbeats; the socket counts as dead after 2.5 intervals of silence. */
   heartbeatIntervalMs: number
-  /** Time a socket gets to open. */
+  /** Time a socket gets to open and finish attaching (replay included). */
   connectTimeoutMs: number
   /** Reconnect attempts after a drop before giving up. */
   maxReconnectAttempts: number
@@ -20,6 +21,8 @@ export interface ConnectionPolicy {
   reconnectBaseDelayMs: number
   /** Largest delay between reconnects. */
   reconnectMaxDelayMs: number
+  /** Time a started run gets beyond its timeout before the client stops waiting for its end. */
+  runDeadlineGraceMs: number
 }
 
 /** Defaults of `ConnectionPolicy`. */
@@ -29,6 +32,7 @@ export const DEFAULT_CONNECTION_POLICY: ConnectionPolicy = {
   maxReconnectAttempts: 8,
   reconnectBaseDelayMs: 100,
   reconnectMaxDelayMs: 5_000,
+  runDeadlineGraceMs: DEFAULT_DEADLINE_GRACE_MS,
 }
 
 /** What the connection tells its owner. */
@@ -130,12 +134,14 @@ export class ShellConnection {
     }
     this.#socket = socket
     let opened = false
+    // The socket counts as connected once the attach completes (`scrollback_end`), so a runner
+    // that accepts the upgrade and then says nothing is dropped and dialled again.
     const openTimer = setTimeout(() => {
       if (!opened) socket.close(4000, 'connect timeout')
+      else this.#lost(socket)
     }, this.#policy.connectTimeoutMs)
     socket.addEventListener('open', () => {
       opened = true
-      clearTimeout(openTimer)
       if (this.#closed || this.#socket !== socket) return
       this.#lastHeard = Date.now()
       this.#startHeartbeat(socket)
@@ -161,7 +167,10 @@ export class ShellConnection {
         socket.send(frame.t === undefined ? '{"type":"pong"}' : JSON.stringify({ type: 'pong', t: frame.t }))
         return
       }
-      if (frame.type === 'shell_ready') this.#attempt = 0
+      if (frame.type === 'scrollback_end') {
+        clearTimeout(openTimer)
+        this.#attempt = 0
+      }
       this.#events.onFrame(frame)
     })
     socket.addEventListener('close', (event: { code?: number; reason?: string }) => {

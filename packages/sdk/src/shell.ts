@@ -166,6 +166,7 @@ export class Shell {
   readonly #session: Session
   readonly #conn: ShellConnection
   readonly #maxOutputBytes: number
+  readonly #graceMs: number
   readonly #owned: boolean
   readonly #onOutput: ((output: ShellOutput) => void) | undefined
   readonly #prefix = Math.random().toString(36).slice(2, 8)
@@ -192,6 +193,7 @@ export class Shell {
     this.env = init.session.env
     this.aliases = init.session.aliases
     this.#maxOutputBytes = init.maxOutputBytes
+    this.#graceMs = init.policy.runDeadlineGraceMs
     this.#owned = init.owned
     this.#onOutput = init.onOutput
     if (init.offset !== undefined) {
@@ -609,7 +611,7 @@ export class Shell {
 
   #started(run: Run): void {
     run.state = 'started'
-    const ms = commandDeadlineMs(run.timeoutMs, this.#session.info.commandTimeoutMs)
+    const ms = commandDeadlineMs(run.timeoutMs, this.#session.info.commandTimeoutMs, this.#graceMs)
     run.deadline = setTimeout(() => {
       this.#fail(
         run,
@@ -695,6 +697,7 @@ export class Shell {
 
   /** Output up to `resumeAt` is gone: every run that may have had some fails with OutputLostError. */
   #lose(resumeAt: number, message: string, cause?: unknown): void {
+    const details = { earliestOffset: resumeAt }
     if (resumeAt > this.#offset) this.#offset = resumeAt
     for (const run of this.#runs.values()) {
       if (run.state === 'started' || run.state === 'sent') {
@@ -702,7 +705,7 @@ export class Shell {
           run,
           new OutputLostError(
             `run ${run.id} on shell ${this.sessionId} lost output while disconnected (${message}); run it again for a complete result`,
-            { cause },
+            { cause, details },
           ),
         )
         run.state = 'done'

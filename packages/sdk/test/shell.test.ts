@@ -1,0 +1,300 @@
+import { test as base, describe, expect } from 'vitest'
+import {
+  ConnectionError,
+  DeadlineError,
+  OutputLostError,
+  Sandbox,
+  SessionNotFoundError,
+  type Shell,
+  ShellClosedError,
+} from '../src/index.ts'
+import { defaultScript, FakeRunner } from './fake-runner.ts'
+
+// The shell against a real WebSocket server that speaks the protocol (fake-runner.ts).
+
+interface Fixtures {
+  runner: FakeRunner
+  sb: Sandbox
+}
+
+const test = base.extend<Fixtures>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take their dependencies by destructuring
+  runner: async ({}, use) => {
+    await using runner = await FakeRunner.start()
+    await use(runner)
+  },
+  sb: async ({ runner }, use) => {
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      connection: { reconnectBaseDelayMs: 10, reconnectMaxDelayMs: 50 },
+    })
+    await use(sb)
+  },
+})
+
+/** Resolves once `predicate` holds, checking after every event-loop turn. */
+async function until(predicate: () => boolean): Promise<void> {
+  while (!predicate()) await new Promise((r) => setImmediate(r))
+}
+
+describe('Shell', () => {
+  test('returns stdout, stderr and the exit code, resolving for a failing command', async ({ sb }) => {
+    await using sh = await sb.shell()
+    const ok = await sh.run('echo hello')
+    expect(ok).toMatchObject({
+      stdout: 'hello\n',
+      stderr: '',
+      exitCode: 0,
+      timedOut: false,
+      truncated: false,
+    })
+    expect(ok.stdoutBytes).toBe(6)
+    const failed = await sh.run('err boom')
+    expect(failed).toMatchObject({ stdout: '', stderr: 'boom\n', exitCode: 1 })
+  })
+
+  test('decodes a multi-byte character split across frames into whole characters', async ({ sb, runner }) => {
+    const euro = new TextEncoder().encode('a€b') // 61 e2 82 ac 62
+    runner.script = (_command, io) => {
+      io.out(euro.subarray(0, 2))
+      io.out(euro.subarray(2, 3))
+      io.out(euro.subarray(3))
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const chunks: string[] = []
+    const r = await sh.run('x', { onStdout: (c) => chunks.push(c) })
+    expect(r.stdout).toBe('a€b')
+    expect(chunks.join('')).toBe('a€b')
+    expect(chunks.every((c) => !c.includes('\uFFFD'))).toBe(true)
+  })
+
+  test('returns exact bytes with the binary encoding, invalid UTF-8 and NUL included', async ({ sb }) => {
+    await using sh = await sb.shell()
+    const r = await sh.run('bytes ff00fe0d0a', { encoding: 'binary' })
+    expect(r.stdout).toBeInstanceOf(Uint8Array)
+    expect([...r.stdout]).toEqual([0xff, 0x00, 0xfe, 0x0d, 0x0a])
+  })
+
+  test('sends stdin with the run, text or bytes', async ({ sb }) => {
+    await using sh = await sb.shell()
+    expect((await sh.run('cat', { stdin: 'typed\n' })).stdout).toBe('typed\n')
+    expect((await sh.run('cat', { stdin: new TextEncoder().encode('bytes') })).stdout).toBe('bytes')
+  })
+
+  test('cuts a buffered result at the cap on a character boundary and reports the total', async ({
+    runner,
+  }) => {
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      maxOutputBytes: 4,
+    })
+    runner.script = (_c, io) => {
+      io.out('ab€€') // 2 + 3 + 3 bytes; the cap falls inside the first €
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const r = await sh.run('x')
+    expect(r).toMatchObject({ stdout: 'ab', truncated: true, stdoutBytes: 8 })
+  })
+
+  test('pipelines concurrent runs: all are on the wire before the first finishes', async ({ sb, runner }) => {
+    await using sh = await sb.shell()
+    const session = runner.session(sh.sessionId)
+    runner.script = async (command, io) => {
+      // The first run holds the shell until every run has arrived; without pipelining this never happens.
+      if (command === 'echo 0') await until(() => session.received.length === 100)
+      io.out(`${command.slice(5)}\n`)
+      return { code: 0 }
+    }
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => sh.run(`echo ${i}`)))
+    expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: 100 }, (_, i) => `${i}\n`))
+    expect(session.maxQueued).toBeGreaterThanOrEqual(99)
+  })
+
+  test('streams output events and then one exit event', async ({ sb, runner }) => {
+    runner.script = (_c, io) => {
+      io.out('one\n')
+      io.err('two\n')
+      io.out('three\n')
+      return { code: 3 }
+    }
+    await using sh = await sb.shell()
+    const events = []
+    for await (const ev of sh.stream('x')) events.push(ev)
+    expect(events).toEqual([
+      { type: 'stdout', data: 'one\n' },
+      { type: 'stderr', data: 'two\n' },
+      { type: 'stdout', data: 'three\n' },
+      { type: 'exit', code: 3, timedOut: false, durationMs: expect.any(Number) },
+    ])
+  })
+
+  test('interrupts the running command', async ({ sb, runner }) => {
+    await using sh = await sb.shell()
+    const pending = sh.run('sleep 60000')
+    await until(() => runner.session(sh.sessionId).running !== null)
+    await sh.interrupt()
+    expect((await pending).exitCode).toBe(130)
+  })
+
+  test('rejects with the abort reason and interrupts the command when the signal aborts', async ({
+    sb,
+    runner,
+  }) => {
+    await using sh = await sb.shell()
+    const controller = new AbortController()
+    const pending = sh.run('sleep 60000', { signal: controller.signal })
+    await until(() => runner.session(sh.sessionId).running !== null)
+    controller.abort(new Error('user gave up'))
+    await expect(pending).rejects.toThrow('user gave up')
+    expect((await sh.run('echo after')).stdout).toBe('after\n')
+  })
+
+  test('rejects the pending run and every later run with ShellClosedError after exit', async ({ sb }) => {
+    await using sh = await sb.shell()
+    const err = await sh.run('exit 7').catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ShellClosedError)
+    expect(err).toMatchObject({ code: 'SHELL_CLOSED', exitCode: 7, signal: null })
+    await expect(sh.run('echo no')).rejects.toBeInstanceOf(ShellClosedError)
+    expect(sh.isOpen).toBe(false)
+  })
+
+  test('resumes from the last offset after a drop, so the in-flight run completes exactly', async ({
+    sb,
+    runner,
+  }) => {
+    let release = () => {}
+    const released = new Promise<void>((r) => {
+      release = r
+    })
+    runner.script = async (_c, io) => {
+      io.out('before-')
+      await released
+      io.out('after')
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const seen: string[] = []
+    const pending = sh.run('x', { onStdout: (c) => seen.push(c) })
+    await until(() => seen.length === 1)
+    runner.dropClients()
+    release() // output written while no client is attached
+    const r = await pending
+    expect(r.stdout).toBe('before-after')
+    expect(seen.join('')).toBe('before-after')
+    expect(runner.connections).toBe(2)
+    expect(runner.shellUrls[1]).toContain('offset=7')
+  })
+
+  test('sends a run again after a reconnect when the runner never received it', async ({ sb, runner }) => {
+    await using sh = await sb.shell()
+    runner.loseNextRun = true
+    const r = await sh.run('echo resent')
+    expect(r.stdout).toBe('resent\n')
+    expect(runner.session(sh.sessionId).received).toHaveLength(1)
+  })
+
+  test('fails the in-flight run with OutputLostError when its output was evicted', async ({ sb, runner }) => {
+    let release = () => {}
+    const released = new Promise<void>((r) => {
+      release = r
+    })
+    runner.script = async (command, io, session) => {
+      if (command !== 'x') return defaultScript(command, io, session)
+      io.out('early')
+      await released
+      io.out('late')
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const seen: string[] = []
+    const pending = sh.run('x', { onStdout: (c) => seen.push(c) })
+    await until(() => seen.length === 1)
+    const session = runner.session(sh.sessionId)
+    runner.silent = true // the client misses what follows
+    release()
+    await until(() => session.running === null)
+    session.evict(session.offset)
+    runner.silent = false
+    runner.dropClients()
+    const err = await pending.catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(OutputLostError)
+    expect(err).toMatchObject({ code: 'OUTPUT_LOST', earliestOffset: 9 })
+    expect((await sh.run('echo fine')).stdout).toBe('fine\n')
+  })
+
+  test('reconnects when the runner goes silent, detected by heartbeats', async ({ runner }) => {
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      connection: { heartbeatIntervalMs: 40, connectTimeoutMs: 200, reconnectBaseDelayMs: 10 },
+    })
+    await using sh = await sb.shell()
+    runner.silent = true
+    const pending = sh.run('echo through')
+    await until(() => runner.connections === 1 && runner.shellUrls.length === 1)
+    // The first socket stays open but silent; the heartbeat drops it and the shell reconnects.
+    setTimeout(() => {
+      runner.silent = false
+    }, 150)
+    expect((await pending).stdout).toBe('through\n')
+    expect(runner.connections).toBeGreaterThanOrEqual(2)
+  })
+
+  test('gives up on a started run whose end never comes, with DeadlineError', async ({ runner }) => {
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      connection: { runDeadlineGraceMs: 20 },
+    })
+    await using sh = await sb.shell()
+    const err = await sh.run('hang', { timeoutMs: 1_000 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(DeadlineError)
+    expect(String(err)).toContain(sh.sessionId)
+  })
+
+  test('gives up with ConnectionError when the runner stays away', async ({ runner }) => {
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      connection: { maxReconnectAttempts: 2, reconnectBaseDelayMs: 5 },
+    })
+    const sh = await sb.shell()
+    const pending = sh.run('sleep 60000')
+    await until(() => runner.session(sh.sessionId).running !== null)
+    await runner[Symbol.asyncDispose]()
+    const err = await pending.catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ConnectionError)
+    expect(err).toMatchObject({ code: 'CONNECTION_LOST' })
+  })
+
+  test('reattaches by session id and replays output from an offset to onOutput', async ({ sb }) => {
+    await using first = await sb.shell()
+    await first.run('echo one')
+    const replayed: string[] = []
+    const second: Shell = await sb.reattachShell(first.sessionId, {
+      offset: 0,
+      onOutput: (o) => replayed.push(new TextDecoder().decode(o.data)),
+    })
+    expect(replayed).toEqual(['one\n'])
+    expect((await second.run('echo two')).stdout).toBe('two\n')
+    second.close()
+  })
+
+  test('rejects reattaching to a missing session with SessionNotFoundError', async ({ sb }) => {
+    await expect(sb.reattachShell('nope')).rejects.toBeInstanceOf(SessionNotFoundError)
+  })
+
+  test('deletes its session when disposed', async ({ sb, runner }) => {
+    let id = ''
+    {
+      await using sh = await sb.shell()
+      id = sh.sessionId
+      expect(runner.sessions.has(id)).toBe(true)
+    }
+    expect(runner.sessions.has(id)).toBe(false)
+  })
+})
