@@ -74,7 +74,6 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   const app = Fastify({
     logger: options.logger ?? false,
     requestIdHeader: 'x-request-id',
-    requestIdLogLabel: 'reqId',
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,
   })

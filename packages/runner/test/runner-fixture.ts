@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { buildApp, type RunnerApp } from '../src/app.ts'
 import { generateApiKey, hashSecret } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
+import type { SandboxDriver } from '../src/drivers/sandbox-driver.ts'
 import type { RunnerLimitsInput } from '../src/runner-limits.ts'
 import { StateStore } from '../src/state-store.ts'
 
@@ -19,8 +20,8 @@ export interface TestRunner extends AsyncDisposable {
   stateDir: string
   /** Authorization headers for the API key. */
   auth: { authorization: string }
-  /** The local driver it uses. */
-  driver: LocalDriver
+  /** The driver it uses. */
+  driver: SandboxDriver
 }
 
 /** Options of a test runner. */
@@ -35,6 +36,8 @@ export interface TestRunnerOptions {
   listen?: boolean
   /** Keep agents running at dispose (the test stops them). */
   keepAgents?: boolean
+  /** A driver to use instead of the local driver (named `local`). */
+  driver?: SandboxDriver
   /** Remove a given `stateDir` at dispose too. */
   removeStateDir?: boolean
 }
@@ -44,7 +47,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'conch-r-'))
   const apiKey = generateApiKey()
   const store = StateStore.open(stateDir)
-  const driver = new LocalDriver({ stateDir })
+  const driver = options.driver ?? new LocalDriver({ stateDir })
   const app = buildApp({
     store,
     apiKeyHashes: [hashSecret(apiKey)],

@@ -17,6 +17,11 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
         protocols.has(SHELL_SUBPROTOCOL) ? SHELL_SUBPROTOCOL : false,
     },
   })
+  // A refused upgrade gets its HTTP error answer, then its socket is closed: nothing else can
+  // happen on it, and an open upgrade socket would hold the server open at shutdown.
+  app.addHook('onResponse', async (request, reply) => {
+    if (request.raw.headers.upgrade && reply.statusCode >= 400) request.raw.socket?.destroy()
+  })
   app.get(
     '/v1/sandboxes/:id/shell',
     {

@@ -1,0 +1,232 @@
+// A small agent peer for runner tests that must not depend on the real agent: a real Unix-socket
+// server speaking the real agent frames, with sessions whose runs are `bash -c` (no state kept
+// between runs) and an output log per session for replay. Paired with `PeerDriver`, a
+// SandboxDriver that "starts" this peer in-process — the fake sits at the VM boundary.
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { connect, createServer, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Duplex } from 'node:stream'
+import { encodeFrame, FrameDecoder, PROTOCOL_VERSION } from '@conch/protocol'
+import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from '../src/drivers/sandbox-driver.ts'
+
+interface Session {
+  id: string
+  log: { stream: 'stdout' | 'stderr'; run: string | null; offset: number; bytes: Buffer }[]
+  offset: number
+  channels: Set<number>
+  queue: Promise<void>
+  running: string | null
+}
+
+/** The peer agent of one sandbox. */
+export class PeerAgent {
+  readonly server: Server
+  readonly path: string
+  readonly root: string
+  readonly sessions = new Map<string, Session>()
+  socket: Socket | null = null
+
+  constructor(path: string, root: string) {
+    this.path = path
+    this.root = root
+    this.server = createServer((socket) => this.#serve(socket))
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve) => this.server.listen(this.path, resolve))
+  }
+
+  close(): Promise<void> {
+    this.socket?.destroy()
+    return new Promise((resolve) => this.server.close(() => resolve()))
+  }
+
+  #send(header: unknown, payload?: Uint8Array): void {
+    this.socket?.write(encodeFrame(header, payload))
+  }
+
+  #serve(socket: Socket): void {
+    this.socket?.destroy()
+    this.socket = socket
+    const decoder = new FrameDecoder()
+    socket.on('error', () => {})
+    socket.on('data', (chunk) => {
+      for (const r of decoder.push(chunk)) {
+        if (!r.ok) continue
+        const f = r.frame.header as { t: string; id: number; method: string; params: Record<string, never> }
+        if (f.t === 'hello') {
+          this.#send({
+            t: 'hello',
+            protocolVersion: PROTOCOL_VERSION,
+            agentVersion: 'peer',
+            pid: process.pid,
+            startedAt: 1,
+          })
+        } else if (f.t === 'call') {
+          try {
+            const result = this.#call(f.method, f.params)
+            this.#send({ t: 'result', id: f.id, result })
+          } catch (error) {
+            this.#send({ t: 'fail', id: f.id, error: error as object })
+          }
+        } else if (f.t === 'close') {
+          for (const s of this.sessions.values()) s.channels.delete((f as unknown as { ch: number }).ch)
+        } else if (f.t === 'ping') {
+          this.#send({ t: 'pong', n: (f as unknown as { n: number }).n })
+        }
+      }
+    })
+  }
+
+  #info(s: Session) {
+    return {
+      id: s.id,
+      status: 'open',
+      cwd: this.root,
+      commandTimeoutMs: 30_000,
+      cleanEnv: false,
+      pid: 1,
+      createdAt: 1,
+      offset: s.offset,
+      running: s.running,
+      queued: 0,
+      closed: null,
+    }
+  }
+
+  #session(id: string, create: boolean): Session {
+    let s = this.sessions.get(id)
+    if (!s && (create || id === 'default')) {
+      s = { id, log: [], offset: 0, channels: new Set(), queue: Promise.resolve(), running: null }
+      this.sessions.set(id, s)
+    }
+    if (!s) throw { code: 'SESSION_NOT_FOUND', message: `no session ${id}` }
+    return s
+  }
+
+  #call(method: string, p: Record<string, unknown>): unknown {
+    switch (method) {
+      case 'session.create': {
+        const id = String(p.id ?? `s${this.sessions.size + 1}`)
+        if (this.sessions.has(id)) throw { code: 'SESSION_EXISTS', message: `session ${id} exists` }
+        return this.#info(this.#session(id, true))
+      }
+      case 'session.list':
+        return { sessions: [...this.sessions.values()].map((s) => this.#info(s)) }
+      case 'session.attach': {
+        const s = this.#session(String(p.session), false)
+        const ch = Number(p.ch)
+        const from = p.offset === undefined ? s.offset : Number(p.offset)
+        const earliest = s.log[0]?.offset ?? s.offset
+        if (from < earliest) {
+          throw { code: 'OUTPUT_LOST', message: 'evicted', details: { earliestOffset: earliest } }
+        }
+        queueMicrotask(() => {
+          for (const e of s.log) {
+            if (e.offset + e.bytes.byteLength <= from) continue
+            const cut = Math.max(0, from - e.offset)
+            this.#send(
+              { t: 'data', ch, stream: e.stream, run: e.run, offset: e.offset + cut },
+              e.bytes.subarray(cut),
+            )
+          }
+          this.#send({ t: 'replay_end', ch, offset: s.offset })
+          s.channels.add(ch)
+        })
+        return this.#info(s)
+      }
+      case 'session.run': {
+        const s = this.#session(String(p.session), true)
+        const run = String(p.run)
+        s.queue = s.queue.then(() => this.#exec(s, run, String(p.command)))
+        return {}
+      }
+      case 'session.interrupt':
+        return {}
+      default:
+        throw { code: 'BAD_REQUEST', message: `peer does not implement ${method}` }
+    }
+  }
+
+  #exec(s: Session, run: string, command: string): Promise<void> {
+    return new Promise((resolve) => {
+      const started = Date.now()
+      s.running = run
+      for (const ch of s.channels) this.#send({ t: 'run_start', ch, run, offset: s.offset })
+      const child = spawn('bash', ['-c', command], { cwd: this.root, stdio: ['ignore', 'pipe', 'pipe'] })
+      const emit = (stream: 'stdout' | 'stderr') => (bytes: Buffer) => {
+        s.log.push({ stream, run, offset: s.offset, bytes })
+        for (const ch of s.channels) this.#send({ t: 'data', ch, stream, run, offset: s.offset }, bytes)
+        s.offset += bytes.byteLength
+      }
+      child.stdout.on('data', emit('stdout'))
+      child.stderr.on('data', emit('stderr'))
+      child.on('close', (code) => {
+        s.running = null
+        for (const ch of s.channels) {
+          this.#send({
+            t: 'run_exit',
+            ch,
+            run,
+            code: code ?? 1,
+            timedOut: false,
+            durationMs: Date.now() - started,
+            offset: s.offset,
+          })
+        }
+        resolve()
+      })
+    })
+  }
+}
+
+/** A driver whose sandboxes are PeerAgents in this process. */
+export class PeerDriver implements SandboxDriver {
+  readonly name = 'local'
+  readonly isolation = 'none' as const
+  readonly description = 'peer agent for tests'
+  readonly peers = new Map<string, PeerAgent>()
+  readonly #dir = mkdtempSync(join(tmpdir(), 'conch-peer-'))
+
+  async create(spec: SandboxSpec): Promise<DriverSandbox> {
+    const root = join(this.#dir, spec.id)
+    mkdirSync(root, { recursive: true })
+    return { id: spec.id, workdir: root, state: { socketPath: join(this.#dir, `${spec.id}.sock`) } }
+  }
+
+  async startAgent(sandbox: DriverSandbox): Promise<DriverSandbox> {
+    const peer = new PeerAgent(String(sandbox.state.socketPath), sandbox.workdir)
+    await peer.listen()
+    this.peers.set(sandbox.id, peer)
+    return sandbox
+  }
+
+  connect(sandbox: DriverSandbox): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      const s = connect(String(sandbox.state.socketPath), () => resolve(s))
+      s.once('error', reject)
+    })
+  }
+
+  async isAlive(sandbox: DriverSandbox): Promise<Liveness> {
+    return this.peers.has(sandbox.id)
+      ? { alive: true, reason: null }
+      : { alive: false, reason: 'peer stopped' }
+  }
+
+  async stop(sandbox: DriverSandbox): Promise<void> {
+    await this.peers.get(sandbox.id)?.close()
+    this.peers.delete(sandbox.id)
+  }
+
+  async destroy(sandbox: DriverSandbox): Promise<void> {
+    await this.stop(sandbox)
+  }
+
+  async dispose(): Promise<void> {
+    for (const peer of this.peers.values()) await peer.close()
+    rmSync(this.#dir, { recursive: true, force: true })
+  }
+}

@@ -1,0 +1,134 @@
+// Shell WebSocket paths against the peer agent (real Unix socket, real frames): framing,
+// encodings, error frames, several clients, reattach and OUTPUT_LOST.
+import { describe, expect, it } from 'vitest'
+import { PeerDriver } from './peer-agent.ts'
+import { baseUrl, startRunner } from './runner-fixture.ts'
+import { ShellClient } from './shell-client.ts'
+
+async function setup() {
+  const driver = new PeerDriver()
+  const runner = await startRunner({ driver, listen: true })
+  const res = await runner.app.inject({
+    method: 'POST',
+    url: '/v1/sandboxes',
+    headers: runner.auth,
+    payload: {},
+  })
+  const id = (res.json() as { id: string }).id
+  const ws = `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${id}/shell`
+  return {
+    runner,
+    driver,
+    id,
+    ws,
+    async [Symbol.asyncDispose]() {
+      await runner[Symbol.asyncDispose]()
+      await driver.dispose()
+    },
+  }
+}
+
+describe('shell socket (peer agent)', () => {
+  it('sends hello, shell_ready and scrollback_end, then runs a command', async () => {
+    await using t = await setup()
+    await using c = await ShellClient.open(t.ws, t.runner.apiKey)
+    expect(await c.nextOf('hello')).toMatchObject({ protocolVersion: 1 })
+    const ready = await c.nextOf('shell_ready')
+    expect(ready).toMatchObject({ encoding: 'utf8', running: null })
+    await c.nextOf('scrollback_end')
+    expect(await c.run('r1', 'printf "h\\xc3\\xa9"; echo err >&2; exit 3')).toEqual({
+      stdout: 'hé',
+      stderr: 'err\n',
+      code: 3,
+    })
+  })
+
+  it('answers malformed JSON, unknown frame types and oversized frames with error frames and stays open', async () => {
+    const driver = new PeerDriver()
+    await using runner = await startRunner({ driver, listen: true, limits: { maxClientFrameBytes: 1000 } })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
+    const id = (res.json() as { id: string }).id
+    await using c = await ShellClient.open(
+      `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${id}/shell`,
+      runner.apiKey,
+      { header: true },
+    )
+    await c.nextOf('scrollback_end')
+    c.send('{nope')
+    expect(await c.nextOf('error')).toMatchObject({ code: 'INVALID_FRAME', id: null })
+    c.send({ type: 'launch_missiles' })
+    expect(await c.nextOf('error')).toMatchObject({ code: 'UNKNOWN_FRAME_TYPE' })
+    c.send({ type: 'shell_run', id: 'big', command: 'x'.repeat(2000) })
+    expect(await c.nextOf('error')).toMatchObject({ code: 'FRAME_TOO_LARGE' })
+    c.send({ type: 'ping', t: 5 })
+    expect(await c.nextOf('pong')).toMatchObject({ t: 5 })
+    expect(await c.run('ok', 'echo still')).toMatchObject({ stdout: 'still\n', code: 0 })
+    await driver.dispose()
+  })
+
+  it('delivers base64 output losslessly with ?encoding=base64', async () => {
+    await using t = await setup()
+    await using c = await ShellClient.open(`${t.ws}?encoding=base64`, t.runner.apiKey)
+    await c.nextOf('scrollback_end')
+    const out = await c.run('b', "printf '\\x00\\xff\\xfe'")
+    expect(Buffer.from(out.stdout, 'base64')).toEqual(Buffer.from([0, 0xff, 0xfe]))
+  })
+
+  it('replays from an offset to a second client attached by sessionId, then shows it live runs', async () => {
+    await using t = await setup()
+    await using a = await ShellClient.open(t.ws, t.runner.apiKey)
+    const ready = await a.nextOf('shell_ready')
+    await a.run('r1', 'echo one')
+    await a.run('r2', 'echo two')
+    await using b = await ShellClient.open(`${t.ws}?sessionId=${ready.sessionId}&offset=4`, t.runner.apiKey)
+    const readyB = await b.nextOf('shell_ready')
+    expect(readyB).toMatchObject({ sessionId: ready.sessionId, offset: 4 })
+    const replayed = await b.nextOf('shell_out')
+    expect(replayed).toMatchObject({ id: 'r2', data: 'two\n', offset: 4 })
+    await b.nextOf('scrollback_end')
+    a.send({ type: 'shell_run', id: 'r3', command: 'echo three' })
+    expect(await b.nextOf('shell_out', 'r3')).toMatchObject({ data: 'three\n' })
+    await a.nextOf('shell_exit', 'r3')
+  })
+
+  it('answers a resume from an evicted offset with OUTPUT_LOST and the earliest offset', async () => {
+    await using t = await setup()
+    await using a = await ShellClient.open(t.ws, t.runner.apiKey)
+    const ready = await a.nextOf('shell_ready')
+    await a.run('r1', 'echo one')
+    t.driver.peers.get(t.id)!.sessions.get(String(ready.sessionId))!.log.shift()
+    await using b = await ShellClient.open(`${t.ws}?sessionId=${ready.sessionId}&offset=0`, t.runner.apiKey)
+    expect(await b.nextOf('error')).toMatchObject({ code: 'OUTPUT_LOST', details: { earliestOffset: 4 } })
+    expect((await b.closed).code).toBe(4410)
+  })
+
+  it('refuses a shell socket without credentials, with a token of another sandbox, and for an unknown sandbox', async () => {
+    await using t = await setup()
+    await expect(ShellClient.open(t.ws, 'conch_wrong')).rejects.toThrow('HTTP 401')
+    const other = await t.runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: t.runner.auth,
+      payload: {},
+    })
+    const otherId = (other.json() as { id: string }).id
+    const minted = await t.runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${otherId}/tokens`,
+      headers: t.runner.auth,
+      payload: {},
+    })
+    const token = (minted.json() as { token: string }).token
+    await expect(ShellClient.open(t.ws, token)).rejects.toThrow('HTTP 403')
+    await using own = await ShellClient.open(t.ws.replace(t.id, otherId), token)
+    await own.nextOf('shell_ready')
+    await expect(ShellClient.open(t.ws.replace(t.id, 'sb_nothinghere'), t.runner.apiKey)).rejects.toThrow(
+      'HTTP 404',
+    )
+  })
+})
