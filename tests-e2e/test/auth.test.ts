@@ -26,15 +26,14 @@ describe('auth', () => {
       sb,
       [Symbol.asyncDispose]: () => sb.destroy(),
     }))
-    const token = await sandbox.createAccessToken({ ttlMs: 60_000 })
-    const secret = typeof token === 'string' ? token : token.token
+    const { token: secret } = await sandbox.createAccessToken({ ttlMs: 60_000 })
 
-    const own = await Sandbox.connect(sandbox.id, { url: runner.url, apiKey: secret })
+    const own = await Sandbox.connect(sandbox.id, { url: runner.url, token: secret })
     expect((await own.exec('echo scoped')).stdout).toBe('scoped\n')
     await using sh = await own.shell()
     expect((await sh.run('echo over the socket')).stdout).toBe('over the socket\n')
 
-    const error = await Sandbox.connect(other.sb.id, { url: runner.url, apiKey: secret })
+    const error = await Sandbox.connect(other.sb.id, { url: runner.url, token: secret })
       .then((sb) => sb.exec('echo should not run'))
       .then(
         () => null,
@@ -43,7 +42,7 @@ describe('auth', () => {
     expect(error).toBeInstanceOf(AuthError)
 
     // Nor may it reach the runner-wide API.
-    await expect(Sandbox.list({ url: runner.url, apiKey: secret })).rejects.toBeInstanceOf(AuthError)
+    await expect(Sandbox.list({ url: runner.url, token: secret })).rejects.toBeInstanceOf(AuthError)
 
     // The browser path: the token as a WebSocket subprotocol, refused for the other sandbox.
     const denied = RawShellSocket.connect({
@@ -63,12 +62,10 @@ describe('auth', () => {
   })
 
   test('refuses an expired token', async ({ runner, sandbox }) => {
-    const token = await sandbox.createAccessToken({ ttlMs: 1 })
-    const secret = typeof token === 'string' ? token : token.token
-    const expiresAt = typeof token === 'string' ? Date.now() + 1 : token.expiresAt
+    const { token: secret, expiresAt } = await sandbox.createAccessToken({ ttlMs: 1 })
     // Wait for the expiry instant itself, then one millisecond more.
     await delay(Math.max(0, expiresAt - Date.now()) + 1)
-    const error = await Sandbox.connect(sandbox.id, { url: runner.url, apiKey: secret })
+    const error = await Sandbox.connect(sandbox.id, { url: runner.url, token: secret })
       .then((sb) => sb.exec('echo should not run'))
       .then(
         () => null,
