@@ -5,6 +5,8 @@ import { defineProject } from 'vitest/config'
 // child processes, not in the test worker.
 export default defineProject({
   resolve: { conditions: ['source'] },
+  // Tests run in Vite's server-side environment, which resolves with its own conditions.
+  ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     name: 'e2e',
     include: ['test/**/*.test.ts'],
