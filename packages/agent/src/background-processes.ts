@@ -1,0 +1,233 @@
+// The sandbox's background processes (servers, watchers, long builds).
+//
+// Model: each process is `bash -c command` leading its own process group, with an output log
+// (the same bounded, offset-addressed log a shell has) that pollers read "since an offset" and
+// streams subscribe to with backpressure. Kill sends SIGTERM to the group and SIGKILL after
+// `LIMITS.processKillGraceMs`. The final status is decided by how the child really ended: a
+// process that exited on its own before a kill's signal reached it is `exited` with its code,
+// even if a kill was requested.
+import type { ChildProcess, spawn as nodeSpawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { LIMITS, type ProcessInfo } from '@conch/protocol'
+import { AgentError } from './agent-error.ts'
+import { exitCodeOf, signalGroup } from './child-exit.ts'
+import type { Clock } from './clock.ts'
+import { type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
+
+/** How to start one background process (paths and env already resolved). */
+export interface ProcessStart {
+  /** Command text for `bash -c`. */
+  command: string
+  /** Host working directory. */
+  cwd: string
+  /** The complete environment. */
+  env: Record<string, string>
+}
+
+interface Entry {
+  info: ProcessInfo
+  child: ChildProcess
+  log: OutputLog
+  killRequested: boolean
+  killTimer: unknown
+  ended: Promise<void>
+}
+
+/** Output since an offset, as bytes. */
+export interface ProcessOutputBytes {
+  /** stdout bytes since the offset. */
+  stdout: Buffer
+  /** stderr bytes since the offset. */
+  stderr: Buffer
+  /** Offset to poll from next time. */
+  nextOffset: number
+  /** Status at the time of the answer. */
+  status: ProcessInfo['status']
+}
+
+/** Every background process of one sandbox. */
+export class BackgroundProcesses {
+  readonly #spawn: typeof nodeSpawn
+  readonly #clock: Clock
+  readonly #maxProcesses: number
+  readonly #logBytes: number
+  readonly #entries = new Map<string, Entry>()
+
+  /** Uses `spawn` and `clock`; keeps at most `maxProcesses` running and `logBytes` of output each. */
+  constructor(
+    spawn: typeof nodeSpawn,
+    clock: Clock,
+    maxProcesses: number = LIMITS.maxProcessesPerSandbox,
+    logBytes: number = LIMITS.scrollbackBytes,
+  ) {
+    this.#spawn = spawn
+    this.#clock = clock
+    this.#maxProcesses = maxProcesses
+    this.#logBytes = logBytes
+  }
+
+  /** Starts a process. */
+  start(request: ProcessStart): ProcessInfo {
+    const running = [...this.#entries.values()].filter((e) => e.info.status === 'running').length
+    if (running >= this.#maxProcesses) {
+      throw new AgentError(
+        'TOO_MANY_PROCESSES',
+        `this sandbox already runs ${running} background processes (the limit); kill one first`,
+        {
+          limit: this.#maxProcesses,
+        },
+      )
+    }
+    const child = this.#spawn('bash', ['-c', request.command], {
+      cwd: request.cwd,
+      env: request.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const log = new OutputLog(this.#logBytes, (full) => {
+      if (full) {
+        child.stdout?.pause()
+        child.stderr?.pause()
+      } else {
+        child.stdout?.resume()
+        child.stderr?.resume()
+      }
+    })
+    const info: ProcessInfo = {
+      id: `proc_${randomBytes(8).toString('hex')}`,
+      pid: child.pid ?? -1,
+      command: request.command,
+      status: 'running',
+      exitCode: null,
+      signal: null,
+      startedAt: this.#clock.now(),
+      endedAt: null,
+      offset: 0,
+    }
+    child.stdout?.on('data', (chunk: Buffer) => log.appendData('stdout', null, chunk))
+    child.stderr?.on('data', (chunk: Buffer) => log.appendData('stderr', null, chunk))
+    const entry: Entry = {
+      info,
+      child,
+      log,
+      killRequested: false,
+      killTimer: undefined,
+      ended: new Promise((resolve) => {
+        const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+          if (info.status !== 'running') return
+          if (entry.killTimer !== undefined) this.#clock.clearTimer(entry.killTimer)
+          info.status = signal !== null && entry.killRequested ? 'killed' : 'exited'
+          info.exitCode = exitCodeOf(code, signal)
+          info.signal = signal
+          info.endedAt = this.#clock.now()
+          log.appendRunExit({
+            runId: info.id,
+            exitCode: info.exitCode,
+            timedOut: false,
+            durationMs: info.endedAt - info.startedAt,
+          })
+          resolve()
+        }
+        child.on('error', () => finish(127, null))
+        child.on('close', finish)
+      }),
+    }
+    this.#entries.set(info.id, entry)
+    return this.#snapshot(entry)
+  }
+
+  /** Every process, oldest first. */
+  list(): ProcessInfo[] {
+    return [...this.#entries.values()].map((e) => this.#snapshot(e))
+  }
+
+  /** One process. */
+  get(id: string): ProcessInfo {
+    return this.#snapshot(this.#entry(id))
+  }
+
+  /** Output written since `since` (default: everything still held). */
+  output(id: string, since?: number): ProcessOutputBytes {
+    const entry = this.#entry(id)
+    const stdout: Buffer[] = []
+    const stderr: Buffer[] = []
+    for (const event of entry.log.readFrom(since ?? entry.log.startOffset)) {
+      if (event.type === 'data') (event.stream === 'stdout' ? stdout : stderr).push(event.data)
+    }
+    return {
+      stdout: Buffer.concat(stdout),
+      stderr: Buffer.concat(stderr),
+      nextOffset: entry.log.endOffset,
+      status: entry.info.status,
+    }
+  }
+
+  /**
+   * Replays output from `since` and subscribes to what follows. The listener sees a `run-exit`
+   * event (with the process id as run id) when the process ends.
+   */
+  subscribe(
+    id: string,
+    since: number | undefined,
+    listener: LogListener,
+  ): { replay: ReturnType<OutputLog['readFrom']>; subscription: LogSubscription; info: ProcessInfo } {
+    const entry = this.#entry(id)
+    const { replay, subscription } = entry.log.subscribe(since ?? entry.log.startOffset, listener)
+    return { replay, subscription, info: this.#snapshot(entry) }
+  }
+
+  /** Sends `signal` (default SIGTERM) to the process group, then SIGKILL after the grace period. */
+  kill(id: string, signal: NodeJS.Signals = 'SIGTERM'): ProcessInfo {
+    const entry = this.#entry(id)
+    if (entry.info.status !== 'running') return this.#snapshot(entry)
+    entry.killRequested = true
+    signalGroup(entry.info.pid, signal)
+    if (signal !== 'SIGKILL' && entry.killTimer === undefined) {
+      entry.killTimer = this.#clock.setTimer(LIMITS.processKillGraceMs, () =>
+        signalGroup(entry.info.pid, 'SIGKILL'),
+      )
+    }
+    return this.#snapshot(entry)
+  }
+
+  /** Resolves when the process has ended, or after `timeoutMs` with it still running. */
+  async wait(id: string, timeoutMs?: number): Promise<ProcessInfo> {
+    const entry = this.#entry(id)
+    if (timeoutMs === undefined) {
+      await entry.ended
+    } else {
+      let timer: unknown
+      await Promise.race([
+        entry.ended,
+        new Promise<void>((resolve) => (timer = this.#clock.setTimer(timeoutMs, resolve))),
+      ])
+      this.#clock.clearTimer(timer)
+    }
+    return this.#snapshot(entry)
+  }
+
+  /** Kills every process group (agent shutdown or sandbox destroy). */
+  killAll(): void {
+    for (const entry of this.#entries.values()) {
+      if (entry.info.status === 'running') signalGroup(entry.info.pid, 'SIGKILL')
+    }
+  }
+
+  #entry(id: string): Entry {
+    const entry = this.#entries.get(id)
+    if (!entry) {
+      throw new AgentError(
+        'PROCESS_NOT_FOUND',
+        `no background process "${id.slice(0, 80)}" in this sandbox; list processes to see their ids`,
+        {
+          processId: id.slice(0, 80),
+        },
+      )
+    }
+    return entry
+  }
+
+  #snapshot(entry: Entry): ProcessInfo {
+    return { ...entry.info, offset: entry.log.endOffset }
+  }
+}

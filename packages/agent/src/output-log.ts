@@ -1,0 +1,264 @@
+// A session's output log: the scrollback that clients replay from and subscribe to.
+//
+// Model: every output byte of a session, stdout and stderr interleaved in arrival order, gets
+// the next position of one session-wide byte offset. Data events cover [offset, offset+len);
+// zero-length events (run start, run exit, closed) sit at one offset. The log holds at most
+// `maxBytes` of data and evicts the oldest events first; `startOffset` is the smallest offset
+// it can still replay from (zero-length events count as `EVENT_OVERHEAD_BYTES` each, so a log of
+// many silent runs stays bounded too). Subscribers receive every new event synchronously; a subscriber
+// that reports itself full asks the owner to stop producing (the session pauses bash's pipes)
+// until it resumes. With no subscriber, the log only records and evicts.
+import type { ShellClosedInfo, StreamName } from '@conch/protocol'
+import { AgentError } from './agent-error.ts'
+
+/** Output bytes; `runId` is null for output written while no run was active. */
+export interface DataEvent {
+  /** Event kind. */
+  type: 'data'
+  /** Offset of the first byte. */
+  offset: number
+  /** Which stream. */
+  stream: StreamName
+  /** The run that was active, or null. */
+  runId: string | null
+  /** The bytes. */
+  data: Buffer
+}
+
+/** A run started at this offset. */
+export interface RunStartEvent {
+  /** Event kind. */
+  type: 'run-start'
+  /** Log offset at the start. */
+  offset: number
+  /** Run id. */
+  runId: string
+}
+
+/** A run finished at this offset. */
+export interface RunExitEvent {
+  /** Event kind. */
+  type: 'run-exit'
+  /** Log offset after its last byte. */
+  offset: number
+  /** Run id. */
+  runId: string
+  /** `$?`. */
+  exitCode: number
+  /** Whether its timeout stopped it. */
+  timedOut: boolean
+  /** Wall time. */
+  durationMs: number
+}
+
+/** The shell closed at this offset; the last event of a log. */
+export interface ClosedEvent {
+  /** Event kind. */
+  type: 'closed'
+  /** Log offset at the close. */
+  offset: number
+  /** How it closed. */
+  info: ShellClosedInfo
+}
+
+/** Anything recorded in an output log. */
+export type LogEvent = DataEvent | RunStartEvent | RunExitEvent | ClosedEvent
+
+/** Receives live events; returns false when it cannot take more for now. */
+export type LogListener = (event: LogEvent) => boolean
+
+/** A live subscription to a log. */
+export interface LogSubscription {
+  /** Tells the log the subscriber can take events again after it returned false. */
+  resume(): void
+  /** Ends the subscription. */
+  close(): void
+}
+
+/** Called when the log's consumers become full (true) or all have room again (false). */
+export type PressureListener = (full: boolean) => void
+
+/** What a zero-length event counts for against the log's byte bound. */
+export const EVENT_OVERHEAD_BYTES = 64
+
+interface Subscriber {
+  listener: LogListener
+  full: boolean
+}
+
+/** Bounded, offset-addressed event log with backpressured subscribers. */
+export class OutputLog {
+  readonly #maxBytes: number
+  readonly #onPressure: PressureListener
+  #events: LogEvent[] = []
+  #head = 0
+  #bytes = 0
+  #start = 0
+  #end = 0
+  #fullCount = 0
+  readonly #subscribers = new Set<Subscriber>()
+
+  /** Keeps at most `maxBytes` of data; `onPressure` hears when consumers fill up and drain. */
+  constructor(maxBytes: number, onPressure: PressureListener = () => {}) {
+    this.#maxBytes = maxBytes
+    this.#onPressure = onPressure
+  }
+
+  /** The offset the next byte gets. */
+  get endOffset(): number {
+    return this.#end
+  }
+
+  /** The smallest offset still held. */
+  get startOffset(): number {
+    return this.#start
+  }
+
+  /** Bytes held: data plus the overhead of zero-length events. */
+  get heldBytes(): number {
+    return this.#bytes
+  }
+
+  /** Whether some subscriber is full. */
+  get isFull(): boolean {
+    return this.#fullCount > 0
+  }
+
+  /** Appends output bytes and returns the event. */
+  appendData(stream: StreamName, runId: string | null, data: Buffer): DataEvent {
+    const event: DataEvent = { type: 'data', offset: this.#end, stream, runId, data }
+    this.#end += data.length
+    this.#bytes += data.length
+    this.#push(event)
+    this.#evict()
+    return event
+  }
+
+  /** Records a run start at the current offset. */
+  appendRunStart(runId: string): RunStartEvent {
+    const event: RunStartEvent = { type: 'run-start', offset: this.#end, runId }
+    this.#push(event)
+    return event
+  }
+
+  /** Records a run exit at the current offset. */
+  appendRunExit(exit: Omit<RunExitEvent, 'type' | 'offset'>): RunExitEvent {
+    const event: RunExitEvent = { type: 'run-exit', offset: this.#end, ...exit }
+    this.#push(event)
+    return event
+  }
+
+  /** Records that the shell closed. */
+  appendClosed(info: ShellClosedInfo): ClosedEvent {
+    const event: ClosedEvent = { type: 'closed', offset: this.#end, info }
+    this.#push(event)
+    return event
+  }
+
+  /**
+   * Every held event from `offset` on: data sliced exactly at `offset`, and zero-length
+   * events at positions >= `offset`. Throws OUTPUT_LOST when `offset` was evicted.
+   */
+  readFrom(offset: number): LogEvent[] {
+    if (offset < this.#start) {
+      throw new AgentError(
+        'OUTPUT_LOST',
+        `output from offset ${offset} was evicted from the scrollback; the earliest offset still held is ${this.#start}. Reattach from ${this.#start} or later.`,
+        { earliestOffset: this.#start, requestedOffset: offset },
+      )
+    }
+    if (offset > this.#end) {
+      throw new AgentError(
+        'BAD_REQUEST',
+        `offset ${offset} is beyond the end of the output log (${this.#end}); reattach from ${this.#end} or earlier.`,
+        { endOffset: this.#end, requestedOffset: offset },
+      )
+    }
+    const out: LogEvent[] = []
+    for (let i = this.#head; i < this.#events.length; i++) {
+      const e = this.#events[i]!
+      if (e.type === 'data') {
+        const endOfEvent = e.offset + e.data.length
+        if (endOfEvent <= offset) continue
+        if (e.offset < offset) {
+          out.push({ ...e, offset, data: e.data.subarray(offset - e.offset) })
+        } else {
+          out.push(e)
+        }
+      } else if (e.offset >= offset) {
+        out.push(e)
+      }
+    }
+    return out
+  }
+
+  /**
+   * Replays from `offset` (see `readFrom`) and subscribes to live events in one step, so no
+   * event falls between the replay and the subscription.
+   */
+  subscribe(offset: number, listener: LogListener): { replay: LogEvent[]; subscription: LogSubscription } {
+    const replay = this.readFrom(offset)
+    const sub: Subscriber = { listener, full: false }
+    this.#subscribers.add(sub)
+    const subscription: LogSubscription = {
+      resume: () => this.#setFull(sub, false),
+      close: () => {
+        if (!this.#subscribers.delete(sub)) return
+        this.#setFull(sub, false, true)
+      },
+    }
+    return { replay, subscription }
+  }
+
+  /** Drops every subscriber (the session is gone). */
+  closeSubscribers(): void {
+    for (const sub of this.#subscribers) this.#setFull(sub, false, true)
+    this.#subscribers.clear()
+  }
+
+  #push(event: LogEvent): void {
+    this.#events.push(event)
+    if (event.type !== 'data') {
+      this.#bytes += EVENT_OVERHEAD_BYTES
+      this.#evict()
+    }
+    for (const sub of this.#subscribers) {
+      const room = sub.listener(event)
+      if (!room) this.#setFull(sub, true)
+    }
+  }
+
+  #setFull(sub: Subscriber, full: boolean, removing = false): void {
+    if (sub.full === full) return
+    if (!removing && !this.#subscribers.has(sub)) return
+    sub.full = full
+    const wasFull = this.#fullCount > 0
+    this.#fullCount += full ? 1 : -1
+    const isFull = this.#fullCount > 0
+    if (wasFull !== isFull) this.#onPressure(isFull)
+  }
+
+  #evict(): void {
+    while (this.#bytes > this.#maxBytes && this.#head < this.#events.length) {
+      const e = this.#events[this.#head]!
+      this.#head += 1
+      if (e.type === 'data') {
+        this.#bytes -= e.data.length
+        this.#start = e.offset + e.data.length
+      } else {
+        this.#bytes -= EVENT_OVERHEAD_BYTES
+        this.#start = Math.max(this.#start, e.offset)
+      }
+    }
+    while (this.#head < this.#events.length) {
+      const e = this.#events[this.#head]!
+      if (e.type === 'data' || e.offset >= this.#start) break
+      this.#head += 1
+      this.#bytes -= EVENT_OVERHEAD_BYTES
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#events.length) {
+      this.#events = this.#events.slice(this.#head)
+      this.#head = 0
+    }
+  }
+}
