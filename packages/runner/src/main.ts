@@ -41,11 +41,10 @@ function howTo(url: string, newKey: string | null, stateDir: string): string {
 ${key}
 Use it from Node, Bun, Deno or a browser:
 
-    import { Conch } from '@conch/sdk'
-    const conch = new Conch({ url: '${url}', apiKey: process.env.CONCH_API_KEY })
-    const sandbox = await conch.sandboxes.create()
+    import { Sandbox } from '@conch/sdk'
+    const sandbox = await Sandbox.create({ url: '${url}', apiKey: process.env.CONCH_API_KEY })
     const shell = await sandbox.shell()
-    console.log((await shell.run('echo hello from $SHELL')).stdout)
+    console.log((await shell.run('cd /tmp && pwd')).stdout)
 
 Or with curl:
 

@@ -1,0 +1,270 @@
+// Runner benchmark: latency and throughput through WebSocket → runner → agent → bash, and the
+// cost of each hop, measured against the agent's socket directly.
+//
+//   pnpm --filter @conch/runner bench      (writes bench/results/runner.json at the repo root)
+//
+// The runner runs as its own process (the real CLI), so the client and the runner do not share
+// an event loop. The direct-agent figures come from a second agent started the way the local
+// driver starts it, driven with the runner's own AgentLink.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { BEARER_SUBPROTOCOL_PREFIX, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import pino from 'pino'
+import { WebSocket } from 'ws'
+import { AgentLink } from '../src/agent-link.ts'
+import { generateApiKey } from '../src/credentials.ts'
+import { LocalDriver } from '../src/drivers/local-driver.ts'
+import type { DriverSandbox } from '../src/drivers/sandbox-driver.ts'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const REPO = join(HERE, '..', '..', '..')
+const RUNS = Number(process.env.BENCH_RUNS ?? 2000)
+const WARMUP = 200
+const STREAM_BYTES = Number(process.env.BENCH_STREAM_BYTES ?? 256 * 1024 * 1024)
+
+function percentile(samples: readonly number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
+}
+
+interface Latency {
+  p50: number
+  p90: number
+  p99: number
+  n: number
+}
+
+function latency(samples: number[]): Latency {
+  const r = (x: number) => Math.round(x * 1000) / 1000
+  return {
+    p50: r(percentile(samples, 50)),
+    p90: r(percentile(samples, 90)),
+    p99: r(percentile(samples, 99)),
+    n: samples.length,
+  }
+}
+
+async function startRunner(stateDir: string, apiKey: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=source',
+      join(HERE, '..', 'src', 'main.ts'),
+      'runner',
+      '--port',
+      '0',
+      '--state-dir',
+      stateDir,
+      '--log-level',
+      'warn',
+    ],
+    { env: { ...process.env, CONCH_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = ''
+    child.stdout?.on('data', (d) => {
+      out += d
+      const m = /listening on (http:\/\/[\d.:]+)/.exec(out)
+      if (m) resolve(m[1]!)
+    })
+    child.once('exit', (code) => reject(new Error(`runner exited with ${code}`)))
+  })
+  return { url, child }
+}
+
+/** A shell WebSocket with a minimal run API (no per-frame validation: this is the client side). */
+class BenchShell {
+  readonly ws: WebSocket
+  #onExit = new Map<string, () => void>()
+  bytes = 0
+  #onBytes: (() => void) | null = null
+  readonly ready: Promise<void>
+
+  constructor(url: string, key: string) {
+    this.ws = new WebSocket(url, [SHELL_SUBPROTOCOL, `${BEARER_SUBPROTOCOL_PREFIX}${key}`], {
+      perMessageDeflate: false,
+    })
+    this.ready = new Promise((resolve, reject) => {
+      this.ws.on('message', (data) => {
+        const f = JSON.parse(String(data)) as { type: string; id?: string; data?: string }
+        if (f.type === 'scrollback_end') resolve()
+        else if (f.type === 'shell_exit') {
+          const done = this.#onExit.get(f.id!)
+          this.#onExit.delete(f.id!)
+          done?.()
+        } else if (f.type === 'shell_out') {
+          this.bytes += f.data!.length
+          this.#onBytes?.()
+        } else if (f.type === 'error') reject(new Error(String(data)))
+      })
+      this.ws.once('error', reject)
+    })
+  }
+
+  run(id: string, command: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.#onExit.set(id, resolve)
+      this.ws.send(JSON.stringify({ type: 'shell_run', id, command }))
+    })
+  }
+
+  close(): void {
+    this.ws.close()
+  }
+}
+
+async function sequential(run: (i: number) => Promise<unknown>, n: number): Promise<number[]> {
+  for (let i = 0; i < WARMUP; i++) await run(-i - 1)
+  const samples: number[] = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    await run(i)
+    samples.push(performance.now() - t0)
+  }
+  return samples
+}
+
+async function main(): Promise<void> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'conch-bench-'))
+  const apiKey = generateApiKey()
+  const { url, child } = await startRunner(stateDir, apiKey)
+  const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+  let directAgent: DriverSandbox | null = null
+  let directDir: string | null = null
+  const localDriver = (dir: string) => new LocalDriver({ stateDir: dir })
+  try {
+    const created = await fetch(`${url}/v1/sandboxes`, { method: 'POST', headers, body: '{}' })
+    const sandbox = (await created.json()) as { id: string }
+    const wsUrl = `${url.replace('http', 'ws')}/v1/sandboxes/${sandbox.id}/shell`
+
+    const t0 = performance.now()
+    const sandboxStartMs = await (async () => {
+      const s = performance.now()
+      const r = await fetch(`${url}/v1/sandboxes`, { method: 'POST', headers, body: '{}' })
+      const sb = (await r.json()) as { id: string }
+      const ms = performance.now() - s
+      await fetch(`${url}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers })
+      return ms
+    })()
+    void t0
+
+    // 1. Through the runner: WebSocket → runner → agent → bash.
+    const shell = new BenchShell(wsUrl, apiKey)
+    await shell.ready
+    const wsTrue = latency(await sequential((i) => shell.run(`t${i}`, 'true'), RUNS))
+    const wsEcho = latency(await sequential((i) => shell.run(`e${i}`, 'echo hi'), RUNS))
+
+    const pipelineStart = performance.now()
+    await Promise.all(Array.from({ length: RUNS }, (_, i) => shell.run(`p${i}`, 'true')))
+    const pipelinedPerSec = Math.round(RUNS / ((performance.now() - pipelineStart) / 1000))
+
+    const before = shell.bytes
+    const streamStart = performance.now()
+    await shell.run('stream', `head -c ${STREAM_BYTES} /dev/zero | tr '\\0' a`)
+    const streamSecs = (performance.now() - streamStart) / 1000
+    const streamMBps = Math.round(((shell.bytes - before) / 1024 / 1024 / streamSecs) * 10) / 10
+    shell.close()
+
+    // 2. REST exec (a fresh bash -c per call) and a buffered REST session run.
+    const execBody = JSON.stringify({ command: 'true' })
+    const restExec = latency(
+      await sequential(
+        () =>
+          fetch(`${url}/v1/sandboxes/${sandbox.id}/exec`, { method: 'POST', headers, body: execBody }).then(
+            (r) => r.text(),
+          ),
+        Math.min(RUNS, 500),
+      ),
+    )
+    const restRun = latency(
+      await sequential(
+        () =>
+          fetch(`${url}/v1/sandboxes/${sandbox.id}/sessions/default/run`, {
+            method: 'POST',
+            headers,
+            body: execBody,
+          }).then((r) => r.text()),
+        RUNS,
+      ),
+    )
+
+    // 3. The agent's socket directly, with the runner's AgentLink (no runner, no WebSocket).
+    directDir = mkdtempSync(join(tmpdir(), 'conch-bench-agent-'))
+    const driver = new LocalDriver({ stateDir: directDir })
+    const spec = { id: 'sb_benchdirect00', env: {}, limits: {}, scrollbackBytes: 8 * 1024 * 1024 }
+    directAgent = await driver.startAgent(await driver.create(spec), spec)
+    const link = await AgentLink.open(await driver.connect(directAgent, 15_000), {
+      logger: pino({ level: 'silent' }),
+    })
+    const ch = link.openChannel()
+    const exits = new Map<string, () => void>()
+    ch.consume((e) => {
+      if (e.t === 'data') ch.release(e.payload.byteLength)
+      else if (e.t === 'run_exit') {
+        exits.get(e.frame.run)?.()
+        exits.delete(e.frame.run)
+      }
+    })
+    await link.call('session.attach', { session: 'default', ch: ch.id })
+    const agentRun = (id: string, command: string) =>
+      new Promise<void>((resolve) => {
+        exits.set(id, resolve)
+        void link.call('session.run', { session: 'default', run: id, command, buffer: false })
+      })
+    const agentTrue = latency(await sequential((i) => agentRun(`t${i}`, 'true'), RUNS))
+    const agentEcho = latency(await sequential((i) => agentRun(`e${i}`, 'echo hi'), RUNS))
+    link.close()
+
+    const runnerHopMs = Math.round((wsTrue.p50 - agentTrue.p50) * 1000) / 1000
+    const result = {
+      date: new Date().toISOString(),
+      node: process.version,
+      runs: RUNS,
+      shellRun: { true: wsTrue, echo: wsEcho },
+      agentDirect: { true: agentTrue, echo: agentEcho },
+      restSessionRun: restRun,
+      restExec,
+      pipelinedCommandsPerSec: pipelinedPerSec,
+      streamMBps,
+      sandboxStartMs: Math.round(sandboxStartMs),
+      hops: {
+        agentAndBashP50Ms: agentTrue.p50,
+        runnerAndWebSocketP50Ms: runnerHopMs,
+      },
+    }
+    const rows: [string, string][] = [
+      [
+        'shell.run true  (WS→runner→agent→bash)',
+        `p50 ${wsTrue.p50} ms  p90 ${wsTrue.p90}  p99 ${wsTrue.p99}`,
+      ],
+      ['shell.run echo hi', `p50 ${wsEcho.p50} ms  p90 ${wsEcho.p90}  p99 ${wsEcho.p99}`],
+      ['agent socket direct: true', `p50 ${agentTrue.p50} ms  p90 ${agentTrue.p90}  p99 ${agentTrue.p99}`],
+      ['agent socket direct: echo hi', `p50 ${agentEcho.p50} ms  p90 ${agentEcho.p90}  p99 ${agentEcho.p99}`],
+      ['runner + WebSocket hop (p50)', `${runnerHopMs} ms`],
+      ['REST session run true', `p50 ${restRun.p50} ms  p90 ${restRun.p90}  p99 ${restRun.p99}`],
+      ['REST exec true (fresh bash)', `p50 ${restExec.p50} ms  p90 ${restExec.p90}  p99 ${restExec.p99}`],
+      ['pipelined shell runs', `${pipelinedPerSec} commands/s`],
+      ['streaming through WS', `${streamMBps} MB/s`],
+      ['sandbox create → agent ready', `${Math.round(sandboxStartMs)} ms`],
+    ]
+    const width = Math.max(...rows.map(([k]) => k.length))
+    console.log(`\nrunner benchmark (${RUNS} sequential runs each, ${process.version})\n`)
+    for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`)
+    const out = join(REPO, 'bench', 'results', 'runner.json')
+    mkdirSync(dirname(out), { recursive: true })
+    writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`)
+    console.log(`\nwrote ${out.slice(REPO.length + 1)}`)
+    await fetch(`${url}/v1/sandboxes/${sandbox.id}`, { method: 'DELETE', headers })
+  } finally {
+    if (directAgent && directDir) await localDriver(directDir).destroy(directAgent)
+    if (directDir) rmSync(directDir, { recursive: true, force: true })
+    child.kill('SIGTERM')
+    await new Promise((r) => child.once('exit', r))
+    rmSync(stateDir, { recursive: true, force: true })
+  }
+}
+
+await main()

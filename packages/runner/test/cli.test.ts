@@ -1,0 +1,106 @@
+// The `conch runner` CLI as a real child process.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
+
+interface Cli extends AsyncDisposable {
+  child: ChildProcess
+  out: () => string
+  err: () => string
+  exited: Promise<number | null>
+  waitFor: (pattern: RegExp) => Promise<RegExpExecArray>
+}
+
+function cli(args: string[], env: Record<string, string> = {}): Cli {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
+  const child = spawn(process.execPath, ['--conditions=source', MAIN, ...args], {
+    env: { ...clean, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  let err = ''
+  const waiters: (() => void)[] = []
+  child.stdout?.on('data', (d) => {
+    out += d
+    for (const w of waiters) w()
+  })
+  child.stderr?.on('data', (d) => {
+    err += d
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  return {
+    child,
+    out: () => out,
+    err: () => err,
+    exited,
+    waitFor: (pattern) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = pattern.exec(out)
+          if (m) resolve(m)
+        }
+        waiters.push(check)
+        check()
+        void exited.then(() => reject(new Error(`exited before ${pattern}: ${out}\n${err}`)))
+      }),
+    async [Symbol.asyncDispose]() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      await exited
+    },
+  }
+}
+
+describe('conch runner CLI', () => {
+  it('generates an API key on first start, prints it once, stores only its hash, and stops on SIGTERM', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-cli-'))
+    try {
+      let key: string
+      {
+        await using first = cli(['runner', '--port', '0', '--state-dir', stateDir])
+        const [line] = await first.waitFor(/conch runner listening on http:\/\/127\.0\.0\.1:(\d+)\n/)
+        expect(first.out().startsWith(line)).toBe(true)
+        key = (await first.waitFor(/conch_[\w-]{43}/))[0]
+        const url = /http:\/\/[\d.:]+/.exec(line)![0]
+        const res = await fetch(`${url}/v1/sandboxes`, { headers: { authorization: `Bearer ${key}` } })
+        expect(res.status).toBe(200)
+        expect(readFileSync(join(stateDir, 'runner.db')).includes(key)).toBe(false)
+        expect(first.err()).not.toContain(key)
+        first.child.kill('SIGTERM')
+        expect(await first.exited).toBe(0)
+      }
+      await using second = cli(['runner', '--port', '0', '--state-dir', stateDir])
+      const [line] = await second.waitFor(/listening on (http:\/\/[\d.:]+)/)
+      expect(second.out()).not.toContain(key)
+      const url = /http:\/\/[\d.:]+/.exec(line)![0]
+      const res = await fetch(`${url}/v1/sandboxes`, { headers: { authorization: `Bearer ${key}` } })
+      expect(res.status).toBe(200)
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true })
+    }
+  })
+
+  it('uses CONCH_API_KEY when set and never prints it', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-cli-'))
+    try {
+      const key = 'conch_test_key_0123456789abcdef'
+      await using run = cli(['runner', '--port', '0', '--state-dir', stateDir], { CONCH_API_KEY: key })
+      const [, url] = await run.waitFor(/listening on (http:\/\/[\d.:]+)/)
+      const ok = await fetch(`${url}/v1/sandboxes`, { headers: { authorization: `Bearer ${key}` } })
+      expect(ok.status).toBe(200)
+      expect(run.out() + run.err()).not.toContain(key)
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true })
+    }
+  })
+
+  it('exits with a clear error for a bad flag value', async () => {
+    await using run = cli(['runner', '--port', 'eighty'])
+    expect(await run.exited).toBe(2)
+    expect(run.err()).toContain('--port eighty')
+  })
+})
