@@ -63,7 +63,7 @@ export function utf8Boundary(bytes: Uint8Array): number {
   for (let i = end - 1; i >= 0 && i >= end - 4; i--) {
     const b = bytes[i] ?? 0
     if ((b & 0xc0) === 0x80) continue
-    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1
+    const need = b >= 0xf8 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1
     return end - i >= need ? end : i
   }
   return end

@@ -1,0 +1,77 @@
+import { ERROR_STATUS, ErrorCode } from '@conch/protocol'
+import { describe, expect, it } from 'vitest'
+import {
+  AuthError,
+  ConchError,
+  ConnectionError,
+  DeadlineError,
+  OutputLostError,
+  RateLimitError,
+  SandboxNotFoundError,
+  SessionNotFoundError,
+  ShellClosedError,
+} from './conch-error.ts'
+import { errorFromWire, isErrorCode } from './error-from-wire.ts'
+
+const EXPECTED_CLASS: Partial<Record<ErrorCode, typeof ConchError>> = {
+  SHELL_CLOSED: ShellClosedError,
+  SANDBOX_NOT_FOUND: SandboxNotFoundError,
+  SESSION_NOT_FOUND: SessionNotFoundError,
+  UNAUTHORIZED: AuthError,
+  FORBIDDEN: AuthError,
+  RATE_LIMITED: RateLimitError,
+  TOO_MANY_SANDBOXES: RateLimitError,
+  TOO_MANY_SESSIONS: RateLimitError,
+  TOO_MANY_PROCESSES: RateLimitError,
+  OUTPUT_LOST: OutputLostError,
+  CONNECTION_LOST: ConnectionError,
+  AGENT_UNAVAILABLE: ConnectionError,
+  DEADLINE_EXCEEDED: DeadlineError,
+}
+
+describe('errorFromWire', () => {
+  it('knows exactly the protocol codes', () => {
+    for (const code of ErrorCode.options) expect(isErrorCode(code), code).toBe(true)
+    expect(Object.keys(ERROR_STATUS).filter((c) => !isErrorCode(c))).toEqual([])
+    expect(isErrorCode('toString')).toBe(false)
+  })
+
+  for (const code of ErrorCode.options) {
+    const expected = EXPECTED_CLASS[code] ?? ConchError
+    it(`maps ${code} to ${expected.name}, keeping the code, the runner's message and the cause`, () => {
+      const cause = new Error('underlying')
+      const err = errorFromWire({ code, message: 'session s1 in sb_x: it broke' }, { cause, status: ERROR_STATUS[code] })
+      expect(err).toBeInstanceOf(expected)
+      expect(err).toBeInstanceOf(ConchError)
+      expect(err).toBeInstanceOf(Error)
+      expect(err.code).toBe(code)
+      expect(err.message).toContain('session s1 in sb_x: it broke')
+      expect(err.cause).toBe(cause)
+      expect(err.status).toBe(ERROR_STATUS[code])
+      if (expected !== ConchError) expect(err.constructor).toBe(expected)
+    })
+  }
+
+  it('tells the caller what to do next for the branching classes', () => {
+    expect(errorFromWire({ code: 'SESSION_NOT_FOUND', message: 'x' }).message).toMatch(/listSessions/)
+    expect(errorFromWire({ code: 'UNAUTHORIZED', message: 'x' }).message).toMatch(/API key/)
+    expect(errorFromWire({ code: 'SHELL_CLOSED', message: 'x' }).message).toMatch(/new shell/)
+  })
+
+  it('reads the exit code and signal of a closed shell from the details', () => {
+    const err = errorFromWire({ code: 'SHELL_CLOSED', message: 'gone', details: { code: null, signal: 'SIGKILL' } })
+    expect(err).toMatchObject({ exitCode: null, signal: 'SIGKILL' })
+  })
+
+  it('reads earliestOffset of lost output from the details', () => {
+    const err = errorFromWire({ code: 'OUTPUT_LOST', message: 'gone', details: { earliestOffset: 4096 } })
+    expect(err).toMatchObject({ earliestOffset: 4096, details: { earliestOffset: 4096 } })
+  })
+
+  it('turns a code from a newer runner into INTERNAL and keeps the original code', () => {
+    const err = errorFromWire({ code: 'SOMETHING_NEW', message: 'new failure' })
+    expect(err.constructor).toBe(ConchError)
+    expect(err).toMatchObject({ code: 'INTERNAL', details: { code: 'SOMETHING_NEW' } })
+    expect(err.message).toMatch(/upgrade @conch\/sdk/)
+  })
+})
