@@ -6,12 +6,13 @@
 // `LIMITS.processKillGraceMs`. The final status is decided by how the child really ended: a
 // process that exited on its own before a kill's signal reached it is `exited` with its code,
 // even if a kill was requested.
-import type { ChildProcess, spawn as nodeSpawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { LIMITS, type ProcessInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'
+import type { Spawn } from './spawner.ts'
 import { type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
 
 /** How to start one background process (paths and env already resolved). */
@@ -47,7 +48,7 @@ export interface ProcessOutputBytes {
 
 /** Every background process of one sandbox. */
 export class BackgroundProcesses {
-  readonly #spawn: typeof nodeSpawn
+  readonly #spawn: Spawn
   readonly #clock: Clock
   readonly #maxProcesses: number
   readonly #logBytes: number
@@ -55,7 +56,7 @@ export class BackgroundProcesses {
 
   /** Uses `spawn` and `clock`; keeps at most `maxProcesses` running and `logBytes` of output each. */
   constructor(
-    spawn: typeof nodeSpawn,
+    spawn: Spawn,
     clock: Clock,
     maxProcesses: number = LIMITS.maxProcessesPerSandbox,
     logBytes: number = LIMITS.scrollbackBytes,

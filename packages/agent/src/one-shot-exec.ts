@@ -4,11 +4,12 @@
 // group, then SIGKILL after the grace period. stdin is /dev/null unless the caller gives bytes.
 // Output is either buffered (capped per stream) or handed to `onData`, which applies
 // backpressure by returning false (the child's pipes pause until `resume` is called).
-import type { ChildProcess, spawn as nodeSpawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { LIMITS, type StreamName } from '@conch/protocol'
 import { CappedBytes } from './capped-bytes.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'
+import type { Spawn } from './spawner.ts'
 
 const PIPE_DRAIN_MS = 100
 
@@ -55,7 +56,7 @@ export interface ExecHandle {
 }
 
 /** Starts `bash -c command` with the given spawn function and clock. */
-export function startExec(request: ExecRequest, spawn: typeof nodeSpawn, clock: Clock): ExecHandle {
+export function startExec(request: ExecRequest, spawn: Spawn, clock: Clock): ExecHandle {
   const started = clock.monotonicMs()
   const cap = request.outputCapBytes ?? LIMITS.outputCapBytes
   const stdout = new CappedBytes(cap)

@@ -1,0 +1,692 @@
+// One long-lived bash process and the runs it executes.
+//
+// Model:
+// - bash runs as `bash --noprofile --norc --noediting -i` on three pipes, as the leader of
+//   its own session. Interactive mode makes SIGINT abort the current command line (even a
+//   loop of builtins) while bash survives. An init script clears prompts and history, saves
+//   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
+//   prints before the init markers (job-control warnings, a prompt) is discarded.
+// - A run writes its command to a private file and sends one short line:
+//   `. 'file' </dev/null; __conch_end_<tag> <nonce> && :`. Sourcing keeps state changes in
+//   the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
+//   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
+//   the nonce on fd 63, then returns `$?` so the next run sees it.
+// - Runs form a FIFO queue: one line is in flight at a time, and the next is sent once both
+//   markers of the previous run (and any sync markers, below) have arrived.
+// - Interrupt and timeout send SIGINT to bash and to the run's processes, and a "sync" line
+//   calling the end function with a second nonce, because SIGINT aborts the whole line,
+//   including the run's own end call. A stream of the run ends at whichever of its two
+//   markers arrives first; the next run waits for the sync markers. A timeout escalates to
+//   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
+// - Output is attributed to the active run, or to no run between runs, and recorded in the
+//   session's output log. A full log subscriber pauses reading bash's pipes.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
+import { AgentError, ShellClosedError } from './agent-error.ts'
+import { CappedBytes } from './capped-bytes.ts'
+import { type Clock, delay } from './clock.ts'
+import type { Logger } from './logger.ts'
+import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
+import { OutputLog } from './output-log.ts'
+import { type ProcessTable, sendSignal } from './process-tree.ts'
+import type { Spawn } from './spawner.ts'
+
+/** How a session is built. */
+export interface BashSessionOptions {
+  /** Session id, used in errors and logs. */
+  id: string
+  /** The complete starting environment of bash. */
+  env: Record<string, string>
+  /** The starting directory. */
+  cwd: string
+  /** Default timeout of runs that do not set one, in ms. */
+  commandTimeoutMs: number
+  /** Whether the environment started empty (reported back only). */
+  cleanEnv?: boolean
+  /** Process creation. */
+  spawn: Spawn
+  /** Time. */
+  clock: Clock
+  /** Logging. */
+  logger: Logger
+  /** /proc access for finding a run's processes. */
+  processTable: ProcessTable
+  /** Directory under which the session's private temp directory is made. */
+  tempRoot: string
+  /** Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a run. */
+  killGraceMs?: number
+  /** Output kept for reattach, in bytes. */
+  scrollbackBytes?: number
+  /** Default cap per stream of a buffered result. */
+  outputCapBytes?: number
+  /** Largest command text, in UTF-8 bytes. */
+  maxCommandBytes?: number
+  /** The bash binary. */
+  bashPath?: string
+}
+
+/** One command for a session. */
+export interface RunRequest {
+  /** Run id, unique among the session's runs in flight. */
+  runId: string
+  /** Command text; CRLF line endings become LF. */
+  command: string
+  /** Timeout in ms (already clamped by the caller); the session default when absent. */
+  timeoutMs?: number
+  /** Bytes for the command's stdin; /dev/null when absent. */
+  stdin?: Buffer
+  /** Cap per stream of the buffered result. */
+  outputCapBytes?: number
+  /** Internal runs (state queries) are kept out of the output log and the history. */
+  internal?: boolean
+}
+
+/** The buffered result of one run. */
+export interface RunOutcome {
+  /** Run id. */
+  runId: string
+  /** `$?` of the command. */
+  exitCode: number
+  /** Whether the timeout stopped it. */
+  timedOut: boolean
+  /** Whether an interrupt stopped it. */
+  interrupted: boolean
+  /** stdout, up to the cap. */
+  stdout: Buffer
+  /** stderr, up to the cap. */
+  stderr: Buffer
+  /** Total stdout bytes. */
+  stdoutBytes: number
+  /** Total stderr bytes. */
+  stderrBytes: number
+  /** Whether either stream was cut. */
+  truncated: boolean
+  /** Wall time from sending the command to its end. */
+  durationMs: number
+  /** Log offset at its start. */
+  startOffset: number
+  /** Log offset after its last byte. */
+  endOffset: number
+}
+
+/** A run that was queued and may be running. */
+interface Run {
+  req: RunRequest
+  command: string
+  resolve: (outcome: RunOutcome) => void
+  reject: (err: Error) => void
+  nonce: string
+  syncNonce: string | null
+  syncSeen: Record<StreamName, boolean>
+  done: Record<StreamName, boolean>
+  exitCode: number | null
+  out: Record<StreamName, CappedBytes>
+  startedAtMs: number
+  startTicks: number
+  startOffset: number
+  timer: unknown
+  timedOut: boolean
+  interrupted: boolean
+  stopping: boolean
+  history: HistoryEntry | null
+  wake: (() => void) | null
+}
+
+type Phase = 'starting' | 'ready' | 'closed'
+
+const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
+const HISTORY_LIMIT = 10_000
+const POLL_MS = 20
+const EXIT_DRAIN_MS = 50
+
+/** A new random nonce for a marker. */
+function newNonce(): string {
+  return randomBytes(NONCE_LENGTH / 2).toString('hex')
+}
+
+/** Quotes a string for bash as one word. */
+export function shellQuote(s: string): string {
+  return `'${s.replaceAll("'", "'\\''")}'`
+}
+
+/** The shell closed: code and signal from bash's exit, in words. */
+export function describeExit(code: number | null, signal: string | null): ShellClosedInfo {
+  if (signal !== null) return { code: null, signal, reason: `bash was killed by ${signal}` }
+  return { code, signal: null, reason: `bash exited with code ${code ?? 'unknown'}` }
+}
+
+/** A long-lived bash process that executes queued runs and keeps its state between them. */
+export class BashSession {
+  /** Session id. */
+  readonly id: string
+  /** The directory the session started in. */
+  readonly cwd: string
+  /** Default timeout of runs. */
+  readonly commandTimeoutMs: number
+  /** Whether the environment started empty. */
+  readonly cleanEnv: boolean
+  /** When it was created (ms since the epoch). */
+  readonly createdAt: number
+  /** The session's output log (scrollback). */
+  readonly log: OutputLog
+  /** Resolves when bash is ready for its first run; rejects if it closed first. */
+  readonly ready: Promise<void>
+  /** Resolves once, when the shell closes. */
+  readonly closed: Promise<ShellClosedInfo>
+
+  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv'>>
+  readonly #dir: string
+  readonly #tag: string
+  readonly #child: ReturnType<Spawn>
+  readonly #scanners: Record<StreamName, MarkerScanner>
+  readonly #queue: Run[] = []
+  #phase: Phase = 'starting'
+  #active: Run | null = null
+  #pendingSync: { nonce: string; seen: Record<StreamName, boolean> } | null = null
+  #initNonce: string
+  #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
+  #closedInfo: ShellClosedInfo | null = null
+  #resolveReady: () => void = () => {}
+  #rejectReady: (err: Error) => void = () => {}
+  #resolveClosed: (info: ShellClosedInfo) => void = () => {}
+  #lastExitCode = 0
+  #history: HistoryEntry[] = []
+  #historyBase = 0
+  #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
+  #exitWaiter: (() => void) | null = null
+  #closing = false
+
+  /** Spawns bash and starts its init script. */
+  constructor(options: BashSessionOptions) {
+    this.#opts = {
+      killGraceMs: LIMITS.killGraceMs,
+      scrollbackBytes: LIMITS.scrollbackBytes,
+      outputCapBytes: LIMITS.outputCapBytes,
+      maxCommandBytes: LIMITS.maxCommandBytes,
+      bashPath: 'bash',
+      ...options,
+    }
+    this.id = options.id
+    this.cwd = options.cwd
+    this.commandTimeoutMs = options.commandTimeoutMs
+    this.cleanEnv = options.cleanEnv ?? false
+    this.createdAt = options.clock.now()
+    this.log = new OutputLog(this.#opts.scrollbackBytes, (full) => this.#setPaused(full))
+    this.ready = new Promise((resolve, reject) => {
+      this.#resolveReady = resolve
+      this.#rejectReady = reject
+    })
+    this.ready.catch(() => {})
+    this.closed = new Promise((resolve) => {
+      this.#resolveClosed = resolve
+    })
+    this.#dir = mkdtempSync(join(this.#opts.tempRoot, 'conch-'))
+    this.#tag = randomBytes(4).toString('hex')
+    this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
+    this.#initNonce = newNonce()
+    for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
+
+    const initFile = join(this.#dir, 'init')
+    writeFileSync(initFile, this.#initScript(), { mode: 0o600 })
+    this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
+      cwd: this.cwd,
+      env: this.#opts.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    })
+    const child = this.#child
+    child.on('error', (err) => {
+      this.#opts.logger.warn({ sessionId: this.id, err: err.message }, 'bash could not be started')
+      void this.#close({ code: null, signal: null, reason: `bash could not be started: ${err.message}` })
+    })
+    child.on('exit', (code, signal) => this.#onExit(code, signal))
+    child.stdin?.on('error', () => {})
+    for (const s of STREAMS) {
+      const stream = child[s] as Readable | null
+      stream?.on('data', (chunk: Buffer) => this.#onChunk(s, chunk))
+      stream?.on('end', () => this.#onEnd(s))
+      stream?.on('error', () => this.#onEnd(s))
+    }
+    child.stdin?.write(`. ${shellQuote(initFile)} </dev/null; __conch_end_${this.#tag} ${this.#initNonce}\n`)
+  }
+
+  /** bash's process id while it runs. */
+  get pid(): number | null {
+    return this.#closedInfo === null ? (this.#child.pid ?? null) : null
+  }
+
+  /** How the shell closed, once it has. */
+  get closedInfo(): ShellClosedInfo | null {
+    return this.#closedInfo
+  }
+
+  /** The id of the run in progress. */
+  get running(): string | null {
+    return this.#active?.req.runId ?? null
+  }
+
+  /** Runs waiting behind the active one. */
+  get queued(): number {
+    return this.#queue.length
+  }
+
+  /** The exit code of the last finished run (what `$?` holds in the shell). */
+  get lastExitCode(): number {
+    return this.#lastExitCode
+  }
+
+  /** Queues a run; resolves with its buffered result, rejects with ShellClosedError if bash ends. */
+  run(req: RunRequest): Promise<RunOutcome> {
+    if (this.#closedInfo !== null || this.#closing) {
+      return Promise.reject(new ShellClosedError(this.id, this.#closedInfo ?? describeExit(null, 'SIGKILL')))
+    }
+    if (req.command.includes('\0')) {
+      return Promise.reject(
+        new AgentError(
+          'INVALID_COMMAND',
+          `run "${req.runId}" in session "${this.id}": the command contains a NUL byte, which bash cannot read; remove it or pass binary data as stdin.`,
+        ),
+      )
+    }
+    const bytes = Buffer.byteLength(req.command)
+    if (bytes > this.#opts.maxCommandBytes) {
+      return Promise.reject(
+        new AgentError(
+          'COMMAND_TOO_LARGE',
+          `run "${req.runId}" in session "${this.id}": the command is ${bytes} bytes, over the ${this.#opts.maxCommandBytes}-byte limit; write the script to a file and run the file.`,
+          { bytes, limit: this.#opts.maxCommandBytes },
+        ),
+      )
+    }
+    if (this.#active?.req.runId === req.runId || this.#queue.some((r) => r.req.runId === req.runId)) {
+      return Promise.reject(
+        new AgentError(
+          'BAD_REQUEST',
+          `run id "${req.runId}" is already in flight in session "${this.id}"; use a new id for each run.`,
+        ),
+      )
+    }
+    return new Promise<RunOutcome>((resolve, reject) => {
+      const cap = req.outputCapBytes ?? this.#opts.outputCapBytes
+      this.#queue.push({
+        req,
+        command: req.command.replaceAll('\r\n', '\n'),
+        resolve,
+        reject,
+        nonce: '',
+        syncNonce: null,
+        syncSeen: { stdout: false, stderr: false },
+        done: { stdout: false, stderr: false },
+        exitCode: null,
+        out: { stdout: new CappedBytes(cap), stderr: new CappedBytes(cap) },
+        startedAtMs: 0,
+        startTicks: 0,
+        startOffset: 0,
+        timer: null,
+        timedOut: false,
+        interrupted: false,
+        stopping: false,
+        history: null,
+        wake: null,
+      })
+      this.#dispatch()
+    })
+  }
+
+  /**
+   * Does what Ctrl-C does to the active run (optionally only if it is `runId`): SIGINT to
+   * bash and to the run's processes. Returns whether a run was interrupted.
+   */
+  interrupt(runId?: string): boolean {
+    const run = this.#active
+    if (run === null || (runId !== undefined && run.req.runId !== runId)) return false
+    run.interrupted = true
+    this.#sendInterrupt(run)
+    return true
+  }
+
+  /** Every history entry matching the query, oldest first. */
+  history(query: { prefix?: string; contains?: string; limit?: number } = {}): HistoryEntry[] {
+    let entries = this.#history
+    if (query.prefix !== undefined) {
+      const p = query.prefix
+      entries = entries.filter((e) => e.command.startsWith(p))
+    }
+    if (query.contains !== undefined) {
+      const c = query.contains
+      entries = entries.filter((e) => e.command.includes(c))
+    }
+    if (query.limit !== undefined) entries = entries.slice(-query.limit)
+    return entries.map((e) => ({ ...e }))
+  }
+
+  /** One history entry by index, or null. */
+  historyEntry(index: number): HistoryEntry | null {
+    const e = this.#history[index - this.#historyBase]
+    return e === undefined ? null : { ...e }
+  }
+
+  /** The name of a helper function defined in the shell (`env` or `alias` listing). */
+  helperName(kind: 'env' | 'alias'): string {
+    return `__conch_${kind}_${this.#tag}`
+  }
+
+  /** Kills bash and every process in its session, then reports the shell closed. */
+  async dispose(reason = 'session deleted'): Promise<ShellClosedInfo> {
+    if (this.#closedInfo !== null) return this.#closedInfo
+    const pid = this.#child.pid
+    if (pid !== undefined) {
+      const members = this.#opts.processTable.sessionMembers(pid, pid)
+      sendSignal(pid, 'SIGKILL')
+      this.#opts.processTable.signal(members, 'SIGKILL')
+    }
+    await this.#close({ code: null, signal: 'SIGKILL', reason })
+    return this.#closedInfo ?? { code: null, signal: 'SIGKILL', reason }
+  }
+
+  /** Disposes the session (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose()
+  }
+
+  #initScript(): string {
+    const t = this.#tag
+    return [
+      'PS1= PS2= PS0= PS4=+',
+      'set +H',
+      'set +o history',
+      'shopt -s expand_aliases',
+      'unset PROMPT_COMMAND MAILCHECK HISTFILE TMOUT',
+      'exec 62>&1 63>&2',
+      // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
+      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
+      `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
+      `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
+      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t}`,
+      '',
+    ].join('\n')
+  }
+
+  #dispatch(): void {
+    if (this.#phase !== 'ready' || this.#active !== null || this.#pendingSync !== null) return
+    const run = this.#queue.shift()
+    if (run === undefined) return
+    const clock = this.#opts.clock
+    run.nonce = newNonce()
+    for (const s of STREAMS) this.#scanners[s].expect(run.nonce)
+    const file = join(this.#dir, 'cmd')
+    let text = run.command
+    if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
+    writeFileSync(file, text)
+    let stdinRedirect = '/dev/null'
+    if (run.req.stdin !== undefined) {
+      const stdinFile = join(this.#dir, 'stdin')
+      writeFileSync(stdinFile, run.req.stdin)
+      stdinRedirect = shellQuote(stdinFile)
+    }
+    this.#active = run
+    run.startedAtMs = clock.monotonicMs()
+    run.startTicks = this.#opts.processTable.nowTicks()
+    run.startOffset = this.log.endOffset
+    if (run.req.internal !== true) {
+      this.log.appendRunStart(run.req.runId)
+      run.history = {
+        index: this.#historyBase + this.#history.length,
+        command: run.req.command,
+        startedAt: clock.now(),
+        exitCode: null,
+        durationMs: null,
+      }
+      this.#history.push(run.history)
+      if (this.#history.length > HISTORY_LIMIT) {
+        this.#history.shift()
+        this.#historyBase += 1
+      }
+    }
+    const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
+    run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
+    this.#child.stdin?.write(
+      `. ${shellQuote(file)} <${stdinRedirect}; __conch_end_${this.#tag} ${run.nonce} && :\n`,
+    )
+  }
+
+  #onChunk(stream: StreamName, chunk: Buffer): void {
+    for (const item of this.#scanners[stream].push(chunk)) {
+      if (item.kind === 'data') this.#deliver(stream, item.bytes)
+      else this.#onMarker(stream, item.nonce, item.exitCode)
+    }
+  }
+
+  #deliver(stream: StreamName, bytes: Buffer): void {
+    if (bytes.length === 0 || this.#phase === 'starting') return
+    const run = this.#active
+    if (run === null) {
+      this.log.appendData(stream, null, bytes)
+      return
+    }
+    run.out[stream].append(bytes)
+    if (run.req.internal !== true) this.log.appendData(stream, run.req.runId, bytes)
+  }
+
+  #forget(stream: StreamName, nonce: string): void {
+    this.#deliver(stream, this.#scanners[stream].forget(nonce))
+  }
+
+  #onMarker(stream: StreamName, nonce: string, exitCode: number | null): void {
+    if (this.#phase === 'starting' && nonce === this.#initNonce) {
+      this.#initSeen[stream] = true
+      this.#scanners[stream].forget(nonce)
+      if (this.#initSeen.stdout && this.#initSeen.stderr) {
+        this.#phase = 'ready'
+        this.#resolveReady()
+        this.#dispatch()
+      }
+      return
+    }
+    const run = this.#active
+    if (run !== null && (nonce === run.nonce || nonce === run.syncNonce)) {
+      if (!run.done[stream]) {
+        run.done[stream] = true
+        if (exitCode !== null) run.exitCode = exitCode
+      }
+      if (nonce === run.syncNonce) {
+        run.syncSeen[stream] = true
+        this.#forget(stream, nonce)
+      }
+      if (run.done.stdout && run.done.stderr) {
+        if (run.stopping) run.wake?.()
+        else this.#finish(run)
+      }
+      return
+    }
+    const sync = this.#pendingSync
+    if (sync !== null && nonce === sync.nonce) {
+      sync.seen[stream] = true
+      this.#forget(stream, nonce)
+      if (sync.seen.stdout && sync.seen.stderr) {
+        this.#pendingSync = null
+        this.#dispatch()
+      }
+    }
+  }
+
+  #finish(run: Run): void {
+    if (this.#active !== run) return
+    this.#opts.clock.clearTimer(run.timer)
+    for (const s of STREAMS) this.#forget(s, run.nonce)
+    this.#active = null
+    if (run.syncNonce !== null && !(run.syncSeen.stdout && run.syncSeen.stderr)) {
+      this.#pendingSync = { nonce: run.syncNonce, seen: { ...run.syncSeen } }
+    }
+    const exitCode = run.exitCode ?? 130
+    this.#lastExitCode = exitCode
+    const durationMs = this.#opts.clock.monotonicMs() - run.startedAtMs
+    if (run.history !== null) {
+      run.history.exitCode = exitCode
+      run.history.durationMs = durationMs
+    }
+    if (run.req.internal !== true) {
+      this.log.appendRunExit({ runId: run.req.runId, exitCode, timedOut: run.timedOut, durationMs })
+    }
+    const { stdout, stderr } = run.out
+    run.resolve({
+      runId: run.req.runId,
+      exitCode,
+      timedOut: run.timedOut,
+      interrupted: run.interrupted,
+      stdout: stdout.bytes(),
+      stderr: stderr.bytes(),
+      stdoutBytes: stdout.totalBytes,
+      stderrBytes: stderr.totalBytes,
+      truncated: stdout.truncated || stderr.truncated,
+      durationMs,
+      startOffset: run.startOffset,
+      endOffset: this.log.endOffset,
+    })
+    this.#dispatch()
+  }
+
+  /** SIGINT to bash and the run's processes, then a sync line (once per run). */
+  #sendInterrupt(run: Run): void {
+    const pid = this.#child.pid
+    if (pid === undefined) return
+    const table = this.#opts.processTable
+    const procs = table.sessionMembers(pid, pid, run.startTicks)
+    sendSignal(pid, 'SIGINT')
+    table.signal(procs, 'SIGINT')
+    if (run.syncNonce === null) {
+      run.syncNonce = newNonce()
+      for (const s of STREAMS) this.#scanners[s].expect(run.syncNonce)
+      // The leading newline absorbs a byte that bash may drop while it handles the SIGINT.
+      this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${run.syncNonce}\n`)
+    }
+  }
+
+  /** The timeout procedure of promise 6: SIGINT, SIGTERM, SIGKILL, and bash only as a last resort. */
+  async #stopForTimeout(run: Run): Promise<void> {
+    if (this.#active !== run || run.stopping) return
+    run.stopping = true
+    run.timedOut = true
+    const pid = this.#child.pid
+    if (pid === undefined) return
+    const table = this.#opts.processTable
+    const grace = this.#opts.killGraceMs
+    this.#opts.logger.info({ sessionId: this.id, runId: run.req.runId }, 'run timed out; interrupting it')
+    this.#sendInterrupt(run)
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      if (await this.#settles(run, grace)) break
+      if (this.#closedInfo !== null) return
+      // bash itself gets SIGINT only once: a second one could land while it reads the sync line.
+      table.signal(table.sessionMembers(pid, pid, run.startTicks), signal)
+    }
+    if (!this.#isSettled(run)) await this.#settles(run, grace)
+    if (this.#closedInfo !== null || this.#active !== run) return
+    if (run.done.stdout && run.done.stderr) {
+      this.#finish(run)
+      return
+    }
+    this.#opts.logger.warn(
+      { sessionId: this.id, runId: run.req.runId },
+      'bash did not answer after a timeout; killing it',
+    )
+    sendSignal(pid, 'SIGKILL')
+    await this.#close({
+      code: null,
+      signal: 'SIGKILL',
+      reason: `bash did not recover after run "${run.req.runId}" timed out, so it was killed`,
+    })
+  }
+
+  #isSettled(run: Run): boolean {
+    if (!(run.done.stdout && run.done.stderr)) return false
+    const pid = this.#child.pid
+    if (pid === undefined) return true
+    return this.#opts.processTable.sessionMembers(pid, pid, run.startTicks).length === 0
+  }
+
+  /**
+   * Waits up to `ms` for the run's markers and for its processes to be gone. Once the markers
+   * are in, processes that are still there after a few polls do not get the rest of the grace
+   * period: they ignored the signal, so the caller escalates at once.
+   */
+  async #settles(run: Run, ms: number): Promise<boolean> {
+    const clock = this.#opts.clock
+    const deadline = clock.monotonicMs() + ms
+    let pollsSinceMarkers = 0
+    while (this.#closedInfo === null) {
+      if (this.#isSettled(run)) return true
+      const left = deadline - clock.monotonicMs()
+      if (left <= 0) return false
+      if (run.done.stdout && run.done.stderr) {
+        pollsSinceMarkers += 1
+        if (pollsSinceMarkers > 3) return false
+      }
+      await new Promise<void>((resolve) => {
+        run.wake = resolve
+        clock.setTimer(Math.min(POLL_MS, left), resolve)
+      })
+      run.wake = null
+    }
+    return false
+  }
+
+  #setPaused(paused: boolean): void {
+    for (const s of STREAMS) {
+      const stream = this.#child[s] as Readable | null
+      if (paused) stream?.pause()
+      else stream?.resume()
+    }
+  }
+
+  #onEnd(stream: StreamName): void {
+    this.#ended[stream] = true
+    if (this.#ended.stdout && this.#ended.stderr) this.#exitWaiter?.()
+  }
+
+  #onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.#closedInfo !== null || this.#closing) return
+    void (async () => {
+      // Let output still in the pipes arrive before the close is reported.
+      if (!(this.#ended.stdout && this.#ended.stderr)) {
+        this.#setPaused(false)
+        await Promise.race([
+          new Promise<void>((resolve) => {
+            this.#exitWaiter = resolve
+          }),
+          delay(this.#opts.clock, EXIT_DRAIN_MS),
+        ])
+      }
+      await this.#close(describeExit(code, signal))
+    })()
+  }
+
+  async #close(info: ShellClosedInfo): Promise<void> {
+    if (this.#closedInfo !== null || this.#closing) return
+    this.#closing = true
+    for (const s of STREAMS) this.#deliver(s, this.#scanners[s].flush())
+    this.#closedInfo = info
+    this.#phase = 'closed'
+    this.#opts.logger.info({ sessionId: this.id, ...info }, 'shell closed')
+    const err = new ShellClosedError(this.id, info)
+    const active = this.#active
+    this.#active = null
+    if (active !== null) {
+      this.#opts.clock.clearTimer(active.timer)
+      active.wake?.()
+      if (active.history !== null) active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
+      active.reject(err)
+    }
+    for (const run of this.#queue.splice(0)) run.reject(err)
+    this.#rejectReady(err)
+    this.log.appendClosed(info)
+    this.#resolveClosed(info)
+    const child = this.#child
+    child.stdin?.destroy()
+    child.stdout?.destroy()
+    child.stderr?.destroy()
+    rmSync(this.#dir, { recursive: true, force: true })
+  }
+}
