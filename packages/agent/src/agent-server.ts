@@ -30,6 +30,7 @@ import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
+import type { LogEvent } from './output-log.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
 import type { WorkspaceFiles } from './workspace-files.ts'
@@ -51,7 +52,11 @@ export interface AgentServerOptions {
   /** The sandbox's base environment (for exec and processes). */
   baseEnv: Readonly<Record<string, string>>
   /** Builds a process's environment from the base, `cleanEnv` and extras. */
-  buildEnv: (base: Readonly<Record<string, string>>, cleanEnv: boolean, extra?: Readonly<Record<string, string>>) => Record<string, string>
+  buildEnv: (
+    base: Readonly<Record<string, string>>,
+    cleanEnv: boolean,
+    extra?: Readonly<Record<string, string>>,
+  ) => Record<string, string>
   /** Process creation. */
   spawn: Spawn
   /** Time. */
@@ -109,83 +114,66 @@ export class AgentServer {
     })
   }
 
-  /** Dispatches one parsed call. */
-  async dispatch<M extends AgentMethod>(method: M, params: AgentParams<M>, context: MethodContext): Promise<AgentResultOf<M>> {
-    return (await this.#dispatch(method, params as never, context)) as AgentResultOf<M>
+  /** Dispatches one call whose params were parsed against the method's schema. */
+  async dispatch<M extends AgentMethod>(
+    method: M,
+    params: AgentParams<M>,
+    context: MethodContext,
+  ): Promise<AgentResultOf<M>> {
+    if (isSessionMethod(method))
+      return this.#options.sessions.handle(method, params as AgentParams<typeof method>, context)
+    const handler = this.#handlers[method as Exclude<AgentMethod, SessionMethod>] as unknown as Handler<M>
+    return handler(params, context)
   }
 
-  async #dispatch(method: AgentMethod, params: never, context: MethodContext): Promise<unknown> {
-    const o = this.#options
-    if (method.startsWith('session.')) return o.sessions.handle(method as SessionMethod, params, context)
-    switch (method) {
-      case 'agent.info':
-        return {
-          pid: process.pid,
-          agentVersion: AGENT_VERSION,
-          startedAt: this.#startedAt,
-          rssBytes: process.memoryUsage.rss(),
-          sessions: (await o.sessions.handle('session.list', {}, context)).sessions.length,
-          workdir: o.paths.root,
-        }
-      case 'exec':
-        return this.#exec(params as AgentParams<'exec'>, context)
-      case 'process.start': {
-        const p = params as AgentParams<'process.start'>
-        const state = p.sessionId ? await o.sessions.shellState(p.sessionId) : undefined
-        const cwd = p.cwd ? this.hostDir(p.cwd) : (state?.cwd ?? o.paths.root)
-        const env = { ...o.buildEnv(state ? state.env : o.baseEnv, false), ...p.env }
-        return o.processes.start({ command: p.command, cwd, env })
+  readonly #handlers: { [M in Exclude<AgentMethod, SessionMethod>]: Handler<M> } = {
+    'agent.info': async (_p, context) => ({
+      pid: process.pid,
+      agentVersion: AGENT_VERSION,
+      startedAt: this.#startedAt,
+      rssBytes: process.memoryUsage.rss(),
+      sessions: (await this.#options.sessions.handle('session.list', {}, context)).sessions.length,
+      workdir: this.#options.paths.root,
+    }),
+    exec: (p, context) => this.#exec(p, context),
+    'process.start': async (p) => {
+      const o = this.#options
+      const state = p.sessionId ? await o.sessions.shellState(p.sessionId) : undefined
+      const cwd = p.cwd ? this.hostDir(p.cwd) : (state?.cwd ?? o.paths.root)
+      const env = { ...(state ? state.env : o.buildEnv(o.baseEnv, false)), ...p.env }
+      return o.processes.start({ command: p.command, cwd, env })
+    },
+    'process.list': async () => ({ processes: this.#options.processes.list() }),
+    'process.get': async (p) => this.#options.processes.get(p.id),
+    'process.output': async (p) => {
+      const out = this.#options.processes.output(p.id, p.since)
+      return {
+        stdout: out.stdout.toString('base64'),
+        stderr: out.stderr.toString('base64'),
+        nextOffset: out.nextOffset,
+        status: out.status,
       }
-      case 'process.list':
-        return { processes: o.processes.list() }
-      case 'process.get':
-        return o.processes.get((params as AgentParams<'process.get'>).id)
-      case 'process.output': {
-        const p = params as AgentParams<'process.output'>
-        const out = o.processes.output(p.id, p.since)
-        return { stdout: out.stdout.toString('base64'), stderr: out.stderr.toString('base64'), nextOffset: out.nextOffset, status: out.status }
+    },
+    'process.stream': async (p, context) => this.#streamProcess(p, context),
+    'process.kill': async (p) => this.#options.processes.kill(p.id, p.signal),
+    'process.wait': (p) => this.#options.processes.wait(p.id, p.timeoutMs),
+    'file.read': (p, context) => this.#readFile(p, context),
+    'file.write': async (p, context) => {
+      const channel = context.channel(p.ch)
+      try {
+        return await this.#options.files.write(p.path, channel.uploads(), p.mode)
+      } finally {
+        channel.close()
       }
-      case 'process.stream':
-        return this.#streamProcess(params as AgentParams<'process.stream'>, context)
-      case 'process.kill': {
-        const p = params as AgentParams<'process.kill'>
-        return o.processes.kill(p.id, p.signal)
-      }
-      case 'process.wait': {
-        const p = params as AgentParams<'process.wait'>
-        return o.processes.wait(p.id, p.timeoutMs)
-      }
-      case 'file.read':
-        return this.#readFile(params as AgentParams<'file.read'>, context)
-      case 'file.write': {
-        const p = params as AgentParams<'file.write'>
-        const channel = context.channel(p.ch)
-        try {
-          return await o.files.write(p.path, channel.uploads(), p.mode)
-        } finally {
-          channel.close()
-        }
-      }
-      case 'file.list':
-        return { entries: await o.files.list((params as AgentParams<'file.list'>).path) }
-      case 'file.stat':
-        return o.files.stat((params as AgentParams<'file.stat'>).path)
-      case 'file.mkdir': {
-        const p = params as AgentParams<'file.mkdir'>
-        return o.files.mkdir(p.path, p.recursive)
-      }
-      case 'file.remove': {
-        const p = params as AgentParams<'file.remove'>
-        await o.files.remove(p.path, p.recursive)
-        return {}
-      }
-      case 'file.rename': {
-        const p = params as AgentParams<'file.rename'>
-        return o.files.rename(p.from, p.to)
-      }
-      default:
-        throw new AgentError('BAD_REQUEST', `method "${method}" is not served by this agent`)
-    }
+    },
+    'file.list': async (p) => ({ entries: await this.#options.files.list(p.path) }),
+    'file.stat': (p) => this.#options.files.stat(p.path),
+    'file.mkdir': (p) => this.#options.files.mkdir(p.path, p.recursive),
+    'file.remove': async (p) => {
+      await this.#options.files.remove(p.path, p.recursive)
+      return {}
+    },
+    'file.rename': (p) => this.#options.files.rename(p.from, p.to),
   }
 
   /**
@@ -197,7 +185,7 @@ export class AgentServer {
     return this.#options.paths.resolve(dir)
   }
 
-  async #exec(p: AgentParams<'exec'>, context: MethodContext): Promise<unknown> {
+  async #exec(p: AgentParams<'exec'>, context: MethodContext): Promise<AgentResultOf<'exec'>> {
     const o = this.#options
     const channel = p.ch === undefined ? undefined : context.channel(p.ch)
     const handle = startExec(
@@ -225,11 +213,16 @@ export class AgentServer {
       o.clock,
     )
     if (channel) {
+      let finished = false
       channel.onResume(() => handle.resume())
+      // The runner closing the channel means nobody wants the output any more: stop the command.
       channel.onClose(() => {
-        if (!channel.done) return
+        if (!finished) handle.cancel()
       })
-      void handle.done.then((r) => channel.end({ t: 'end', exitCode: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs }))
+      void handle.done.then((r) => {
+        finished = true
+        channel.end({ t: 'end', exitCode: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs })
+      })
       return {}
     }
     const r = await handle.done
@@ -246,33 +239,23 @@ export class AgentServer {
     }
   }
 
-  #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): unknown {
+  #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {
     const channel = context.channel(p.ch)
-    const { replay, subscription, info } = this.#options.processes.subscribe(p.id, p.since, (event) => {
+    const forward = (event: LogEvent): boolean => {
       if (event.type === 'data') return channel.data(event.stream, null, event.offset, event.data)
-      if (event.type === 'run-exit') {
+      if (event.type === 'run-exit')
         channel.end({ t: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
-        subscription.close()
-      }
       return true
-    })
+    }
+    const { replay, subscription } = this.#options.processes.subscribe(p.id, p.since, forward)
     channel.onResume(() => subscription.resume())
     channel.onClose(() => subscription.close())
-    queueMicrotask(() => {
-      let room = true
-      for (const event of replay) {
-        if (event.type === 'data') room = channel.data(event.stream, null, event.offset, event.data) && room
-        else if (event.type === 'run-exit') {
-          channel.end({ t: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
-          subscription.close()
-        }
-      }
-      if (!room) void room
-    })
-    return info.status === 'running' ? {} : {}
+    // Replay is sent before any live event can arrive: both happen in this tick.
+    for (const event of replay) forward(event)
+    return {}
   }
 
-  async #readFile(p: AgentParams<'file.read'>, context: MethodContext): Promise<unknown> {
+  async #readFile(p: AgentParams<'file.read'>, context: MethodContext): Promise<AgentResultOf<'file.read'>> {
     const channel = context.channel(p.ch)
     const { info, stream } = await this.#options.files.read(p.path)
     let offset = 0
@@ -289,6 +272,15 @@ export class AgentServer {
     queueMicrotask(() => stream.resume())
     return info
   }
+}
+
+type Handler<M extends AgentMethod> = (
+  params: AgentParams<M>,
+  context: MethodContext,
+) => Promise<AgentResultOf<M>>
+
+function isSessionMethod(method: AgentMethod): method is SessionMethod {
+  return method.startsWith('session.')
 }
 
 /** One runner connection: decoding, parsing, channels. */
@@ -347,13 +339,21 @@ class RunnerConnection {
       const parsed = parseFrame(HostFrame, result.frame.header, 't', HOST_FRAME_TYPES)
       if (!parsed.ok) {
         const id = callId(result.frame.header)
-        this.send(id === undefined ? { t: 'error', error: parsed.error } : { t: 'fail', id, error: parsed.error })
+        this.send(
+          id === undefined ? { t: 'error', error: parsed.error } : { t: 'fail', id, error: parsed.error },
+        )
         continue
       }
       const frame = parsed.value
       switch (frame.t) {
         case 'hello':
-          this.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, agentVersion: AGENT_VERSION, pid: process.pid, startedAt: Math.floor(performance.timeOrigin) })
+          this.send({
+            t: 'hello',
+            protocolVersion: PROTOCOL_VERSION,
+            agentVersion: AGENT_VERSION,
+            pid: process.pid,
+            startedAt: Math.floor(performance.timeOrigin),
+          })
           break
         case 'call':
           void this.#call(frame.id, frame.method, frame.params)
@@ -381,7 +381,11 @@ class RunnerConnection {
 
   async #call(id: number, method: string, rawParams: unknown): Promise<void> {
     if (!isAgentMethod(method)) {
-      this.send({ t: 'fail', id, error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` } })
+      this.send({
+        t: 'fail',
+        id,
+        error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
+      })
       return
     }
     const parsed = AGENT_METHODS[method].params.safeParse(rawParams ?? {})
@@ -390,7 +394,11 @@ class RunnerConnection {
         .slice(0, 5)
         .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
         .join('; ')
-      this.send({ t: 'fail', id, error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` } })
+      this.send({
+        t: 'fail',
+        id,
+        error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
+      })
       return
     }
     try {

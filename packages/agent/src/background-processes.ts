@@ -12,8 +12,8 @@ import { LIMITS, type ProcessInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'
-import type { Spawn } from './spawner.ts'
 import { type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
+import type { Spawn } from './spawner.ts'
 
 /** How to start one background process (paths and env already resolved). */
 export interface ProcessStart {

@@ -20,7 +20,11 @@ export type Broadcast = (frame: Record<string, unknown>) => void
  */
 export interface SessionService {
   /** Handles one `session.*` call. */
-  handle<M extends SessionMethod>(method: M, params: AgentParams<M>, context: MethodContext): Promise<AgentResultOf<M>>
+  handle<M extends SessionMethod>(
+    method: M,
+    params: AgentParams<M>,
+    context: MethodContext,
+  ): Promise<AgentResultOf<M>>
   /** The current cwd and exported variables of a session's shell. */
   shellState(sessionId: string): Promise<{ cwd: string; env: Record<string, string> }>
   /** Where to send link-wide frames. */

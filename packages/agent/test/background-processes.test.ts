@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { BackgroundProcesses } from '../src/background-processes.ts'
 import { systemClock } from '../src/clock.ts'
 import type { LogEvent } from '../src/output-log.ts'
+import { nodeSpawn as spawn } from '../src/spawner.ts'
 
 const cwd = mkdtempSync(join(tmpdir(), 'conch-proc-'))
 const table = new BackgroundProcesses(spawn, systemClock, 4, 4096)

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { systemClock } from '../src/clock.ts'
 import { startExec } from '../src/one-shot-exec.ts'
+import { nodeSpawn as spawn } from '../src/spawner.ts'
 
 const cwd = mkdtempSync(join(tmpdir(), 'conch-exec-'))
 afterAll(() => rmSync(cwd, { recursive: true, force: true }))
