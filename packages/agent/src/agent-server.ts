@@ -25,7 +25,7 @@ import {
   WORKSPACE_PATH,
 } from '@conch/protocol'
 import { AgentChannel } from './agent-channel.ts'
-import { AgentError, toWireError } from './agent-error.ts'
+import { toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
