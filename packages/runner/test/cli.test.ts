@@ -1,59 +1,9 @@
 // The `conch runner` CLI as a real child process.
-import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
-
-interface Cli extends AsyncDisposable {
-  child: ChildProcess
-  out: () => string
-  err: () => string
-  exited: Promise<number | null>
-  waitFor: (pattern: RegExp) => Promise<RegExpExecArray>
-}
-
-function cli(args: string[], env: Record<string, string> = {}): Cli {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
-  const child = spawn(process.execPath, ['--conditions=source', MAIN, ...args], {
-    env: { ...clean, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  let err = ''
-  const waiters: (() => void)[] = []
-  child.stdout?.on('data', (d) => {
-    out += d
-    for (const w of waiters) w()
-  })
-  child.stderr?.on('data', (d) => {
-    err += d
-  })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  return {
-    child,
-    out: () => out,
-    err: () => err,
-    exited,
-    waitFor: (pattern) =>
-      new Promise((resolve, reject) => {
-        const check = (): void => {
-          const m = pattern.exec(out)
-          if (m) resolve(m)
-        }
-        waiters.push(check)
-        check()
-        void exited.then(() => reject(new Error(`exited before ${pattern}: ${out}\n${err}`)))
-      }),
-    async [Symbol.asyncDispose]() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-      await exited
-    },
-  }
-}
+import { cli } from './runner-process.ts'
 
 describe('conch runner CLI', () => {
   it('generates an API key on first start, prints it once, stores only its hash, and stops on SIGTERM', async () => {

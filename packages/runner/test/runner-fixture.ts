@@ -83,3 +83,20 @@ export function baseUrl(app: RunnerApp): string {
   if (!address || typeof address === 'string') throw new Error('runner is not listening on TCP')
   return `http://127.0.0.1:${address.port}`
 }
+
+/** Creates a sandbox through the API and returns its id. */
+export async function createSandbox(runner: TestRunner, body: Record<string, unknown> = {}): Promise<string> {
+  const res = await runner.app.inject({
+    method: 'POST',
+    url: '/v1/sandboxes',
+    headers: runner.auth,
+    payload: body,
+  })
+  if (res.statusCode !== 200) throw new Error(`create sandbox: ${res.statusCode} ${res.body}`)
+  return (res.json() as { id: string }).id
+}
+
+/** The shell WebSocket URL of a sandbox on a listening runner. */
+export function shellUrl(runner: TestRunner, sandboxId: string, query = ''): string {
+  return `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${sandboxId}/shell${query}`
+}

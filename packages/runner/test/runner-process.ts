@@ -1,0 +1,74 @@
+// The `conch` CLI as a child process, for tests that need a real runner process.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url))
+
+/** A `conch` CLI child process. */
+export interface Cli extends AsyncDisposable {
+  child: ChildProcess
+  out: () => string
+  err: () => string
+  exited: Promise<number | null>
+  waitFor: (pattern: RegExp) => Promise<RegExpExecArray>
+}
+
+/** Spawns `conch <args>` with `env` over the test's environment minus CONCH_ variables. */
+export function cli(args: string[], env: Record<string, string> = {}): Cli {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
+  const child = spawn(process.execPath, ['--conditions=source', MAIN, ...args], {
+    env: { ...clean, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  let err = ''
+  const waiters: (() => void)[] = []
+  child.stdout?.on('data', (d) => {
+    out += d
+    for (const w of waiters) w()
+  })
+  child.stderr?.on('data', (d) => {
+    err += d
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  return {
+    child,
+    out: () => out,
+    err: () => err,
+    exited,
+    waitFor: (pattern) =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = pattern.exec(out)
+          if (m) resolve(m)
+        }
+        waiters.push(check)
+        check()
+        void exited.then(() => reject(new Error(`exited before ${pattern}: ${out}\n${err}`)))
+      }),
+    async [Symbol.asyncDispose]() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      await exited
+    },
+  }
+}
+
+/** Starts `conch runner` on port 0 and resolves with its URL once it listens. */
+export async function runnerProcess(
+  stateDir: string,
+  apiKey: string,
+  extra: string[] = [],
+): Promise<Cli & { url: string }> {
+  const run = cli(['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn', ...extra], {
+    CONCH_API_KEY: apiKey,
+  })
+  const [, url] = await run.waitFor(/listening on (http:\/\/[\d.:]+)/)
+  return Object.assign(run, { url: url! })
+}
+
+/** Resident memory of a process in bytes (Linux). */
+export async function rssOf(pid: number): Promise<number> {
+  const { readFile } = await import('node:fs/promises')
+  const status = await readFile(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
+}

@@ -1,0 +1,73 @@
+// Sandbox lifecycle with the real agent through the local driver.
+import { existsSync } from 'node:fs'
+import { ErrorBody, SandboxInfo, SandboxList } from '@conch/protocol'
+import { describe, expect, it } from 'vitest'
+import { createSandbox, startRunner } from './runner-fixture.ts'
+
+describe('sandboxes (local driver, real agent)', () => {
+  it('creates a running sandbox that says it has no isolation, lists, gets and destroys it', async () => {
+    await using runner = await startRunner()
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: { metadata: { owner: 'test' }, env: { GREETING: 'hi' } },
+    })
+    expect(res.statusCode).toBe(200)
+    const info = SandboxInfo.parse(res.json())
+    expect(info).toMatchObject({
+      status: 'running',
+      driver: 'local',
+      isolation: 'none',
+      metadata: { owner: 'test' },
+    })
+    expect(info.description).toMatch(/NO isolation/)
+    expect(existsSync(info.workdir)).toBe(true)
+
+    const list = SandboxList.parse(
+      (await runner.app.inject({ method: 'GET', url: '/v1/sandboxes', headers: runner.auth })).json(),
+    )
+    expect(list.sandboxes.map((s) => s.id)).toEqual([info.id])
+    const got = await runner.app.inject({
+      method: 'GET',
+      url: `/v1/sandboxes/${info.id}`,
+      headers: runner.auth,
+    })
+    expect(SandboxInfo.parse(got.json()).id).toBe(info.id)
+
+    const run = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${info.id}/exec`,
+      headers: runner.auth,
+      payload: { command: 'echo $GREETING; echo ${CONCH_API_KEY:-none}' },
+    })
+    expect(run.json()).toMatchObject({ stdout: 'hi\nnone\n', exitCode: 0 })
+
+    const gone = await runner.app.inject({
+      method: 'DELETE',
+      url: `/v1/sandboxes/${info.id}`,
+      headers: runner.auth,
+    })
+    expect(gone.json()).toEqual({ ok: true })
+    expect(existsSync(info.workdir)).toBe(false)
+    const after = await runner.app.inject({
+      method: 'GET',
+      url: `/v1/sandboxes/${info.id}`,
+      headers: runner.auth,
+    })
+    expect(ErrorBody.parse(after.json()).error.code).toBe('SANDBOX_NOT_FOUND')
+  })
+
+  it('refuses a sandbox beyond the limit with TOO_MANY_SANDBOXES', async () => {
+    await using runner = await startRunner({ limits: { maxSandboxes: 1 } })
+    await createSandbox(runner)
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
+    expect(res.statusCode).toBe(429)
+    expect(ErrorBody.parse(res.json()).error.code).toBe('TOO_MANY_SANDBOXES')
+  })
+})
