@@ -1,0 +1,157 @@
+// The hand-written half of the limits table on /concepts/limits/: for every entry of the
+// protocol's LIMITS, what it limits, the runner setting that changes it (if any), and what
+// happens at the limit. The values themselves come from LIMITS at build time.
+import type { LIMITS } from '@conch/protocol'
+
+/** One row of the limits table. */
+export interface LimitGuideEntry {
+  /** What it limits. */
+  what: string
+  /** The runner setting that changes it: a `conch runner` flag name without `--`. */
+  setting: string | null
+  /** What happens at the limit. */
+  effect: string
+  /** How to print the value. */
+  unit: 'ms' | 'bytes' | 'count'
+}
+
+/** One entry per LIMITS key; a new limit without an entry fails typecheck. */
+export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
+  defaultCommandTimeoutMs: {
+    what: 'Timeout of a run when neither the call nor the session sets one',
+    setting: null,
+    effect: 'The run is stopped and resolves with `timedOut: true`',
+    unit: 'ms',
+  },
+  minCommandTimeoutMs: {
+    what: 'Smallest timeout a run may have',
+    setting: null,
+    effect: 'Smaller values are raised to it',
+    unit: 'ms',
+  },
+  maxCommandTimeoutMs: {
+    what: 'Largest timeout a run may have',
+    setting: 'max-command-timeout-ms',
+    effect: 'Larger values are lowered to it',
+    unit: 'ms',
+  },
+  killGraceMs: {
+    what: 'Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a command',
+    setting: null,
+    effect: 'The next signal is sent',
+    unit: 'ms',
+  },
+  processKillGraceMs: {
+    what: 'Time between SIGTERM and SIGKILL when a background process is killed',
+    setting: null,
+    effect: 'SIGKILL is sent',
+    unit: 'ms',
+  },
+  outputCapBytes: {
+    what: 'Bytes kept per stream in a buffered result',
+    setting: 'output-cap-bytes',
+    effect: 'The result is cut on a character boundary and `truncated` is set; streaming is not limited',
+    unit: 'bytes',
+  },
+  maxCommandBytes: {
+    what: 'Length of a command text, in UTF-8 bytes',
+    setting: 'max-command-bytes',
+    effect: '[`COMMAND_TOO_LARGE`](/reference/errors/#command_too_large)',
+    unit: 'bytes',
+  },
+  maxStdinBytes: {
+    what: 'Size of the `stdin` data of one run or exec',
+    setting: null,
+    effect: '[`COMMAND_TOO_LARGE`](/reference/errors/#command_too_large)',
+    unit: 'bytes',
+  },
+  maxClientFrameBytes: {
+    what: 'Size of one WebSocket message from a client',
+    setting: 'max-client-frame-bytes',
+    effect: '[`FRAME_TOO_LARGE`](/reference/errors/#frame_too_large); the socket stays open',
+    unit: 'bytes',
+  },
+  maxAgentFrameBytes: {
+    what: 'Size of one frame between the runner and an agent',
+    setting: null,
+    effect: 'The link rejects the frame',
+    unit: 'bytes',
+  },
+  maxDataChunkBytes: {
+    what: 'Bytes of output the agent puts into one data frame',
+    setting: null,
+    effect: 'Longer output is split into several frames',
+    unit: 'bytes',
+  },
+  scrollbackBytes: {
+    what: 'Output kept per session for reattach',
+    setting: 'scrollback-bytes',
+    effect:
+      'Older output is evicted; resuming before it gives [`OUTPUT_LOST`](/reference/errors/#output_lost)',
+    unit: 'bytes',
+  },
+  channelWindowBytes: {
+    what: 'Output in flight per stream before the agent waits for the client',
+    setting: null,
+    effect: 'The command blocks on write until the client reads (backpressure)',
+    unit: 'bytes',
+  },
+  maxSandboxes: {
+    what: 'Sandboxes alive on one runner',
+    setting: 'max-sandboxes',
+    effect: '[`TOO_MANY_SANDBOXES`](/reference/errors/#too_many_sandboxes)',
+    unit: 'count',
+  },
+  maxSessionsPerSandbox: {
+    what: 'Sessions in one sandbox',
+    setting: 'max-sessions-per-sandbox',
+    effect: '[`TOO_MANY_SESSIONS`](/reference/errors/#too_many_sessions)',
+    unit: 'count',
+  },
+  maxProcessesPerSandbox: {
+    what: 'Background processes in one sandbox',
+    setting: null,
+    effect: '[`TOO_MANY_PROCESSES`](/reference/errors/#too_many_processes)',
+    unit: 'count',
+  },
+  maxQueuedRunsPerSandbox: {
+    what: 'Runs running or waiting in one sandbox',
+    setting: 'max-queued-runs-per-sandbox',
+    effect: '[`RATE_LIMITED`](/reference/errors/#rate_limited)',
+    unit: 'count',
+  },
+  heartbeatIntervalMs: {
+    what: 'Interval of WebSocket and agent-link heartbeats',
+    setting: 'heartbeat-interval-ms',
+    effect: 'A peer that stops answering is disconnected; shells and runs continue',
+    unit: 'ms',
+  },
+  defaultTokenTtlMs: {
+    what: 'Lifetime of a sandbox-scoped token when none is asked for',
+    setting: null,
+    effect: 'The token stops working ([`UNAUTHORIZED`](/reference/errors/#unauthorized))',
+    unit: 'ms',
+  },
+  maxTokenTtlMs: {
+    what: 'Longest lifetime of a sandbox-scoped token',
+    setting: null,
+    effect: 'Longer requests are refused',
+    unit: 'ms',
+  },
+}
+
+/** A limit's value for humans: `30 s`, `1 MiB`, `64`. */
+export function formatLimit(value: number, unit: LimitGuideEntry['unit']): string {
+  if (unit === 'bytes') {
+    if (value % 1_048_576 === 0) return `${value / 1_048_576} MiB`
+    if (value % 1024 === 0) return `${value / 1024} KiB`
+    return `${value} bytes`
+  }
+  if (unit === 'ms') {
+    if (value % 3_600_000 === 0) return `${value / 3_600_000} h`
+    if (value % 60_000 === 0) return `${value / 60_000} min`
+    if (value % 1000 === 0) return `${value / 1000} s`
+    return `${value} ms`
+  }
+  return String(value)
+}
