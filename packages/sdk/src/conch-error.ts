@@ -1,4 +1,4 @@
-import type { ErrorCode } from '@conch/protocol'
+import type { ErrorCode } from './error-code.ts'
 
 // The SDK's error classes. `ConchError` carries the protocol `code`; a subclass exists only
 // where callers branch on it. `errorFromWire` (error-from-wire.ts) picks the class for a code.

@@ -11,9 +11,10 @@ import {
   SessionNotFoundError,
   ShellClosedError,
 } from './conch-error.ts'
-import { errorFromWire, isErrorCode } from './error-from-wire.ts'
+import { isErrorCode } from './error-code.ts'
+import { errorFromWire } from './error-from-wire.ts'
 
-const EXPECTED_CLASS: Partial<Record<ErrorCode, typeof ConchError>> = {
+const EXPECTED_CLASS: Partial<Record<ErrorCode, new (...args: never[]) => ConchError>> = {
   SHELL_CLOSED: ShellClosedError,
   SANDBOX_NOT_FOUND: SandboxNotFoundError,
   SESSION_NOT_FOUND: SessionNotFoundError,
@@ -40,7 +41,10 @@ describe('errorFromWire', () => {
     const expected = EXPECTED_CLASS[code] ?? ConchError
     it(`maps ${code} to ${expected.name}, keeping the code, the runner's message and the cause`, () => {
       const cause = new Error('underlying')
-      const err = errorFromWire({ code, message: 'session s1 in sb_x: it broke' }, { cause, status: ERROR_STATUS[code] })
+      const err = errorFromWire(
+        { code, message: 'session s1 in sb_x: it broke' },
+        { cause, status: ERROR_STATUS[code] },
+      )
       expect(err).toBeInstanceOf(expected)
       expect(err).toBeInstanceOf(ConchError)
       expect(err).toBeInstanceOf(Error)
@@ -59,7 +63,11 @@ describe('errorFromWire', () => {
   })
 
   it('reads the exit code and signal of a closed shell from the details', () => {
-    const err = errorFromWire({ code: 'SHELL_CLOSED', message: 'gone', details: { code: null, signal: 'SIGKILL' } })
+    const err = errorFromWire({
+      code: 'SHELL_CLOSED',
+      message: 'gone',
+      details: { code: null, signal: 'SIGKILL' },
+    })
     expect(err).toMatchObject({ exitCode: null, signal: 'SIGKILL' })
   })
 

@@ -1,4 +1,4 @@
-import { assertNever, type ErrorCode } from '@conch/protocol'
+import { assertNever } from '@conch/protocol'
 import {
   AuthError,
   ConchError,
@@ -11,49 +11,7 @@ import {
   SessionNotFoundError,
   ShellClosedError,
 } from './conch-error.ts'
-
-// Every protocol error code, so a code from the wire can be recognised without the protocol's
-// runtime schemas. The annotation makes a missing or misspelled code a type error.
-const KNOWN_CODES: Record<ErrorCode, true> = {
-  BAD_REQUEST: true,
-  INVALID_FRAME: true,
-  UNKNOWN_FRAME_TYPE: true,
-  FRAME_TOO_LARGE: true,
-  COMMAND_TOO_LARGE: true,
-  INVALID_COMMAND: true,
-  UNSUPPORTED_PROTOCOL_VERSION: true,
-  UNAUTHORIZED: true,
-  FORBIDDEN: true,
-  NOT_FOUND: true,
-  SANDBOX_NOT_FOUND: true,
-  SESSION_NOT_FOUND: true,
-  PROCESS_NOT_FOUND: true,
-  FILE_NOT_FOUND: true,
-  HISTORY_NOT_FOUND: true,
-  SESSION_EXISTS: true,
-  SESSION_PROTECTED: true,
-  SHELL_CLOSED: true,
-  SANDBOX_NOT_RUNNING: true,
-  PATH_OUTSIDE_SANDBOX: true,
-  NOT_A_DIRECTORY: true,
-  IS_A_DIRECTORY: true,
-  FILE_EXISTS: true,
-  DIRECTORY_NOT_EMPTY: true,
-  OUTPUT_LOST: true,
-  TOO_MANY_SANDBOXES: true,
-  TOO_MANY_SESSIONS: true,
-  TOO_MANY_PROCESSES: true,
-  RATE_LIMITED: true,
-  DEADLINE_EXCEEDED: true,
-  AGENT_UNAVAILABLE: true,
-  CONNECTION_LOST: true,
-  INTERNAL: true,
-}
-
-/** True when `code` is one this SDK knows. */
-export function isErrorCode(code: string): code is ErrorCode {
-  return Object.hasOwn(KNOWN_CODES, code)
-}
+import { isErrorCode } from './error-code.ts'
 
 /** An error as the runner reports it, before the SDK knows whether its code is known. */
 export interface RawWireError {

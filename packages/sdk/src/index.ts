@@ -1,13 +1,3 @@
-export type {
-  AccessToken,
-  ErrorCode,
-  FileInfo,
-  HistoryEntry,
-  ProcessInfo,
-  SandboxInfo,
-  SandboxLimits,
-  SessionInfo,
-} from '@conch/protocol'
 export {
   BackgroundProcess,
   type ProcessEvent,
@@ -26,6 +16,17 @@ export {
   SessionNotFoundError,
   ShellClosedError,
 } from './conch-error.ts'
+export type { ErrorCode } from './error-code.ts'
+export type {
+  AccessToken,
+  FileInfo,
+  HistoryEntry,
+  ProcessInfo,
+  SandboxInfo,
+  SandboxLimits,
+  SessionInfo,
+  ShellClosedInfo,
+} from './resource-info.ts'
 export {
   type ConnectOptions,
   type CreateSandboxOptions,

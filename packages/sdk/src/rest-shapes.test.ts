@@ -78,7 +78,12 @@ const result = {
 const cases: [string, Shape<unknown>, z.ZodType, unknown][] = [
   ['SandboxInfo', shapes.sandboxInfo, SandboxInfo, sandbox],
   ['SandboxList', shapes.sandboxList, SandboxList, { sandboxes: [sandbox] }],
-  ['AccessToken', shapes.accessToken, AccessToken, { token: 'cst_x', sandboxId: 'sb_abcdef123456', expiresAt: 9 }],
+  [
+    'AccessToken',
+    shapes.accessToken,
+    AccessToken,
+    { token: 'cst_x', sandboxId: 'sb_abcdef123456', expiresAt: 9 },
+  ],
   ['RunResult', shapes.runResult, RunResult, result],
   ['SessionInfo', shapes.sessionInfo, SessionInfo, session],
   ['SessionList', shapes.sessionList, SessionList, { sessions: [session] }],
@@ -103,7 +108,12 @@ const cases: [string, Shape<unknown>, z.ZodType, unknown][] = [
   ['FileList', shapes.fileList, FileList, { entries: [file] }],
   ['Ok', shapes.okBody, Ok, { ok: true }],
   ['ExecEvent stdout', shapes.execEvent, ExecEvent, { type: 'stdout', data: 'aGk=', offset: 0 }],
-  ['ExecEvent exit', shapes.execEvent, ExecEvent, { type: 'exit', exitCode: 0, timedOut: false, durationMs: 1 }],
+  [
+    'ExecEvent exit',
+    shapes.execEvent,
+    ExecEvent,
+    { type: 'exit', exitCode: 0, timedOut: false, durationMs: 1 },
+  ],
   ['ExecEvent error', shapes.execEvent, ExecEvent, { type: 'error', code: 'INTERNAL', message: 'm' }],
 ]
 

@@ -1,13 +1,12 @@
+import type { ProcessOutput, RunResult } from '@conch/protocol'
 import type {
   AccessToken,
   FileInfo,
   HistoryEntry,
   ProcessInfo,
-  ProcessOutput,
-  RunResult,
   SandboxInfo,
   SessionInfo,
-} from '@conch/protocol'
+} from './resource-info.ts'
 import {
   arr,
   bool,

@@ -1,5 +1,5 @@
-import type { FileInfo } from '@conch/protocol'
 import type { HttpClient } from './http-client.ts'
+import type { FileInfo } from './resource-info.ts'
 import { fileInfo, fileList, okBody } from './rest-shapes.ts'
 
 const textDecoder = new TextDecoder()

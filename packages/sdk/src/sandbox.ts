@@ -1,16 +1,10 @@
-import {
-  type AccessToken,
-  LIMITS,
-  type ProcessInfo,
-  type SandboxInfo,
-  type SandboxLimits,
-  type SessionInfo,
-} from '@conch/protocol'
+import { LIMITS } from '@conch/protocol'
 import { BackgroundProcess } from './background-process.ts'
 import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import { AuthError, ConchError } from './conch-error.ts'
 import { HttpClient } from './http-client.ts'
+import type { AccessToken, ProcessInfo, SandboxInfo, SandboxLimits, SessionInfo } from './resource-info.ts'
 import {
   accessToken,
   okBody,

@@ -61,7 +61,11 @@ describe('readServerFrame', () => {
   })
 
   it('names the bad field', () => {
-    expect(readServerFrame('{"type":"shell_exit","id":"r1","code":256,"timedOut":false,"durationMs":1,"offset":0}')).toEqual({
+    expect(
+      readServerFrame(
+        '{"type":"shell_exit","id":"r1","code":256,"timedOut":false,"durationMs":1,"offset":0}',
+      ),
+    ).toEqual({
       ok: false,
       message: 'invalid "shell_exit" frame: code: expected an integer',
     })

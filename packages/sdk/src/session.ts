@@ -1,7 +1,7 @@
-import type { HistoryEntry, SessionInfo } from '@conch/protocol'
 import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import type { HttpClient } from './http-client.ts'
+import type { HistoryEntry, SessionInfo } from './resource-info.ts'
 import { historyList, okBody, runResult, sessionInfo } from './rest-shapes.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import { SessionAliases } from './session-aliases.ts'

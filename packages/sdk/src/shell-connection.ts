@@ -59,6 +59,13 @@ const unref = (t: unknown): void => {
   ;(t as Timer).unref?.()
 }
 
+/** Reads one field of an event object from any WebSocket implementation. */
+function field(event: unknown, name: string): unknown {
+  return typeof event === 'object' && event !== null && name in event
+    ? (event as Record<string, unknown>)[name]
+    : undefined
+}
+
 /** A self-healing WebSocket for one shell. */
 export class ShellConnection {
   readonly #ctor: WebSocketConstructor
@@ -148,10 +155,10 @@ export class ShellConnection {
       this.#events.onOpen(reconnect)
       onOpen?.()
     })
-    socket.addEventListener('message', (event: { data?: unknown }) => {
+    socket.addEventListener('message', (event: unknown) => {
       if (this.#socket !== socket) return
       this.#lastHeard = Date.now()
-      const data = event.data
+      const data = field(event, 'data')
       if (typeof data !== 'string') {
         this.#events.onBadFrame('binary message on a text protocol')
         return
@@ -173,15 +180,19 @@ export class ShellConnection {
       }
       this.#events.onFrame(frame)
     })
-    socket.addEventListener('close', (event: { code?: number; reason?: string }) => {
+    socket.addEventListener('close', (event: unknown) => {
       clearTimeout(openTimer)
       if (this.#socket !== socket) return
       if (!opened && onFail) {
         this.#socket = null
+        const code = field(event, 'code')
         onFail(
-          new ConnectionError(`the shell socket closed before it opened (code ${event.code ?? 'none'})`, {
-            details: { closeCode: event.code, closeReason: event.reason },
-          }),
+          new ConnectionError(
+            `the shell socket closed before it opened (close code ${String(code ?? 'none')})`,
+            {
+              details: { closeCode: code, closeReason: field(event, 'reason') },
+            },
+          ),
         )
         return
       }

@@ -1,10 +1,4 @@
-import {
-  BEARER_SUBPROTOCOL_PREFIX,
-  type HistoryEntry,
-  type PROTOCOL_VERSION,
-  type SessionInfo,
-  SHELL_SUBPROTOCOL,
-} from '@conch/protocol'
+import { BEARER_SUBPROTOCOL_PREFIX, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
 import { AsyncQueue } from './async-queue.ts'
 import { decodeBase64, encodeBase64 } from './base64.ts'
 import type { CommandResult, OutputEncoding, OutputOf } from './command-result.ts'
@@ -18,6 +12,7 @@ import {
 } from './conch-error.ts'
 import { errorFromWire } from './error-from-wire.ts'
 import { OutputBuffer } from './output-buffer.ts'
+import type { HistoryEntry, SessionInfo } from './resource-info.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import type { IncomingFrame } from './server-frame.ts'
 import type { HistoryQuery, Session } from './session.ts'

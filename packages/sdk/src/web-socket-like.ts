@@ -1,7 +1,7 @@
 import { ConnectionError } from './conch-error.ts'
 
 // The slice of the WebSocket API the SDK uses. Browsers, Deno, Bun and Node ≥ 22 have it as
-// `globalThis.WebSocket`; the `ws` package implements it too. Listeners take `never` so that
+// `globalThis.WebSocket`; the `ws` package implements it too. Listeners take `unknown` so that
 // every implementation's own event types fit; the SDK reads events defensively.
 
 /** A WebSocket as the SDK uses it: the standard browser API, or `ws`. */
@@ -14,12 +14,12 @@ export interface WebSocketLike {
   send(data: string): void
   /** Starts the closing handshake. */
   close(code?: number, reason?: string): void
-  /** Adds an event listener (`open`, `message`, `close`, `error`). */
-  addEventListener(type: string, listener: (event: never) => void): void
+  /** Adds an event listener. */
+  addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: unknown) => void): void
 }
 
-/** A WebSocket constructor: `globalThis.WebSocket`, or the `ws` package's default export. */
-export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike
+/** A WebSocket constructor: `globalThis.WebSocket`, or the `ws` package's `WebSocket`. */
+export type WebSocketConstructor = new (url: string, protocols: string[]) => WebSocketLike
 
 /** The `fetch` function the SDK calls; defaults to `globalThis.fetch`. */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>

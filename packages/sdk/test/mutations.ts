@@ -44,7 +44,8 @@ export function mutations(value: unknown, path = ''): Mutation[] {
       const at = path ? `${path}.${key}` : key
       const { [key]: _removed, ...without } = record
       out.push({ path: at, value: without })
-      for (const m of mutations(record[key], at)) out.push({ path: m.path, value: { ...record, [key]: m.value } })
+      for (const m of mutations(record[key], at))
+        out.push({ path: m.path, value: { ...record, [key]: m.value } })
     }
     return out
   }

@@ -1,8 +1,15 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { describe, expect, test as base } from 'vitest'
-import { AuthError, ConchError, ConnectionError, DeadlineError, Sandbox, SandboxNotFoundError } from '../src/index.ts'
+import { test as base, describe, expect } from 'vitest'
 import { HttpClient } from '../src/http-client.ts'
+import {
+  AuthError,
+  ConchError,
+  ConnectionError,
+  DeadlineError,
+  Sandbox,
+  SandboxNotFoundError,
+} from '../src/index.ts'
 import { okBody } from '../src/rest-shapes.ts'
 import { FakeRunner } from './fake-runner.ts'
 
@@ -40,16 +47,25 @@ describe('REST calls', () => {
 
   test('give up with DeadlineError when the runner does not answer in time', async ({ runner }) => {
     const http = new HttpClient({ baseUrl: runner.url, secret: runner.apiKey, fetch, requestTimeoutMs: 50 })
-    const err = await http.json('GET', `/v1/sandboxes/${runner.sandboxId}/hang`, okBody).catch((e: unknown) => e)
+    const err = await http
+      .json('GET', `/v1/sandboxes/${runner.sandboxId}/hang`, okBody)
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(DeadlineError)
     expect(err).toMatchObject({ code: 'DEADLINE_EXCEEDED' })
     expect(String(err)).toContain('within 50 ms')
   })
 
   test('reject with the caller abort reason, not a deadline', async ({ runner }) => {
-    const http = new HttpClient({ baseUrl: runner.url, secret: runner.apiKey, fetch, requestTimeoutMs: 5_000 })
+    const http = new HttpClient({
+      baseUrl: runner.url,
+      secret: runner.apiKey,
+      fetch,
+      requestTimeoutMs: 5_000,
+    })
     const controller = new AbortController()
-    const pending = http.json('GET', `/v1/sandboxes/${runner.sandboxId}/hang`, okBody, { signal: controller.signal })
+    const pending = http.json('GET', `/v1/sandboxes/${runner.sandboxId}/hang`, okBody, {
+      signal: controller.signal,
+    })
     controller.abort(new Error('stop'))
     await expect(pending).rejects.toThrow('stop')
   })
@@ -60,7 +76,9 @@ describe('REST calls', () => {
     await new Promise((r) => server.once('listening', r))
     const { port } = server.address() as AddressInfo
     await new Promise((r) => server.close(r))
-    const err = await Sandbox.list({ url: `http://127.0.0.1:${port}`, apiKey: 'conch_x' }).catch((e: unknown) => e)
+    const err = await Sandbox.list({ url: `http://127.0.0.1:${port}`, apiKey: 'conch_x' }).catch(
+      (e: unknown) => e,
+    )
     expect(err).toBeInstanceOf(ConnectionError)
     expect((err as ConnectionError).cause).toBeDefined()
   })

@@ -1,0 +1,137 @@
+// The records the runner reports about its resources, as plain interfaces. They mirror the
+// protocol's zod-inferred types field for field (a type test holds them equal), and exist so
+// the published `.d.ts` is readable and needs no zod.
+
+/** Resource limits of a sandbox; drivers without isolation record them but cannot enforce them. */
+export interface SandboxLimits {
+  /** Memory limit in bytes. */
+  memoryBytes?: number | undefined
+  /** CPU limit in cores (0.5 = half a core). */
+  cpus?: number | undefined
+  /** Process count limit. */
+  pids?: number | undefined
+  /** Workspace size limit in bytes. */
+  diskBytes?: number | undefined
+}
+
+/** A sandbox as the runner reports it. */
+export interface SandboxInfo {
+  /** Sandbox id (`sb_...`). */
+  id: string
+  /** `running` while its agent answers; `dead` when the agent died (see `deadReason`). */
+  status: 'starting' | 'running' | 'dead' | 'destroyed'
+  /** Driver that created it. */
+  driver: string
+  /** What isolates it from the host. */
+  isolation: 'none' | 'namespace' | 'vm'
+  /** One sentence on what the driver does and does not isolate. */
+  description: string
+  /** The workspace directory as its shells see it. */
+  workdir: string
+  /** Resource limits. */
+  limits: SandboxLimits
+  /** Free-form labels. */
+  metadata: Record<string, string>
+  /** When it was created (ms since the epoch). */
+  createdAt: number
+  /** Why the agent is gone, when status is `dead`. */
+  deadReason: string | null
+}
+
+/** A sandbox-scoped access token. */
+export interface AccessToken {
+  /** The bearer secret; usable only for this sandbox. Shown once. */
+  token: string
+  /** The sandbox it grants access to. */
+  sandboxId: string
+  /** When it stops working (ms since the epoch). */
+  expiresAt: number
+}
+
+/** Why and how a shell closed. */
+export interface ShellClosedInfo {
+  /** bash's exit status, when it exited. */
+  code: number | null
+  /** The signal that killed bash, when one did. */
+  signal: string | null
+  /** A sentence for humans: `exit 7`, `killed by SIGKILL`. */
+  reason: string
+}
+
+/** A session as the runner reports it. */
+export interface SessionInfo {
+  /** Session id. */
+  id: string
+  /** `open` while bash runs; `closed` after it ended. */
+  status: 'open' | 'closed'
+  /** The directory the session started in. */
+  cwd: string
+  /** Default timeout of this session's runs. */
+  commandTimeoutMs: number
+  /** Whether it started from an empty environment. */
+  cleanEnv: boolean
+  /** bash's process id inside the sandbox, while open. */
+  pid: number | null
+  /** When the session was created (ms since the epoch). */
+  createdAt: number
+  /** End of the session's output log: the offset the next output byte gets. */
+  offset: number
+  /** The run in progress, if any. */
+  running: string | null
+  /** Runs waiting behind it. */
+  queued: number
+  /** How the shell closed, once it has. */
+  closed: ShellClosedInfo | null
+}
+
+/** One command in a session's history. */
+export interface HistoryEntry {
+  /** Position in the history, from 0; stable for the session's life. */
+  index: number
+  /** The command text as submitted. */
+  command: string
+  /** When it started (ms since the epoch). */
+  startedAt: number
+  /** Its exit code, or null while it runs or when the shell closed under it. */
+  exitCode: number | null
+  /** Its duration, or null while it runs. */
+  durationMs: number | null
+}
+
+/** A background process as the runner reports it. */
+export interface ProcessInfo {
+  /** Process id within the sandbox (`proc_...`, not the OS pid). */
+  id: string
+  /** OS process id inside the sandbox. */
+  pid: number
+  /** The command line. */
+  command: string
+  /** `running`, `exited` on its own, or `killed` by a kill call. */
+  status: 'running' | 'exited' | 'killed'
+  /** Exit code once it exited; 128+n when a signal ended it. */
+  exitCode: number | null
+  /** The ending signal's name, when a signal ended it. */
+  signal: string | null
+  /** When it started (ms since the epoch). */
+  startedAt: number
+  /** When it ended. */
+  endedAt: number | null
+  /** End of its output log. */
+  offset: number
+}
+
+/** What a directory entry or stat reports. */
+export interface FileInfo {
+  /** Absolute sandbox path (`/workspace/...`). */
+  path: string
+  /** Last path component. */
+  name: string
+  /** Entry type; symlinks are reported, never followed out of the sandbox. */
+  type: 'file' | 'directory' | 'symlink' | 'other'
+  /** Size in bytes. */
+  size: number
+  /** Permission bits. */
+  mode: number
+  /** Last modification time (ms since the epoch). */
+  mtimeMs: number
+}
