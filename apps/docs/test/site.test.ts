@@ -183,11 +183,12 @@ it('has no broken internal links or anchors', ({ crawl }) => {
     const [path = '', hash] = target.split('#')
     const source = [...from][0]
     if (crawl.assets.has(path)) {
-      if (crawl.assets.get(path) !== 200) broken.push(`${target} (status ${crawl.assets.get(path)}) from ${source}`)
+      if (crawl.assets.get(path) !== 200)
+        broken.push(`${target} (status ${crawl.assets.get(path)}) from ${source}`)
       continue
     }
     const visit = crawl.visits.find((v) => v.path === path && v.viewport === 'desktop')
-    if (!visit || visit.status !== 200) {
+    if (visit?.status !== 200) {
       broken.push(`${target} (page missing) from ${source}`)
     } else if (hash && !crawl.ids.get(path)?.has(decodeURIComponent(hash))) {
       broken.push(`${target} (no such anchor) from ${source}`)
