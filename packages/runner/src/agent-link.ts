@@ -168,10 +168,7 @@ export class LinkChannel {
     if (this.#done) return
     if (event.t === 'data') {
       this.#received += event.payload.byteLength
-      if (
-        this.#received - this.#granted - this.#unsent >
-        LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes
-      ) {
+      if (this.#received - this.#granted > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
         this.#link.logger.warn(
           { ch: this.id },
           'agent exceeded the channel credit window; closing the channel',

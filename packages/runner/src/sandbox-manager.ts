@@ -341,9 +341,9 @@ export class SandboxManager {
   }
 
   #markDead(runtime: SandboxRuntime, reason: string): void {
-    runtime.detach()
     runtime.record.status = 'dead'
     runtime.record.deadReason = reason
+    runtime.detach()
     this.#o.store.setSandboxStatus(runtime.id, 'dead', reason)
     this.#o.logger.warn({ sandboxId: runtime.id, reason }, 'sandbox agent is gone; marked dead')
   }
