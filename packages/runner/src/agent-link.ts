@@ -77,8 +77,17 @@ export interface AgentLinkEvents {
   close?: (error: RunnerError) => void
 }
 
+/** Options of one call. */
+export interface CallOptions<M extends AgentMethod> {
+  /** Reject with DEADLINE_EXCEEDED when the agent has not answered in this time. */
+  timeoutMs?: number
+  /** A narrower result schema than the method's (e.g. `{}` for a run that streams). */
+  result?: z.ZodType<AgentResultOf<M>>
+}
+
 interface Pending {
   method: AgentMethod
+  result: z.ZodType
   resolve: (value: unknown) => void
   reject: (error: RunnerError) => void
   timer: NodeJS.Timeout | undefined
@@ -286,7 +295,7 @@ export class AgentLink {
   call<M extends AgentMethod>(
     method: M,
     params: AgentParams<M>,
-    options: { timeoutMs?: number } = {},
+    options: CallOptions<M> = {},
   ): Promise<AgentResultOf<M>> {
     if (this.#closed) return Promise.reject(this.#closed)
     const id = this.#nextCall++
@@ -303,7 +312,8 @@ export class AgentLink {
                 ),
               )
             }, options.timeoutMs)
-      this.#pending.set(id, { method, resolve: resolve as (v: unknown) => void, reject, timer })
+      const result = options.result ?? AGENT_METHODS[method].result
+      this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
       this.send({ t: 'call', id, method, params })
     })
   }
@@ -391,7 +401,7 @@ export class AgentLink {
       case 'result': {
         const pending = this.#settle(frame.id)
         if (!pending) return
-        const parsed = AGENT_METHODS[pending.method].result.safeParse(frame.result)
+        const parsed = pending.result.safeParse(frame.result)
         if (parsed.success) pending.resolve(parsed.data)
         else {
           this.logger.warn(

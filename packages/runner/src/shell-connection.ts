@@ -23,6 +23,7 @@ import {
 } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
+import { z } from 'zod'
 import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
 import { OutputDecoder } from './output-decoder.ts'
 import { checkCommand, clampCallTimeout, stdinToBase64 } from './run-input.ts'
@@ -32,6 +33,8 @@ import type { SandboxRuntime } from './sandbox-manager.ts'
 
 /** Send-buffer size above which the connection stops granting the agent credit. */
 const HIGH_WATER_BYTES = 512 * 1024
+/** A streamed run's call answers `{}` once queued; parsing only that keeps the hot path lean. */
+const STREAMED_RUN = { result: z.object({}) }
 /** Client frames held while the session attaches; more are refused. */
 const MAX_EARLY_FRAMES = 256
 
@@ -332,14 +335,18 @@ export class ShellConnection {
       return
     }
     this.#runs.set(frame.id, { release, started: performance.now() })
-    this.#link!.call('session.run', {
-      session: this.#sessionId!,
-      run: frame.id,
-      command: frame.command,
-      timeoutMs: clampCallTimeout(frame.timeoutMs, this.#ctx.limits),
-      stdin,
-      buffer: false,
-    }).catch((error) => {
+    this.#link!.call(
+      'session.run',
+      {
+        session: this.#sessionId!,
+        run: frame.id,
+        command: frame.command,
+        timeoutMs: clampCallTimeout(frame.timeoutMs, this.#ctx.limits),
+        stdin,
+        buffer: false,
+      },
+      STREAMED_RUN,
+    ).catch((error) => {
       const own = this.#runs.get(frame.id)
       if (own) {
         this.#runs.delete(frame.id)
