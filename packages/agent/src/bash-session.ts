@@ -676,7 +676,8 @@ export class BashSession {
     if (active !== null) {
       this.#opts.clock.clearTimer(active.timer)
       active.wake?.()
-      if (active.history !== null) active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
+      if (active.history !== null)
+        active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
       active.reject(err)
     }
     for (const run of this.#queue.splice(0)) run.reject(err)

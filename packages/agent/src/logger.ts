@@ -24,7 +24,10 @@ export const silentLogger: Logger = {
 const LEVELS = { debug: 20, info: 30, warn: 40, error: 50 } as const
 
 /** A logger that writes one JSON line per entry to `write`, at `minLevel` and above. */
-export function jsonLineLogger(write: (line: string) => void, minLevel: keyof typeof LEVELS = 'info'): Logger {
+export function jsonLineLogger(
+  write: (line: string) => void,
+  minLevel: keyof typeof LEVELS = 'info',
+): Logger {
   const min = LEVELS[minLevel]
   const at =
     (level: keyof typeof LEVELS) =>

@@ -119,7 +119,9 @@ export class MarkerScanner {
   #matchAt(buf: Buffer, p: number): ScanItem | null {
     if (buf[p + 1] !== MARKER_TAG) return null
     const nonceAt = p + 2
-    const nonce = this.#expected.find((n) => buf.compare(n, 0, NONCE_LENGTH, nonceAt, nonceAt + NONCE_LENGTH) === 0)
+    const nonce = this.#expected.find(
+      (n) => buf.compare(n, 0, NONCE_LENGTH, nonceAt, nonceAt + NONCE_LENGTH) === 0,
+    )
     if (nonce === undefined) return null
     let at = nonceAt + NONCE_LENGTH
     let exitCode: number | null = null

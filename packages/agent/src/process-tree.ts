@@ -97,7 +97,12 @@ export class ProcessTable {
   }
 
   /** Live processes in session `sid` other than `leader`, started in [sinceTicks, untilTicks). */
-  sessionMembers(sid: number, leader: number, sinceTicks = 0, untilTicks = Number.POSITIVE_INFINITY): ProcInfo[] {
+  sessionMembers(
+    sid: number,
+    leader: number,
+    sinceTicks = 0,
+    untilTicks = Number.POSITIVE_INFINITY,
+  ): ProcInfo[] {
     return this.list().filter(
       (p) => p.sid === sid && p.pid !== leader && p.startTicks >= sinceTicks - 1 && p.startTicks < untilTicks,
     )

@@ -35,7 +35,10 @@ describe('promise 1: exact output', () => {
   test('keeps a multi-byte character whole when the pipe splits it across chunks', async ({ newSession }) => {
     const s = await newSession()
     // 100001 bytes of 'a' push the first € across a 64 KiB read boundary at some point.
-    const r = await sh(s, "head -c 65535 /dev/zero | tr '\\0' a; printf '€€€'; head -c 65534 /dev/zero | tr '\\0' b; printf '😀'")
+    const r = await sh(
+      s,
+      "head -c 65535 /dev/zero | tr '\\0' a; printf '€€€'; head -c 65534 /dev/zero | tr '\\0' b; printf '😀'",
+    )
     const text = r.stdout.toString('utf8')
     expect(text).toBe(`${'a'.repeat(65535)}€€€${'b'.repeat(65534)}😀`)
   })
@@ -59,7 +62,10 @@ describe('promise 3: any command text', () => {
 
   test('runs functions, case and a trailing comment', async ({ newSession }) => {
     const s = await newSession()
-    await sh(s, 'greet() {\n  case "$1" in\n    a) echo alpha ;;\n    *) echo other ;;\n  esac\n} # trailing comment')
+    await sh(
+      s,
+      'greet() {\n  case "$1" in\n    a) echo alpha ;;\n    *) echo other ;;\n  esac\n} # trailing comment',
+    )
     expect((await sh(s, 'greet a; greet z # another')).out).toBe('alpha\nother\n')
   })
 
@@ -79,7 +85,9 @@ describe('promise 3: any command text', () => {
 
   test('rejects a NUL byte in the command with a typed error', async ({ newSession }) => {
     const s = await newSession()
-    await expect(s.run({ runId: 'n', command: 'echo a\0b' })).rejects.toMatchObject({ code: 'INVALID_COMMAND' })
+    await expect(s.run({ runId: 'n', command: 'echo a\0b' })).rejects.toMatchObject({
+      code: 'INVALID_COMMAND',
+    })
     expect((await sh(s, 'echo ok')).out).toBe('ok\n')
   })
 
@@ -91,9 +99,15 @@ describe('promise 3: any command text', () => {
 })
 
 describe('state persists', () => {
-  test('keeps cwd, exports, variables, functions, aliases and $1 between runs', async ({ newSession, workdir }) => {
+  test('keeps cwd, exports, variables, functions, aliases and $1 between runs', async ({
+    newSession,
+    workdir,
+  }) => {
     const s = await newSession()
-    await sh(s, 'mkdir -p sub && cd sub; export E=exported; declare D=declared; f() { echo fn; }; alias al="echo aliased"; set -- one two')
+    await sh(
+      s,
+      'mkdir -p sub && cd sub; export E=exported; declare D=declared; f() { echo fn; }; alias al="echo aliased"; set -- one two',
+    )
     const r = await sh(s, 'pwd; echo $E $D; f; al; echo $1')
     expect(r.out).toBe(`${join(workdir, 'sub')}\nexported declared\nfn\naliased\none\n`)
   })
@@ -125,7 +139,9 @@ describe('promise 4: no hangs on stdin', () => {
 
   test('starts with the non-interactive environment', async ({ newSession }) => {
     const s = await newSession()
-    expect((await sh(s, 'echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND')).out).toBe('cat cat 0 noninteractive\n')
+    expect((await sh(s, 'echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND')).out).toBe(
+      'cat cat 0 noninteractive\n',
+    )
   })
 })
 
@@ -147,7 +163,9 @@ describe('promise 5: robust against user shell state', () => {
     expect(await s.closed).toMatchObject({ code: 1, signal: null })
   })
 
-  test('survives redefined printf, echo and cd, aliases, unset PATH, PS1 and PROMPT_COMMAND', async ({ newSession }) => {
+  test('survives redefined printf, echo and cd, aliases, unset PATH, PS1 and PROMPT_COMMAND', async ({
+    newSession,
+  }) => {
     const s = await newSession()
     await sh(
       s,
@@ -159,7 +177,10 @@ describe('promise 5: robust against user shell state', () => {
     expect(r.exitCode).toBe(3)
   })
 
-  test('keeps markers on the pipes when the command redirects stdout and stderr for good', async ({ newSession, workdir }) => {
+  test('keeps markers on the pipes when the command redirects stdout and stderr for good', async ({
+    newSession,
+    workdir,
+  }) => {
     const s = await newSession()
     await sh(s, `exec >${join(workdir, 'o.txt')} 2>&1; echo into-file`)
     const r = await sh(s, 'echo more; exec >/dev/stdin 2>&1')
@@ -187,7 +208,10 @@ describe('promise 6: timeouts stop the command and keep the shell', () => {
     expect(workdir).not.toBe('/')
   })
 
-  test('kills grandchildren, double-forked children and children that ignore SIGINT', async ({ newSession, workdir }) => {
+  test('kills grandchildren, double-forked children and children that ignore SIGINT', async ({
+    newSession,
+    workdir,
+  }) => {
     const s = await newSession()
     const pids = join(workdir, 'pids')
     const r = await sh(

@@ -29,7 +29,10 @@ export const test = base.extend<{ workdir: string; newSession: SessionFactory }>
     await use(async (options = {}) => {
       const session = new BashSession({
         id: `t${sessions.length}`,
-        env: buildSessionEnv({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workdir, LANG: 'C.UTF-8' }, false),
+        env: buildSessionEnv(
+          { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: workdir, LANG: 'C.UTF-8' },
+          false,
+        ),
         cwd: workdir,
         commandTimeoutMs: 10_000,
         spawn: nodeSpawn,
@@ -49,7 +52,11 @@ export const test = base.extend<{ workdir: string; newSession: SessionFactory }>
 })
 
 /** Runs a command and returns stdout and stderr as text with the exit code. */
-export async function sh(session: BashSession, command: string, extra: { timeoutMs?: number; stdin?: Buffer } = {}) {
+export async function sh(
+  session: BashSession,
+  command: string,
+  extra: { timeoutMs?: number; stdin?: Buffer } = {},
+) {
   const out = await session.run({ runId: `r${Math.random().toString(36).slice(2)}`, command, ...extra })
   return { ...out, out: out.stdout.toString(), err: out.stderr.toString() }
 }

@@ -1,0 +1,59 @@
+import { AgentServer } from './agent-server.ts'
+import { BackgroundProcesses } from './background-processes.ts'
+import type { Clock } from './clock.ts'
+import type { Logger } from './logger.ts'
+import { ProcessTable } from './process-tree.ts'
+import { buildSessionEnv } from './session-env.ts'
+import { SessionManager } from './session-manager.ts'
+import type { Spawn } from './spawner.ts'
+import { WorkspaceFiles } from './workspace-files.ts'
+import { WorkspacePaths } from './workspace-paths.ts'
+
+/** Everything an agent is assembled from; `main.ts` fills it from argv and the environment. */
+export interface AgentDeps {
+  /** The sandbox's workspace root (must exist). */
+  root: string
+  /** The sandbox's base environment, without the agent's own variables. */
+  baseEnv: Readonly<Record<string, string>>
+  /** Process creation. */
+  spawn: Spawn
+  /** Time. */
+  clock: Clock
+  /** Logging. */
+  logger: Logger
+  /** Where sessions keep their command files. */
+  tempRoot: string
+  /** Output kept per session and per process for reattach. */
+  scrollbackBytes?: number
+  /** Time between the signals of a run's timeout. */
+  killGraceMs?: number
+}
+
+/** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
+export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: SessionManager } {
+  const paths = new WorkspacePaths(deps.root)
+  const sessions = new SessionManager({
+    baseEnv: deps.baseEnv,
+    root: deps.root,
+    resolveDir: (dir) => server.hostDir(dir),
+    spawn: deps.spawn,
+    clock: deps.clock,
+    logger: deps.logger,
+    processTable: new ProcessTable(deps.clock),
+    tempRoot: deps.tempRoot,
+    ...(deps.scrollbackBytes === undefined ? {} : { scrollbackBytes: deps.scrollbackBytes }),
+    ...(deps.killGraceMs === undefined ? {} : { killGraceMs: deps.killGraceMs }),
+  })
+  const server: AgentServer = new AgentServer({
+    paths,
+    files: new WorkspaceFiles(paths),
+    processes: new BackgroundProcesses(deps.spawn, deps.clock, undefined, deps.scrollbackBytes),
+    sessions,
+    baseEnv: deps.baseEnv,
+    buildEnv: buildSessionEnv,
+    spawn: deps.spawn,
+    clock: deps.clock,
+    logger: deps.logger,
+  })
+  return { server, sessions }
+}

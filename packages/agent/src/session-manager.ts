@@ -1,0 +1,437 @@
+// The sandbox's shell sessions, behind the `session.*` methods of the agent protocol.
+//
+// Model: a map from session id to one `BashSession`. `default` is created on demand and
+// cannot be deleted while its shell is open; a run naming an unknown session creates it with
+// defaults. A closed session stays listed (status `closed`) until deleted, and its runs fail
+// with SHELL_CLOSED. Attaching a channel replays the session's output log from an offset and
+// then forwards live events, pausing the shell's pipes while the channel has no credit.
+// State queries (env, aliases, cwd) are internal runs: queued like any run, kept out of the
+// output log and the history, and they leave `$?` as it was.
+import { randomBytes } from 'node:crypto'
+import {
+  type AgentParams,
+  type AgentResultOf,
+  assertNever,
+  clampTimeout,
+  DEFAULT_SESSION_ID,
+  LIMITS,
+  type RunResult,
+  type SessionInfo,
+  type SessionOptions,
+} from '@conch/protocol'
+import type { AgentChannel } from './agent-channel.ts'
+import { AgentError } from './agent-error.ts'
+import { BashSession, type RunOutcome, shellQuote } from './bash-session.ts'
+import type { Clock } from './clock.ts'
+import type { Logger } from './logger.ts'
+import type { LogEvent } from './output-log.ts'
+import type { ProcessTable } from './process-tree.ts'
+import { buildSessionEnv } from './session-env.ts'
+import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
+import type { Spawn } from './spawner.ts'
+
+/** How the session manager is built. */
+export interface SessionManagerOptions {
+  /** The sandbox's base environment (never the host's). */
+  baseEnv: Readonly<Record<string, string>>
+  /** The workspace root, where sessions start by default. */
+  root: string
+  /** Maps a caller's directory (`/workspace/x`, relative) to a path in the sandbox. */
+  resolveDir: (dir: string) => string
+  /** Process creation. */
+  spawn: Spawn
+  /** Time. */
+  clock: Clock
+  /** Logging. */
+  logger: Logger
+  /** /proc access. */
+  processTable: ProcessTable
+  /** Where sessions keep their command files. */
+  tempRoot: string
+  /** Output kept per session for reattach. */
+  scrollbackBytes?: number
+  /** Most sessions at once. */
+  maxSessions?: number
+  /** Largest timeout a session default may have. */
+  maxCommandTimeoutMs?: number
+  /** Time between the signals of a timeout. */
+  killGraceMs?: number
+  /** The bash binary. */
+  bashPath?: string
+}
+
+/** An item in an attached channel's send queue. */
+type Outgoing = LogEvent | { type: 'replay-end'; offset: number }
+
+/** Every shell session of the sandbox. */
+export class SessionManager implements SessionService {
+  readonly #opts: SessionManagerOptions
+  readonly #sessions = new Map<string, BashSession>()
+  #broadcast: Broadcast = () => {}
+  #internalRuns = 0
+
+  /** Creates an empty manager; `default` appears on first use. */
+  constructor(options: SessionManagerOptions) {
+    this.#opts = options
+  }
+
+  /** Where to send `session_closed` frames. */
+  setBroadcast(broadcast: Broadcast): void {
+    this.#broadcast = broadcast
+  }
+
+  /** A session by id: `default` is created on demand, and with `create` any unknown id is. */
+  async get(id: string, create = false): Promise<BashSession> {
+    const found = this.#sessions.get(id)
+    if (found !== undefined) return found
+    if (id === DEFAULT_SESSION_ID || create) return this.create({ id })
+    throw new AgentError(
+      'SESSION_NOT_FOUND',
+      `session "${id}" does not exist; create it first, or run a command in it to create it with defaults.`,
+      { sessionId: id },
+    )
+  }
+
+  /** Starts a new shell. */
+  async create(options: SessionOptions): Promise<BashSession> {
+    const o = this.#opts
+    const id = options.id ?? `s-${randomBytes(6).toString('hex')}`
+    if (this.#sessions.has(id)) {
+      throw new AgentError('SESSION_EXISTS', `session "${id}" already exists; pick another id or use it.`, {
+        sessionId: id,
+      })
+    }
+    const max = o.maxSessions ?? LIMITS.maxSessionsPerSandbox
+    if (this.#sessions.size >= max) {
+      throw new AgentError(
+        'TOO_MANY_SESSIONS',
+        `this sandbox already has ${this.#sessions.size} sessions (the limit is ${max}); delete one first.`,
+        { limit: max },
+      )
+    }
+    const cleanEnv = options.cleanEnv ?? false
+    const session = new BashSession({
+      id,
+      env: buildSessionEnv(o.baseEnv, cleanEnv, options.env),
+      cwd: options.cwd === undefined ? o.root : o.resolveDir(options.cwd),
+      cleanEnv,
+      commandTimeoutMs: clampTimeout(
+        options.commandTimeoutMs,
+        LIMITS.defaultCommandTimeoutMs,
+        o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
+      ),
+      spawn: o.spawn,
+      clock: o.clock,
+      logger: o.logger,
+      processTable: o.processTable,
+      tempRoot: o.tempRoot,
+      ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
+      ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
+      ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
+    })
+    this.#sessions.set(id, session)
+    void session.closed.then((info) => {
+      this.#broadcast({ t: 'session_closed', session: id, ...info })
+    })
+    await session.ready.catch(() => {})
+    return session
+  }
+
+  /** Handles one `session.*` call with parsed params. */
+  async handle<M extends SessionMethod>(
+    method: M,
+    params: AgentParams<M>,
+    context: MethodContext,
+  ): Promise<AgentResultOf<M>> {
+    return (await this.#handle(method, params as AgentParams<SessionMethod>, context)) as AgentResultOf<M>
+  }
+
+  async #handle(
+    method: SessionMethod,
+    params: AgentParams<SessionMethod>,
+    context: MethodContext,
+  ): Promise<AgentResultOf<SessionMethod>> {
+    switch (method) {
+      case 'session.create': {
+        const p = params as AgentParams<'session.create'>
+        return info(await this.create(p))
+      }
+      case 'session.list':
+        await this.get(DEFAULT_SESSION_ID)
+        return { sessions: [...this.#sessions.values()].map(info) }
+      case 'session.get': {
+        const p = params as AgentParams<'session.get'>
+        return info(await this.get(p.session))
+      }
+      case 'session.delete': {
+        const p = params as AgentParams<'session.delete'>
+        await this.delete(p.session)
+        return {}
+      }
+      case 'session.run': {
+        const p = params as AgentParams<'session.run'>
+        const session = await this.get(p.session, true)
+        const running = session.run({
+          runId: p.run,
+          command: p.command,
+          ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
+          ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
+          ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
+        })
+        if (p.buffer) return toRunResult(await running)
+        // Unbuffered: the run is queued; its output and exit flow on attached channels.
+        running.catch(() => {})
+        if (session.closedInfo !== null) await running
+        return {}
+      }
+      case 'session.attach': {
+        const p = params as AgentParams<'session.attach'>
+        const session = await this.get(p.session)
+        this.#attach(session, context.channel(p.ch), p.offset)
+        return info(session)
+      }
+      case 'session.interrupt': {
+        const p = params as AgentParams<'session.interrupt'>
+        const session = await this.get(p.session)
+        session.interrupt(p.run)
+        return {}
+      }
+      case 'session.env.list': {
+        const p = params as AgentParams<'session.env.list'>
+        return { env: await this.#env(await this.get(p.session)) }
+      }
+      case 'session.env.get': {
+        const p = params as AgentParams<'session.env.get'>
+        const env = await this.#env(await this.get(p.session))
+        return { value: Object.hasOwn(env, p.name) ? env[p.name]! : null }
+      }
+      case 'session.env.set': {
+        const p = params as AgentParams<'session.env.set'>
+        if (p.value.includes('\0')) {
+          throw new AgentError(
+            'BAD_REQUEST',
+            `the value of ${p.name} contains a NUL byte, which bash cannot hold.`,
+          )
+        }
+        await this.#internal(await this.get(p.session), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
+        return {}
+      }
+      case 'session.env.unset': {
+        const p = params as AgentParams<'session.env.unset'>
+        await this.#internal(await this.get(p.session), `\\builtin unset -v ${p.name}`)
+        return {}
+      }
+      case 'session.alias.list': {
+        const p = params as AgentParams<'session.alias.list'>
+        const session = await this.get(p.session)
+        return { aliases: parsePairs(await this.#internal(session, session.helperName('alias'))) }
+      }
+      case 'session.alias.add': {
+        const p = params as AgentParams<'session.alias.add'>
+        await this.#internal(await this.get(p.session), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
+        return {}
+      }
+      case 'session.alias.remove': {
+        const p = params as AgentParams<'session.alias.remove'>
+        const session = await this.get(p.session)
+        const aliases = parsePairs(await this.#internal(session, session.helperName('alias')))
+        if (!Object.hasOwn(aliases, p.name)) {
+          throw new AgentError(
+            'NOT_FOUND',
+            `session "${p.session}" has no alias "${p.name}"; list aliases to see them.`,
+          )
+        }
+        await this.#internal(session, `\\builtin unalias ${shellQuote(p.name)}`)
+        return {}
+      }
+      case 'session.history': {
+        const p = params as AgentParams<'session.history'>
+        const session = await this.get(p.session)
+        return {
+          entries: session.history({
+            ...(p.prefix === undefined ? {} : { prefix: p.prefix }),
+            ...(p.contains === undefined ? {} : { contains: p.contains }),
+            ...(p.limit === undefined ? {} : { limit: p.limit }),
+          }),
+        }
+      }
+      case 'session.history.replay': {
+        const p = params as AgentParams<'session.history.replay'>
+        const session = await this.get(p.session)
+        const entry = session.historyEntry(p.index)
+        if (entry === null) {
+          throw new AgentError(
+            'HISTORY_NOT_FOUND',
+            `session "${p.session}" has no history entry ${p.index}; list the history to see valid indexes.`,
+          )
+        }
+        return toRunResult(
+          await session.run({
+            runId: p.run,
+            command: entry.command,
+            ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
+          }),
+        )
+      }
+      default:
+        return assertNever(method)
+    }
+  }
+
+  /** Deletes a session and kills its processes; `default` only once its shell has closed. */
+  async delete(id: string): Promise<void> {
+    const session = this.#sessions.get(id)
+    if (session === undefined) {
+      throw new AgentError(
+        'SESSION_NOT_FOUND',
+        `session "${id}" does not exist; list sessions to see them.`,
+        {
+          sessionId: id,
+        },
+      )
+    }
+    if (id === DEFAULT_SESSION_ID && session.closedInfo === null) {
+      throw new AgentError(
+        'SESSION_PROTECTED',
+        'the "default" session cannot be deleted while its shell is open; create another session for separate state.',
+        { sessionId: id },
+      )
+    }
+    this.#sessions.delete(id)
+    await session.dispose()
+  }
+
+  /** The cwd and exported variables of a session's shell. */
+  async shellState(sessionId: string): Promise<{ cwd: string; env: Record<string, string> }> {
+    const session = await this.get(sessionId)
+    const out = await this.#internal(session, `\\builtin printf '%s\\0' "$PWD"; ${session.helperName('env')}`)
+    const nul = out.indexOf(0)
+    const cwd = out.subarray(0, nul).toString()
+    return { cwd, env: parsePairs(out.subarray(nul + 1)) }
+  }
+
+  /** Ends every shell. */
+  async closeAll(): Promise<void> {
+    const sessions = [...this.#sessions.values()]
+    this.#sessions.clear()
+    await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
+  }
+
+  async #env(session: BashSession): Promise<Record<string, string>> {
+    return parsePairs(await this.#internal(session, session.helperName('env')))
+  }
+
+  /**
+   * Runs a state query in the shell and returns its stdout. The query ends by restoring `$?`,
+   * so its own failure shows only as a message on stderr, which becomes BAD_REQUEST.
+   */
+  async #internal(session: BashSession, command: string): Promise<Buffer> {
+    this.#internalRuns += 1
+    const out = await session.run({
+      runId: `__conch_internal_${this.#internalRuns}`,
+      command,
+      internal: true,
+      timeoutMs: LIMITS.defaultCommandTimeoutMs,
+    })
+    if (out.stderr.length > 0) {
+      throw new AgentError(
+        'BAD_REQUEST',
+        `session "${session.id}" refused the change: ${out.stderr.toString().trim()}`,
+      )
+    }
+    return out.stdout
+  }
+
+  #attach(session: BashSession, channel: AgentChannel, offset: number | undefined): void {
+    const from = offset ?? session.log.endOffset
+    const queue: Outgoing[] = []
+    let paused = false
+    const send = (e: Outgoing): boolean => {
+      switch (e.type) {
+        case 'data':
+          return channel.data(e.stream, e.runId, e.offset, e.data)
+        case 'run-start':
+          channel.event({ t: 'run_start', run: e.runId, offset: e.offset })
+          return true
+        case 'run-exit':
+          channel.event({
+            t: 'run_exit',
+            run: e.runId,
+            code: e.exitCode,
+            timedOut: e.timedOut,
+            durationMs: e.durationMs,
+            offset: e.offset,
+          })
+          return true
+        case 'replay-end':
+          channel.event({ t: 'replay_end', offset: e.offset })
+          return true
+        case 'closed':
+          channel.end({ t: 'closed', session: session.id, ...e.info })
+          return true
+        default:
+          return assertNever(e)
+      }
+    }
+    const pump = (): void => {
+      while (!paused && queue.length > 0 && !channel.done) {
+        if (!send(queue.shift()!)) paused = true
+      }
+    }
+    const { replay, subscription } = session.log.subscribe(from, (event) => {
+      queue.push(event)
+      pump()
+      return !paused
+    })
+    queue.push(...replay, { type: 'replay-end', offset: session.log.endOffset })
+    channel.onResume(() => {
+      paused = false
+      pump()
+      if (!paused) subscription.resume()
+    })
+    channel.onClose(() => subscription.close())
+    pump()
+  }
+}
+
+/** A session as the protocol reports it. */
+export function info(session: BashSession): SessionInfo {
+  return {
+    id: session.id,
+    status: session.closedInfo === null ? 'open' : 'closed',
+    cwd: session.cwd,
+    commandTimeoutMs: session.commandTimeoutMs,
+    cleanEnv: session.cleanEnv,
+    pid: session.pid,
+    createdAt: Math.floor(session.createdAt),
+    offset: session.log.endOffset,
+    running: session.running,
+    queued: session.queued,
+    closed: session.closedInfo,
+  }
+}
+
+/** A run's outcome as the protocol's buffered result (base64). */
+export function toRunResult(out: RunOutcome): RunResult {
+  return {
+    stdout: out.stdout.toString('base64'),
+    stderr: out.stderr.toString('base64'),
+    encoding: 'base64',
+    exitCode: out.exitCode,
+    timedOut: out.timedOut,
+    truncated: out.truncated,
+    stdoutBytes: out.stdoutBytes,
+    stderrBytes: out.stderrBytes,
+    durationMs: out.durationMs,
+  }
+}
+
+/** Parses `name=value\0` records. */
+export function parsePairs(bytes: Buffer): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const record of bytes.toString().split('\0')) {
+    const eq = record.indexOf('=')
+    if (eq > 0) out[record.slice(0, eq)] = record.slice(eq + 1)
+  }
+  return out
+}

@@ -1,0 +1,85 @@
+import { connect, type Socket } from 'node:net'
+import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
+
+/** An agent frame plus its payload, as a test sees it. */
+export type Received = AgentFrame & { payload: Uint8Array }
+
+/** A minimal runner-side client of the agent link, for tests and the benchmark. */
+export class AgentClient {
+  readonly socket: Socket
+  readonly frames: Received[] = []
+  readonly #decoder = new FrameDecoder()
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>()
+  readonly #waiters = new Set<() => void>()
+  #nextId = 1
+
+  private constructor(socket: Socket) {
+    this.socket = socket
+    socket.on('data', (chunk) => {
+      for (const r of this.#decoder.push(chunk)) {
+        if (!r.ok) throw new Error(`agent sent an undecodable frame: ${r.error.message}`)
+        const parsed = parseFrame(AgentFrame, r.frame.header, 't', AGENT_FRAME_TYPES)
+        if (!parsed.ok) throw new Error(`agent sent an invalid frame: ${parsed.error.message}`)
+        const frame = parsed.value
+        if (frame.t === 'result' || frame.t === 'fail') {
+          const p = this.#pending.get(frame.id)
+          this.#pending.delete(frame.id)
+          if (frame.t === 'result') p?.resolve(frame.result)
+          else p?.reject(Object.assign(new Error(frame.error.message), frame.error))
+        } else {
+          this.frames.push({ ...frame, payload: r.frame.payload })
+          for (const w of this.#waiters) w()
+        }
+      }
+    })
+  }
+
+  /** Connects to an agent socket and says hello. */
+  static async connect(path: string): Promise<AgentClient> {
+    const socket = connect(path)
+    socket.setNoDelay?.(true)
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve)
+      socket.once('error', reject)
+    })
+    const client = new AgentClient(socket)
+    client.send({ t: 'hello', protocolVersion: 1 })
+    await client.waitFor((f) => f.t === 'hello')
+    return client
+  }
+
+  /** Sends a raw frame. */
+  send(header: unknown, payload?: Uint8Array): void {
+    this.socket.write(encodeFrame(header, payload))
+  }
+
+  /** Calls a method and resolves with its result (rejects with the wire error on `fail`). */
+  call<T = unknown>(method: string, params: unknown): Promise<T> {
+    const id = this.#nextId++
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+      this.send({ t: 'call', id, method, params })
+    })
+  }
+
+  /** Resolves with the first received frame (past or future) that matches. */
+  waitFor(match: (f: Received) => boolean): Promise<Received> {
+    const found = this.frames.find(match)
+    if (found !== undefined) return Promise.resolve(found)
+    return new Promise((resolve) => {
+      const check = () => {
+        const hit = this.frames.find(match)
+        if (hit !== undefined) {
+          this.#waiters.delete(check)
+          resolve(hit)
+        }
+      }
+      this.#waiters.add(check)
+    })
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    this.socket.destroy()
+  }
+}
