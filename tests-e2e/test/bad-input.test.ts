@@ -49,7 +49,10 @@ describe('bad input', () => {
     expect(socket.open).toBe(true)
   })
 
-  test('answers a binary frame and an oversized frame with error frames', async ({ runner, sandbox }) => {
+  test('answers a binary frame, an oversized frame and an oversized command with error frames', async ({
+    runner,
+    sandbox,
+  }) => {
     await using socket = await RawShellSocket.connect({
       url: runner.url,
       sandboxId: sandbox.id,
@@ -60,7 +63,8 @@ describe('bad input', () => {
     expect((await socket.waitForType('error')).code).toMatch(/INVALID_FRAME|BAD_REQUEST/)
     expect(socket.open).toBe(true)
 
-    const huge = 'x'.repeat(5 * 1024 * 1024)
+    // Over the 4 MiB frame limit, under the limit plus the 1 MiB slack past which ws closes.
+    const huge = 'x'.repeat(4.5 * 1024 * 1024)
     socket.send(JSON.stringify({ type: 'shell_run', id: 'r-huge', command: `: ${huge}` }))
     expect((await socket.waitForType('error')).code).toBe('FRAME_TOO_LARGE')
     expect(socket.open).toBe(true)

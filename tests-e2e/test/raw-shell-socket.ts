@@ -20,6 +20,8 @@ export interface RawShellOptions {
   sandboxId: string
   secret: string
   sessionId?: string
+  /** Replay from this log offset. */
+  offset?: number
   /** Send the secret as a subprotocol (as browsers do) instead of an Authorization header. */
   viaSubprotocol?: boolean
 }
@@ -57,7 +59,10 @@ export class RawShellSocket implements AsyncDisposable {
 
   /** Opens the socket and waits until it is open. */
   static async connect(options: RawShellOptions): Promise<RawShellSocket> {
-    const query = options.sessionId ? `?sessionId=${encodeURIComponent(options.sessionId)}` : ''
+    const params = new URLSearchParams()
+    if (options.sessionId !== undefined) params.set('sessionId', options.sessionId)
+    if (options.offset !== undefined) params.set('offset', String(options.offset))
+    const query = params.size > 0 ? `?${params}` : ''
     const url = `${options.url.replace(/^http/, 'ws')}/v1/sandboxes/${options.sandboxId}/shell${query}`
     const ws = options.viaSubprotocol
       ? new WebSocket(url, ['conch.v1', `bearer.${options.secret}`])

@@ -23,7 +23,7 @@ export function createSandbox(runner: RunnerProcess): Promise<Sandbox> {
 }
 
 /** Runner flags of the e2e runs: a small scrollback, so evicting output is cheap. */
-export const E2E_RUNNER_ARGS = ['--scrollback-bytes', '262144'] as const
+export const E2E_RUNNER_ARGS = ['--scrollback-bytes', '262144', '--log-level', 'warn'] as const
 
 export const test = base.extend<{ $file: { runner: RunnerProcess }; $test: { sandbox: Sandbox } }>({
   runner: [

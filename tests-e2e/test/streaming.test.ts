@@ -7,7 +7,7 @@ describe('streaming', () => {
   test('delivers each line before the exit, in order, on its own stream', async ({ sandbox }) => {
     await using sh = await sandbox.shell()
     const arrivals: Arrival[] = []
-    const command = 'for i in 1 2 3 4 5 6; do echo "out $i"; echo "err $i" >&2; sleep 0.1; done; exit 3'
+    const command = 'for i in 1 2 3 4 5 6; do echo "out $i"; echo "err $i" >&2; sleep 0.1; done; (exit 3)'
     for await (const event of sh.stream(command)) {
       if (event.type === 'exit') arrivals.push({ stream: 'exit', data: String(event.code) })
       else arrivals.push({ stream: event.type, data: event.data })
