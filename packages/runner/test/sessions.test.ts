@@ -19,9 +19,12 @@ describe('sessions (real agent)', () => {
   it('creates a session with env and cwd, keeps shell state across runs, and deletes it', async () => {
     await using runner = await startRunner()
     const call = api(runner, await createSandbox(runner))
+    await call('POST', '/files/mkdir', { path: 'sub' })
     const created = await call('POST', '/sessions', { id: 'build', env: { MODE: 'ci' }, cwd: 'sub' })
     expect(created.status, JSON.stringify(created.body)).toBe(200)
-    expect(SessionInfo.parse(created.body)).toMatchObject({ id: 'build', status: 'open' })
+    const info = SessionInfo.parse(created.body)
+    expect(info).toMatchObject({ id: 'build', status: 'open' })
+    expect(info.cwd).toMatch(/\/sub$/)
     await call('POST', '/sessions/build/run', { command: 'cd /tmp && export X=42 && f() { echo fn; }' })
     const run = await call('POST', '/sessions/build/run', { command: 'pwd; echo $X $MODE; f' })
     expect(RunResult.parse(run.body)).toMatchObject({
