@@ -314,7 +314,7 @@ function renderWebSocketPage(): string {
   out += `## Connecting\n\n\`\`\`http\nGET /v1/sandboxes/{id}/shell?sessionId=default&offset=0&encoding=utf8\n\`\`\`\n\n`
   out += `Every frame is one JSON text message, discriminated on \`type\`. Send the credential as \`Authorization: Bearer <secret>\`, or, from a browser (which cannot set headers on a WebSocket), as the subprotocol \`${BEARER_SUBPROTOCOL_PREFIX}<secret>\` next to \`${SHELL_SUBPROTOCOL}\`. The runner answers with \`${SHELL_SUBPROTOCOL}\` and never echoes the secret.\n\n`
   out += `**Query parameters**\n\n${fieldTable(query)}\n`
-  out += `On connect the runner sends \`hello\`, then \`shell_ready\`, then any replayed output from \`offset\`, then \`scrollback_end\`, then live frames. Without \`sessionId\` the socket attaches to the \`default\` session.\n\n`
+  out += `On connect the runner sends \`hello\`, then \`shell_ready\`, then any replayed output from \`offset\`, then \`scrollback_end\`, then live frames. Without \`sessionId\` the runner creates a new session and names it in \`shell_ready\`; with a \`sessionId\` that does not exist yet, it creates the session under that id.\n\n`
   out += `## Example exchange\n\nEach line is one message; \`→\` is client to runner, \`←\` runner to client. Every frame below is parsed against the schema when the docs are built.\n\n`
   out += '```text\n'
   for (const { from, note, frame } of EXCHANGE) {

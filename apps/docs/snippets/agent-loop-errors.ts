@@ -8,7 +8,7 @@ async function step(sh: Shell, command: string, reopen: () => Promise<Shell>): P
     return [sh, `${r.stdout}${r.stderr}[exit ${r.exitCode}]\n`]
   } catch (error) {
     if (!(error instanceof ShellClosedError)) throw error
-    return [await reopen(), `[the shell closed (${error.message}); a new one was opened in /workspace]\n`]
+    return [await reopen(), `[the shell closed (${error.message}); a new one was opened in the workspace]\n`]
   }
 }
 

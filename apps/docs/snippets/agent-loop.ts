@@ -4,13 +4,13 @@ import { Sandbox } from '@conch/sdk'
 declare function nextCommand(transcript: string): Promise<string | null>
 
 // #region loop
-const sb = await Sandbox.create({
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
 await using sh = await sb.shell({ commandTimeoutMs: 120_000 })
 
-let transcript = 'Task: make the tests in /workspace/app pass.\n'
+let transcript = 'Task: make the tests in app/ pass.\n'
 for (let step = 0; step < 50; step++) {
   const command = await nextCommand(transcript)
   if (command === null) break
@@ -21,5 +21,4 @@ for (let step = 0; step < 50; step++) {
   if (r.timedOut) transcript += `[stopped after the timeout; the shell is still usable]\n`
   transcript += `[exit ${r.exitCode}, ${r.durationMs.toFixed(1)} ms]\n`
 }
-await sb.destroy()
 // #endregion loop

@@ -1,6 +1,6 @@
 import { Sandbox } from '@conch/sdk'
 
-const sb = await Sandbox.create({
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
@@ -26,5 +26,3 @@ console.log(await sb.listProcesses())
 await server.kill() // SIGTERM to the process tree, SIGKILL after 3 s
 console.log(await server.wait())
 // #endregion stop
-
-await sb.destroy()

@@ -1,6 +1,6 @@
 import { Sandbox } from '@conch/sdk'
 
-const sb = await Sandbox.create({
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
@@ -16,8 +16,6 @@ for (const entry of await sb.files.list('/workspace/notes')) {
 
 // #region shell-sees-files
 await using sh = await sb.shell()
-const r = await sh.run('cat notes/todo.txt | wc -l') // sessions start in /workspace
+const r = await sh.run('cat notes/todo.txt | wc -l') // sessions start in the workspace
 console.log(r.stdout.trim()) // "1"
 // #endregion shell-sees-files
-
-await sb.destroy()

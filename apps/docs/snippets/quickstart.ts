@@ -1,7 +1,8 @@
 import { Sandbox } from '@conch/sdk'
 
 // #region create
-const sb = await Sandbox.create({
+// `await using`: the sandbox is destroyed when this scope ends.
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
@@ -26,7 +27,3 @@ for await (const ev of sh.stream('for i in 1 2 3; do echo step $i; sleep 0.2; do
   else if (ev.type === 'exit') console.log('exit code', ev.code)
 }
 // #endregion stream
-
-// #region destroy
-await sb.destroy()
-// #endregion destroy

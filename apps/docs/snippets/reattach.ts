@@ -10,7 +10,7 @@ const opts = {
 const sb = await Sandbox.create(opts)
 await sb.createSession({ id: 'build' })
 const shell = await sb.reattachShell('build')
-const build = shell.run('for i in $(seq 1 30); do echo "compiling $i"; sleep 1; done', {
+const build = shell.run('for i in $(seq 1 10); do echo "compiling $i"; sleep 0.5; done', {
   onStdout: (chunk) => process.stdout.write(chunk),
 })
 console.log(`sandbox ${sb.id}, session ${shell.sessionId}`)

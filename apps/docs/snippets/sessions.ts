@@ -1,9 +1,16 @@
 import { Sandbox } from '@conch/sdk'
 
-const sb = await Sandbox.create({
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
+
+// #region setup
+await sb.files.write(
+  '/workspace/app/package.json',
+  JSON.stringify({ scripts: { build: 'echo built', test: 'echo tests passed', lint: 'echo lint clean' } }),
+)
+// #endregion setup
 
 // #region create
 // Three bash processes in one sandbox: they share files and processes, not cwd or env.
@@ -35,4 +42,3 @@ await sb.deleteSession('test')
 // #endregion list
 
 void app
-await sb.destroy()

@@ -1,6 +1,6 @@
 import { Sandbox } from '@conch/sdk'
 
-const sb = await Sandbox.create({
+await using sb = await Sandbox.create({
   url: process.env.CONCH_URL ?? 'http://127.0.0.1:7878',
   apiKey: process.env.CONCH_API_KEY,
 })
@@ -29,5 +29,3 @@ setTimeout(() => controller.abort(), 1_000)
 const aborted = await sh.run('sleep 30', { signal: controller.signal }).catch((error: unknown) => error)
 console.log(aborted)
 // #endregion abort
-
-await sb.destroy()
