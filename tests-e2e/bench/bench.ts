@@ -299,7 +299,13 @@ async function main(): Promise<void> {
 
     await phase('streaming', round, async () => {
       const bytes = CONFIG.streamBytes
-      const label = `head -c ${bytes >= 1024 ** 3 ? `${bytes / 1024 ** 3}G` : `${bytes / 1024 ** 2}M`} /dev/zero`
+      const size =
+        bytes % 1024 ** 3 === 0
+          ? `${bytes / 1024 ** 3}G`
+          : bytes % 1024 ** 2 === 0
+            ? `${bytes / 1024 ** 2}M`
+            : `${bytes}`
+      const label = `head -c ${size} /dev/zero`
       const before = pipe.bytesOut
       const refMs = await wallTime(() => pipe.run(`head -c ${bytes} /dev/zero`))
       const refGot = pipe.bytesOut - before
