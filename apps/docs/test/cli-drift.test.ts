@@ -1,0 +1,55 @@
+// The CLI page and the runner must not drift: every flag and CONCH_* variable that
+// `conch runner --help` prints is documented on /reference/cli/, and the page documents no other.
+import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { expect, it } from 'vitest'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+
+function runnerBin(): string {
+  const pkgDir = join(root, 'node_modules', '@conch', 'runner')
+  const pkg: unknown = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'))
+  if (typeof pkg === 'object' && pkg !== null && 'bin' in pkg) {
+    const { bin } = pkg
+    if (typeof bin === 'object' && bin !== null && 'conch' in bin && typeof bin.conch === 'string') {
+      return join(pkgDir, bin.conch)
+    }
+  }
+  throw new Error('@conch/runner has no "conch" bin')
+}
+
+/** `[flag or '', variable]` pairs. */
+type Setting = [string, string]
+
+function fromHelp(): Setting[] {
+  const help = spawnSync(process.execPath, ['--conditions=source', runnerBin(), 'runner', '--help'], {
+    encoding: 'utf8',
+  })
+  expect(help.status).toBe(0)
+  const settings: Setting[] = []
+  for (const line of help.stdout.split('\n')) {
+    const flag = /^\s+(--[a-z-]+)\s+env (CONCH_[A-Z_]+)/.exec(line)
+    if (flag) settings.push([flag[1]!, flag[2]!])
+    const envOnly = /^\s+(CONCH_[A-Z_]+)\s/.exec(line)
+    if (envOnly) settings.push(['', envOnly[1]!])
+  }
+  return settings.sort()
+}
+
+function fromPage(): Setting[] {
+  const page = readFileSync(join(root, 'src', 'content', 'docs', 'reference', 'cli.md'), 'utf8')
+  const settings: Setting[] = []
+  for (const line of page.split('\n')) {
+    const row = /^\|\s*(?:`(--[a-z-]+)`)?\s*\|\s*`(CONCH_[A-Z_]+)`/.exec(line)
+    if (row) settings.push([row[1] ?? '', row[2]!])
+  }
+  return settings.sort()
+}
+
+it('documents exactly the flags and variables that conch runner --help prints', () => {
+  const help = fromHelp()
+  expect(help.length).toBeGreaterThan(5)
+  expect(fromPage()).toEqual(help)
+})
