@@ -1,1 +1,12 @@
-export {}
+export { AgentError, ShellClosedError, toWireError } from './agent-error.ts'
+export { AgentServer } from './agent-server.ts'
+export { BashSession, type BashSessionOptions, type RunOutcome, type RunRequest } from './bash-session.ts'
+export { type AgentDeps, buildAgent } from './build-agent.ts'
+export { type Clock, systemClock } from './clock.ts'
+export { jsonLineLogger, type Logger, silentLogger } from './logger.ts'
+export { MarkerScanner } from './marker-scanner.ts'
+export { type LogEvent, OutputLog } from './output-log.ts'
+export { ProcessTable } from './process-tree.ts'
+export { buildSessionEnv } from './session-env.ts'
+export { SessionManager } from './session-manager.ts'
+export { nodeSpawn, type Spawn } from './spawner.ts'

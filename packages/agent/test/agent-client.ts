@@ -12,6 +12,8 @@ export class AgentClient {
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>()
   readonly #waiters = new Set<() => void>()
   #nextId = 1
+  /** Called for every non-reply frame; return false to not keep it in `frames`. */
+  onFrame: (frame: Received) => boolean = () => true
 
   private constructor(socket: Socket) {
     this.socket = socket
@@ -27,7 +29,9 @@ export class AgentClient {
           if (frame.t === 'result') p?.resolve(frame.result)
           else p?.reject(Object.assign(new Error(frame.error.message), frame.error))
         } else {
-          this.frames.push({ ...frame, payload: r.frame.payload })
+          const received = { ...frame, payload: r.frame.payload }
+          if (!this.onFrame(received)) continue
+          this.frames.push(received)
           for (const w of this.#waiters) w()
         }
       }

@@ -1,0 +1,159 @@
+// Agent-level benchmark: latency and throughput of shell runs through the agent's Unix socket.
+// Starts the real agent (`src/main.ts`) as a child process, drives it with a minimal runner-side
+// client, prints a table and writes `bench/results/agent.json` at the repository root.
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { AgentClient } from '../test/agent-client.ts'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const repoRoot = join(here, '..', '..', '..')
+const quick = process.env.BENCH_QUICK === '1'
+const runs = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? (quick ? 300 : 2000))
+const warmup = Number(process.env.BENCH_WARMUP_RUNS ?? (quick ? 20 : 100))
+const pipelined = Number(process.env.BENCH_PIPELINED_MAX ?? 2000)
+const streamBytes = Number(process.env.BENCH_AGENT_STREAM_BYTES ?? (quick ? 64 << 20 : 1 << 30))
+
+interface BenchResult {
+  group: string
+  name: string
+  unit: string
+  value: number
+  p50?: number
+  p90?: number
+  p99?: number
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'conch-agent-bench-'))
+const root = join(dir, 'root')
+mkdirSync(root)
+const socketPath = join(dir, 'agent.sock')
+const agent = spawn(
+  process.execPath,
+  [
+    ...(process.env.BENCH_AGENT_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_AGENT_PROF] : []),
+    '--conditions=source',
+    join(here, '..', 'src', 'main.ts'),
+    '--socket',
+    socketPath,
+    '--root',
+    root,
+  ],
+  { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root } },
+)
+await new Promise<void>((resolve, reject) => {
+  agent.stderr.on('data', (d: Buffer) => {
+    if (d.toString().includes('agent listening')) resolve()
+  })
+  agent.once('exit', (code) => reject(new Error(`agent exited with ${code}`)))
+})
+
+const client = await AgentClient.connect(socketPath)
+client.onFrame = () => false
+let id = 0
+const run = (command: string) =>
+  client.call('session.run', { session: 'default', run: `b${++id}`, command, buffer: true })
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+}
+
+const results: BenchResult[] = []
+for (const command of ['true', 'echo hi']) {
+  for (let i = 0; i < warmup; i++) await run(command)
+  const times: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now()
+    await run(command)
+    times.push(performance.now() - t)
+  }
+  times.sort((a, b) => a - b)
+  const p50 = percentile(times, 50)
+  results.push({
+    group: 'agent',
+    name: `agent socket run('${command}')`,
+    unit: 'ms',
+    value: p50,
+    p50,
+    p90: percentile(times, 90),
+    p99: percentile(times, 99),
+  })
+}
+
+{
+  const t = performance.now()
+  await Promise.all(Array.from({ length: pipelined }, () => run('true')))
+  const seconds = (performance.now() - t) / 1000
+  results.push({
+    group: 'agent',
+    name: `agent socket ${pipelined} pipelined runs`,
+    unit: 'cmds/s',
+    value: pipelined / seconds,
+  })
+}
+
+{
+  // Stream large output on an attached channel, granting credit as the bytes arrive.
+  const ch = 1
+  let received = 0
+  let done: () => void = () => {}
+  const finished = new Promise<void>((resolve) => {
+    done = resolve
+  })
+  client.onFrame = (f) => {
+    if (f.t === 'data' && f.ch === ch) {
+      received += f.payload.byteLength
+      client.send({ t: 'credit', ch, bytes: f.payload.byteLength })
+    } else if (f.t === 'run_exit' && f.ch === ch && f.run === 'stream') {
+      done()
+    }
+    return false
+  }
+  await client.call('session.attach', { session: 'default', ch })
+  const t = performance.now()
+  await client.call('session.run', {
+    session: 'default',
+    run: 'stream',
+    command: `head -c ${streamBytes} /dev/zero`,
+    buffer: false,
+  })
+  await finished
+  const seconds = (performance.now() - t) / 1000
+  if (received !== streamBytes) throw new Error(`streamed ${received} of ${streamBytes} bytes`)
+  results.push({
+    group: 'agent',
+    name: 'agent socket streamed output',
+    unit: 'MB/s',
+    value: streamBytes / 1e6 / seconds,
+  })
+}
+
+client.close()
+agent.kill('SIGTERM')
+await new Promise((resolve) => agent.once('exit', resolve))
+rmSync(dir, { recursive: true, force: true })
+
+const round = (n: number) => Math.round(n * 1000) / 1000
+console.log(`agent benchmark (${cpus().length} CPUs, node ${process.version})`)
+console.log(
+  ['figure'.padEnd(44), 'unit'.padEnd(7), 'value'.padStart(12), 'p90'.padStart(10), 'p99'.padStart(10)].join(
+    ' ',
+  ),
+)
+for (const r of results) {
+  console.log(
+    [
+      r.name.padEnd(44),
+      r.unit.padEnd(7),
+      String(round(r.value)).padStart(12),
+      String(r.p90 === undefined ? '' : round(r.p90)).padStart(10),
+      String(r.p99 === undefined ? '' : round(r.p99)).padStart(10),
+    ].join(' '),
+  )
+}
+const out = join(repoRoot, 'bench', 'results', 'agent.json')
+mkdirSync(dirname(out), { recursive: true })
+writeFileSync(out, `${JSON.stringify({ generatedAt: new Date().toISOString(), results }, null, 2)}\n`)
+console.log(`wrote ${out}`)
