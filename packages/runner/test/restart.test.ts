@@ -1,7 +1,7 @@
 // Restart survival: the runner process is SIGKILLed and started again on the same state dir.
 // Agents are detached, so the shell keeps its cwd, env and functions; sandboxes whose agent
 // died meanwhile are marked dead with the reason.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import { StateStore } from '../src/state-store.ts'
-import { runnerProcess } from './runner-process.ts'
+import { destroyStateDir, runnerProcess } from './runner-process.ts'
 import { ShellClient } from './shell-client.ts'
 
 describe('restart', () => {
@@ -71,11 +71,7 @@ describe('restart', () => {
       })
       await fetch(`${second.url}/v1/sandboxes/${liveId}`, { method: 'DELETE', headers })
     } finally {
-      const store = StateStore.open(stateDir)
-      for (const s of store.listSandboxes())
-        await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
-      store.close()
-      rmSync(stateDir, { recursive: true, force: true })
+      await destroyStateDir(stateDir)
     }
   }, 60_000)
 })

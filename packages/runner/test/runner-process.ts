@@ -72,3 +72,16 @@ export async function rssOf(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8')
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
 }
+
+/** Stops every agent recorded in a state dir and removes the dir (teardown for CLI tests). */
+export async function destroyStateDir(stateDir: string): Promise<void> {
+  const { LocalDriver } = await import('../src/drivers/local-driver.ts')
+  const { StateStore } = await import('../src/state-store.ts')
+  const { rmSync } = await import('node:fs')
+  const driver = new LocalDriver({ stateDir })
+  const store = StateStore.open(stateDir)
+  for (const s of store.listSandboxes())
+    await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
+  store.close()
+  rmSync(stateDir, { recursive: true, force: true })
+}

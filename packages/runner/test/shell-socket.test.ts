@@ -1,12 +1,12 @@
 // The shell WebSocket with the real agent over real sockets: reattach mid-run, resume from an
 // offset, eviction, interrupt, shell close, and a slow client that must not grow runner memory.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { createSandbox, shellUrl, startRunner } from './runner-fixture.ts'
-import { rssOf, runnerProcess } from './runner-process.ts'
+import { destroyStateDir, rssOf, runnerProcess } from './runner-process.ts'
 import { ShellClient } from './shell-client.ts'
 
 describe('shell socket (real agent)', () => {
@@ -166,7 +166,7 @@ describe('shell socket (real agent)', () => {
         .reduce((n, f) => n + String(f.data).length, 0)
       expect(bytes).toBe(total)
     } finally {
-      rmSync(stateDir, { recursive: true, force: true })
+      await destroyStateDir(stateDir)
     }
   }, 60_000)
 })
