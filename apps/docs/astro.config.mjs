@@ -21,7 +21,6 @@ export default defineConfig({
           tsconfig: '../../packages/sdk/tsconfig.json',
           output: 'reference/generated/sdk',
           sidebar: { label: 'SDK', collapsed: true },
-          errorOnEmptyDocumentation: false,
           typeDoc: {
             disableSources: true,
             excludePrivate: true,

@@ -1,8 +1,11 @@
 import { defineProject } from 'vitest/config'
 
-// The docs tests: the errors-page drift check, and the browser test that builds the site and
-// crawls it in Debian's chromium.
+// The docs tests: drift checks (errors page, CLI page), every code sample run against a real
+// runner, and the browser test that builds the site and crawls it in Debian's chromium.
+// `source` resolves @conch/sdk and @conch/protocol to their TypeScript sources, no build needed.
 export default defineProject({
+  resolve: { conditions: ['source'] },
+  ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     name: 'docs',
     include: ['test/**/*.test.ts'],

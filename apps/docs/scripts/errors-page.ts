@@ -11,15 +11,16 @@ export function errorAnchor(code: ErrorCode): string {
 /** The markdown of the errors page. */
 export function renderErrorsPage(): string {
   let out = `---\ntitle: Errors\nslug: reference/errors\ndescription: Every conch error code, its HTTP status, when it happens and what to do.\n---\n\n`
-  out += `Every error that crosses a process boundary has one code from this list. REST answers carry it in the body \`{ "error": { "code", "message", "details"? } }\` with the HTTP status below. On the shell WebSocket it arrives as an \`error\` frame with the same fields and the \`id\` of the run it is about. In the SDK, every error is an instance of a class with a \`code\` property holding one of these codes, and \`message\` says what happened, with the ids involved.\n\n`
+  out += `Every error that crosses a process boundary has one code from this list. REST answers carry it in the body \`{ "error": { "code", "message", "details"? } }\` with the HTTP status below. On the shell WebSocket it arrives as an \`error\` frame with the same fields and the \`id\` of the run it is about. In \`@conch/sdk\`, every error is a \`ConchError\` with a \`code\` property holding one of these codes; the codes that callers usually branch on have their own subclass, listed per code below. \`message\` says what happened, with the ids involved.\n\n`
   out += `Link to a code with its name in lower case, for example [\`/reference/errors/#output_lost\`](#output_lost).\n\n`
-  out += '| Code | HTTP status |\n| --- | --- |\n'
-  for (const code of ErrorCode.options)
-    out += `| [\`${code}\`](#${errorAnchor(code)}) | ${ERROR_STATUS[code]} |\n`
+  out += '| Code | HTTP status | SDK class |\n| --- | --- | --- |\n'
+  for (const code of ErrorCode.options) {
+    out += `| [\`${code}\`](#${errorAnchor(code)}) | ${ERROR_STATUS[code]} | \`${ERROR_GUIDE[code].sdkClass}\` |\n`
+  }
   out += '\n'
   for (const code of ErrorCode.options) {
     const guide = ERROR_GUIDE[code]
-    out += `## ${code}\n\nHTTP status **${ERROR_STATUS[code]}**.\n\n**When**: ${guide.when}\n\n**What to do**: ${guide.fix}\n\n`
+    out += `## ${code}\n\nHTTP status **${ERROR_STATUS[code]}**. The SDK rejects with \`${guide.sdkClass}\`.\n\n**When**: ${guide.when}\n\n**What to do**: ${guide.fix}\n\n`
   }
   return out
 }

@@ -1,3 +1,4 @@
+// #region hello
 import { Sandbox } from '@conch/sdk'
 
 // #region create
@@ -14,6 +15,7 @@ await sh.run('cd /tmp && export GREETING=hi')
 const { stdout, exitCode } = await sh.run('echo $GREETING from $(pwd)')
 console.log(JSON.stringify(stdout), exitCode) // "hi from /tmp\n" 0
 // #endregion run
+// #endregion hello
 
 // #region failing
 const failed = await sh.run('ls /nope')

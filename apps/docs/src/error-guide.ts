@@ -9,140 +9,187 @@ export interface ErrorGuideEntry {
   when: string
   /** What to do about it. */
   fix: string
+  /** The `@conch/sdk` class a call rejects with for this code (test/errors-drift.test.ts checks it). */
+  sdkClass: SdkErrorClass
 }
+
+/** The names of the SDK's error classes. */
+export type SdkErrorClass =
+  | 'ConchError'
+  | 'ShellClosedError'
+  | 'SandboxNotFoundError'
+  | 'SessionNotFoundError'
+  | 'AuthError'
+  | 'RateLimitError'
+  | 'OutputLostError'
+  | 'ConnectionError'
+  | 'DeadlineError'
 
 /** One entry per error code. */
 export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
   BAD_REQUEST: {
     when: 'A REST body, path parameter or query string did not match the schema of the route: a missing field, a wrong type, an id with characters outside its pattern. The message names the field.',
     fix: 'Fix the request. The [REST API reference](/reference/rest-api/) lists every field with its type and constraints.',
+    sdkClass: 'ConchError',
   },
   INVALID_FRAME: {
     when: 'A WebSocket message was not valid JSON, or its fields did not match the frame schema for its `type`. The socket and the shell stay open.',
     fix: 'Send frames as the [WebSocket reference](/reference/websocket/) describes them. The SDK never sends an invalid frame; this comes from hand-written clients.',
+    sdkClass: 'ConchError',
   },
   UNKNOWN_FRAME_TYPE: {
     when: 'A WebSocket message had a `type` that this protocol version does not define.',
     fix: "Check the frame name, and compare `protocolVersion` in the runner's `hello` with the version your client speaks.",
+    sdkClass: 'ConchError',
   },
   FRAME_TOO_LARGE: {
     when: 'A WebSocket message was larger than the runner accepts (4 MiB by default).',
     fix: 'Send large inputs as files (`sb.files.write`) and read them from the command, instead of inlining them in a frame.',
+    sdkClass: 'ConchError',
   },
   COMMAND_TOO_LARGE: {
     when: 'The command text, or the `stdin` data of a run, exceeded 1 MiB.',
     fix: 'Write the script or the data to a file in the sandbox first, then run `bash script.sh` or `cmd < data`.',
+    sdkClass: 'ConchError',
   },
   INVALID_COMMAND: {
     when: "The command text cannot be run at all, for example because it contains a NUL byte. A bash syntax error is not this error: it is a normal result with exit code 2 and bash's message on stderr.",
     fix: 'Remove the NUL bytes. Pass binary data through `stdin` with base64 encoding, or through a file.',
+    sdkClass: 'ConchError',
   },
   UNSUPPORTED_PROTOCOL_VERSION: {
     when: "The client's `hello` announced a `protocolVersion` the runner does not speak.",
     fix: 'Upgrade the SDK or the runner so that both speak the same protocol version. Fields grow additively, so a newer runner keeps accepting older clients of the same version.',
+    sdkClass: 'ConchError',
   },
   UNAUTHORIZED: {
     when: 'The request had no credential, or the API key or sandbox-scoped token was wrong or expired.',
     fix: "Send `Authorization: Bearer <key>` with the runner's `CONCH_API_KEY`, or mint a new token with `sb.createAccessToken()` if the old one expired.",
+    sdkClass: 'AuthError',
   },
   FORBIDDEN: {
     when: 'The credential is valid but does not cover this request: a sandbox-scoped token was used for another sandbox, or for a runner-wide route such as creating or listing sandboxes.',
     fix: 'Use the runner API key for runner-wide routes, and a token minted for this sandbox for its routes.',
+    sdkClass: 'AuthError',
   },
   NOT_FOUND: {
     when: 'No route matches the method and path.',
     fix: 'Check the path against the [REST API reference](/reference/rest-api/). All API routes start with `/v1`.',
+    sdkClass: 'ConchError',
   },
   SANDBOX_NOT_FOUND: {
     when: 'No sandbox has this id: it never existed, it was destroyed, or its idle timeout destroyed it.',
-    fix: 'List the sandboxes with `Sandbox.list()` and create a new one if yours is gone. The SDK throws `SandboxNotFoundError`.',
+    fix: 'List the sandboxes with `Sandbox.list()` and create a new one if yours is gone.',
+    sdkClass: 'SandboxNotFoundError',
   },
   SESSION_NOT_FOUND: {
     when: 'The sandbox has no session with this id, for example after `deleteSession`, or when a session id was mistyped while reattaching.',
-    fix: 'List the sessions with `sb.listSessions()`. Create the session with `sb.createSession({ id })` if it should exist. The SDK throws `SessionNotFoundError`.',
+    fix: 'List the sessions with `sb.listSessions()`. Create the session with `sb.createSession({ id })` if it should exist.',
+    sdkClass: 'SessionNotFoundError',
   },
   PROCESS_NOT_FOUND: {
     when: 'The sandbox has no background process with this id.',
     fix: 'List the processes with `sb.listProcesses()`. Process ids look like `proc_…`; they are not OS pids.',
+    sdkClass: 'ConchError',
   },
   FILE_NOT_FOUND: {
     when: 'A files call named a path that does not exist in the sandbox.',
     fix: 'Check the path. Relative paths are resolved against `/workspace`. List the directory with `sb.files.list()`.',
+    sdkClass: 'ConchError',
   },
   HISTORY_NOT_FOUND: {
     when: "A history replay named an index that the session's history does not have.",
     fix: "Read the indexes from `sh.history()` first; they start at 0 and are stable for the session's life.",
+    sdkClass: 'ConchError',
   },
   SESSION_EXISTS: {
     when: 'A session was created with an id that the sandbox already uses.',
     fix: 'Pick another id, or attach to the existing session with `sb.reattachShell(id)`.',
+    sdkClass: 'ConchError',
   },
   SESSION_PROTECTED: {
     when: 'A call tried to delete the `default` session, which every sandbox keeps.',
     fix: 'Delete your own sessions only. To reset the default shell, run `exec bash` in it or destroy the sandbox.',
+    sdkClass: 'ConchError',
   },
   SHELL_CLOSED: {
     when: "The session's bash has ended: `exit N`, an `exec` into a program that ended, bash being killed, or bash not recovering after a timeout. The pending run and every later run on that shell fail with this code. The details carry `code`, `signal` and `reason`.",
-    fix: 'Open a new shell with `sb.shell()` or a new session. The SDK throws `ShellClosedError` with the exit code or signal.',
+    fix: 'Open a new shell with `sb.shell()` or a new session.',
+    sdkClass: 'ShellClosedError',
   },
   SANDBOX_NOT_RUNNING: {
     when: 'The sandbox exists but its agent is not running: it is still starting, or it died (`status: dead`, with `deadReason`).',
     fix: 'Read `deadReason` from `Sandbox.connect(id)` or `GET /v1/sandboxes/:id`. A dead sandbox does not come back; destroy it and create a new one.',
+    sdkClass: 'ConchError',
   },
   PATH_OUTSIDE_SANDBOX: {
     when: 'A files call named a path that resolves outside `/workspace`, through `..` or a symlink.',
     fix: 'Use paths under `/workspace`. Symlinks are reported by `list` and `stat`, never followed out of the sandbox.',
+    sdkClass: 'ConchError',
   },
   NOT_A_DIRECTORY: {
     when: 'A directory operation (`list`, or `mkdir` under a parent) met a file where a directory was expected.',
     fix: 'Check the path with `sb.files.stat()` first.',
+    sdkClass: 'ConchError',
   },
   IS_A_DIRECTORY: {
     when: 'A file operation (`read`, `write`) named a directory.',
     fix: 'Name a file, or use `sb.files.list()` for a directory.',
+    sdkClass: 'ConchError',
   },
   FILE_EXISTS: {
     when: 'A `mkdir` or `rename` would overwrite something that already exists.',
     fix: 'Remove the target first, or choose another name.',
+    sdkClass: 'ConchError',
   },
   DIRECTORY_NOT_EMPTY: {
     when: 'A remove without `recursive` named a directory that still has entries.',
     fix: 'Pass `recursive: true` to remove the directory and everything in it.',
+    sdkClass: 'ConchError',
   },
   OUTPUT_LOST: {
     when: 'A client reattached from a byte offset that the bounded scrollback has already evicted. The client would have missed output, so it gets this error instead of silence. `details.earliestOffset` is the oldest offset still kept.',
-    fix: "Resume from `details.earliestOffset` if a gap is acceptable, or treat the run's output as incomplete. Reattach sooner, or raise the scrollback size, to avoid it. The SDK throws `OutputLostError`.",
+    fix: "Resume from `details.earliestOffset` if a gap is acceptable, or treat the run's output as incomplete. Reattach sooner, or raise the scrollback size, to avoid it.",
+    sdkClass: 'OutputLostError',
   },
   TOO_MANY_SANDBOXES: {
     when: 'The runner already has as many sandboxes as its limit allows (32 by default).',
     fix: "Destroy sandboxes you no longer need (`sb.destroy()`), or raise the runner's limit.",
+    sdkClass: 'RateLimitError',
   },
   TOO_MANY_SESSIONS: {
     when: 'The sandbox already has as many sessions as its limit allows (64 by default).',
     fix: 'Delete sessions you no longer need with `sb.deleteSession(id)`.',
+    sdkClass: 'RateLimitError',
   },
   TOO_MANY_PROCESSES: {
     when: 'The sandbox already has as many background processes as its limit allows (64 by default).',
     fix: 'Kill processes you no longer need with `p.kill()`.',
+    sdkClass: 'RateLimitError',
   },
   RATE_LIMITED: {
     when: 'Too much work is queued: more runs are waiting on a sandbox than the runner accepts (1024 by default).',
-    fix: 'Wait for queued runs to finish before sending more. The SDK throws `RateLimitError`.',
+    fix: 'Wait for queued runs to finish before sending more.',
+    sdkClass: 'RateLimitError',
   },
   DEADLINE_EXCEEDED: {
     when: "A call did not complete before its deadline: the SDK's client-side deadline, or a wait that gave up. A command that runs past its own timeout is not this error; it returns `timedOut: true`.",
     fix: 'Check that the runner is reachable and not overloaded. For long commands, raise `timeoutMs` on the run rather than waiting on the client side.',
+    sdkClass: 'DeadlineError',
   },
   AGENT_UNAVAILABLE: {
     when: "The runner could not reach the sandbox's agent, for example while a runner that just restarted is reconnecting to its agents.",
     fix: "Retry after a short wait. If it persists, read the sandbox's `status` and `deadReason`.",
+    sdkClass: 'ConnectionError',
   },
   CONNECTION_LOST: {
     when: 'The connection between the client and the runner, or between the runner and an agent, dropped while a call was in flight.',
     fix: 'The SDK reconnects with backoff and resumes from the last byte offset it saw, so a run usually completes anyway. If it gives up, it throws `ConnectionError`; check the network and the runner.',
+    sdkClass: 'ConnectionError',
   },
   INTERNAL: {
     when: 'The runner or the agent hit a bug.',
     fix: "Retry once. Then read the runner's logs for the request, and report the message with the ids it names.",
+    sdkClass: 'ConchError',
   },
 }

@@ -1,9 +1,34 @@
 // The errors page and the protocol's codes must not drift: every `ErrorCode` has a guide entry
-// and a section (an anchor) on the generated page, and nothing else does.
+// and a section (an anchor) on the generated page, and nothing else does; and the SDK class the page
+// names for a code is the one @conch/sdk really rejects with.
 import { ERROR_STATUS, ErrorCode } from '@conch/protocol'
+import {
+  AuthError,
+  ConchError,
+  ConnectionError,
+  DeadlineError,
+  OutputLostError,
+  RateLimitError,
+  Sandbox,
+  SandboxNotFoundError,
+  SessionNotFoundError,
+  ShellClosedError,
+} from '@conch/sdk'
 import { expect, it } from 'vitest'
 import { errorAnchor, renderErrorsPage } from '../scripts/errors-page.ts'
-import { ERROR_GUIDE } from '../src/error-guide.ts'
+import { ERROR_GUIDE, type SdkErrorClass } from '../src/error-guide.ts'
+
+const SDK_CLASSES: Record<SdkErrorClass, unknown> = {
+  ConchError,
+  ShellClosedError,
+  SandboxNotFoundError,
+  SessionNotFoundError,
+  AuthError,
+  RateLimitError,
+  OutputLostError,
+  ConnectionError,
+  DeadlineError,
+}
 
 it('has a guide entry for exactly the protocol error codes', () => {
   expect(Object.keys(ERROR_GUIDE).sort()).toEqual([...ErrorCode.options].sort())
@@ -22,4 +47,26 @@ it('renders one section per error code with its HTTP status', () => {
     expect(section, code).toContain(`HTTP status **${ERROR_STATUS[code]}**`)
     expect(page, code).toContain(`](#${errorAnchor(code)})`)
   }
+})
+
+it('names the class the SDK really rejects with for each code', async () => {
+  const wrong: string[] = []
+  for (const code of ErrorCode.options) {
+    // The SDK takes `fetch` as an option; this one answers every request with the error.
+    const fetch = async (): Promise<Response> =>
+      new Response(JSON.stringify({ error: { code, message: `a ${code} error` } }), {
+        status: ERROR_STATUS[code],
+        headers: { 'content-type': 'application/json' },
+      })
+    const error: unknown = await Sandbox.connect('sb_0123456789ab', {
+      url: 'http://runner.invalid',
+      apiKey: 'conch_docs_test_key',
+      fetch,
+    }).catch((e: unknown) => e)
+    const expected = SDK_CLASSES[ERROR_GUIDE[code].sdkClass]
+    if (!(error instanceof ConchError) || error.constructor !== expected || error.code !== code) {
+      wrong.push(`${code}: got ${error instanceof Error ? error.constructor.name : String(error)}`)
+    }
+  }
+  expect(wrong).toEqual([])
 })
