@@ -55,8 +55,8 @@ expectOk(
   await step(sh, 'git config user.email agent@example.com && git config user.name agent'),
   'git config',
 )
-const repo = (await step(sh, 'pwd')).stdout.trim()
-for (const [path, content] of Object.entries(FILES)) await sb.files.write(`${repo}/${path}`, content)
+// The files API takes paths relative to the workspace, where the shell started.
+for (const [path, content] of Object.entries(FILES)) await sb.files.write(`demo/${path}`, content)
 expectOk(await step(sh, 'git add -A && git commit -qm "initial import"'), 'initial commit')
 
 // The loop: check each tracked file, fix it when the checker finds something, verify, commit.

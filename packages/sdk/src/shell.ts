@@ -126,7 +126,8 @@ interface Run {
   onStderr: ((chunk: string | Uint8Array) => void) | undefined
   outDecoder: InstanceType<typeof TextDecoder> | null
   errDecoder: InstanceType<typeof TextDecoder> | null
-  deadline: ReturnType<typeof setTimeout> | undefined
+  /** `performance.now()` after which the client stops waiting for the run's end; 0 before it starts. */
+  deadlineAt: number
   abandoned: boolean
   resolve: (result: CommandResult<string | Uint8Array>) => void
   reject: (error: unknown) => void
@@ -177,6 +178,7 @@ export class Shell {
   #encoding: 'utf8' | 'base64' = 'base64'
   #closedError: ConchError | null = null
   #exitWaiters: Waiter[] = []
+  #sweep: ReturnType<typeof setInterval> | undefined
   #pongWaiters = new Map<number, Waiter>()
   #attach: { resolve: () => void; reject: (err: unknown) => void } | null = null
 
@@ -409,13 +411,17 @@ export class Shell {
     if (this.#closedError) return { id, promise: Promise.reject(this.#closedError) }
     const signal = options.signal
     if (signal?.aborted) return { id, promise: Promise.reject(signal.reason) }
-    const frame = JSON.stringify({
-      type: 'shell_run',
-      id,
-      command,
-      timeoutMs: options.timeoutMs,
-      ...stdinFields(options.stdin, encodeBase64),
-    })
+    // The id is [a-z0-9.] only, so the common frame is built without an intermediate object.
+    const frame =
+      options.stdin === undefined && options.timeoutMs === undefined
+        ? `{"type":"shell_run","id":"${id}","command":${JSON.stringify(command)}}`
+        : JSON.stringify({
+            type: 'shell_run',
+            id,
+            command,
+            timeoutMs: options.timeoutMs,
+            ...stdinFields(options.stdin, encodeBase64),
+          })
     let run!: Run
     const promise = new Promise<CommandResult<string | Uint8Array>>((resolve, reject) => {
       run = {
@@ -431,7 +437,7 @@ export class Shell {
         onStderr: options.onStderr,
         outDecoder: null,
         errDecoder: null,
-        deadline: undefined,
+        deadlineAt: 0,
         abandoned: false,
         resolve,
         reject,
@@ -606,21 +612,34 @@ export class Shell {
 
   #started(run: Run): void {
     run.state = 'started'
-    const ms = commandDeadlineMs(run.timeoutMs, this.#session.info.commandTimeoutMs, this.#graceMs)
-    run.deadline = setTimeout(() => {
+    run.deadlineAt =
+      performance.now() + commandDeadlineMs(run.timeoutMs, this.#session.info.commandTimeoutMs, this.#graceMs)
+    // One sweep per shell instead of a timer per run keeps the hot path to a field write.
+    if (this.#sweep === undefined) {
+      this.#sweep = setInterval(
+        () => this.#sweepDeadlines(),
+        Math.min(1_000, Math.max(10, this.#graceMs / 2)),
+      )
+      ;(this.#sweep as { unref?: () => void }).unref?.()
+    }
+  }
+
+  #sweepDeadlines(): void {
+    const now = performance.now()
+    for (const run of this.#runs.values()) {
+      if (run.state !== 'started' || run.abandoned || now < run.deadlineAt) continue
       this.#fail(
         run,
         new DeadlineError(
-          `run ${run.id} on shell ${this.sessionId} started ${ms} ms ago and the runner never reported its end; ` +
-            'the runner may be stuck: interrupt the shell or open a new one',
+          `run ${run.id} on shell ${this.sessionId} passed its timeout plus ${this.#graceMs} ms and the runner ` +
+            'never reported its end; the runner may be stuck: interrupt the shell or open a new one',
         ),
       )
-    }, ms)
+    }
   }
 
   #finish(run: Run, exit: { code: number; timedOut: boolean; durationMs: number }): void {
     run.state = 'done'
-    clearTimeout(run.deadline)
     this.#runs.delete(run.id)
     if (run.abandoned) return
     try {
@@ -651,7 +670,6 @@ export class Shell {
   #fail(run: Run, error: unknown): void {
     if (run.abandoned) return
     run.abandoned = true
-    clearTimeout(run.deadline)
     if (run.state === 'waiting') {
       run.state = 'done'
       this.#runs.delete(run.id)
@@ -775,6 +793,7 @@ export class Shell {
     if (this.#closedError) return
     this.#closedError = error
     this.#live = false
+    clearInterval(this.#sweep)
     this.#conn.close()
     this.#attach?.reject(error)
     this.#attach = null
