@@ -421,7 +421,7 @@ export class Sandbox {
     onOutput: ((output: ShellOutput) => void) | undefined,
   ): Promise<Shell> {
     this.#WebSocket ??= resolveWebSocket(this.#options.WebSocket)
-    const shell = new Shell({
+    const shell: Shell = new Shell({
       session,
       sandboxId: this.id,
       baseUrl: this.#http.baseUrl,
@@ -432,9 +432,10 @@ export class Sandbox {
       owned,
       offset,
       onOutput,
+      onClose: () => this.#shells.delete(shell),
     })
-    await shell.open()
     this.#shells.add(shell)
+    await shell.open()
     return shell
   }
 }

@@ -87,6 +87,7 @@ export interface ShellInit {
   owned: boolean
   offset: number | undefined
   onOutput: ((output: ShellOutput) => void) | undefined
+  onClose: (() => void) | undefined
 }
 
 /** Run options with the encoding resolved; callbacks get the type the encoding implies. */
@@ -165,6 +166,7 @@ export class Shell {
   readonly #graceMs: number
   readonly #owned: boolean
   readonly #onOutput: ((output: ShellOutput) => void) | undefined
+  readonly #onClose: (() => void) | undefined
   readonly #prefix = Math.random().toString(36).slice(2, 8)
   readonly #runs = new Map<string, Run>()
   #outbox: Run[] = []
@@ -193,6 +195,7 @@ export class Shell {
     this.#graceMs = init.policy.runDeadlineGraceMs
     this.#owned = init.owned
     this.#onOutput = init.onOutput
+    this.#onClose = init.onClose
     if (init.offset !== undefined) {
       this.#offset = init.offset
       this.#hasOffset = true
@@ -239,9 +242,16 @@ export class Shell {
         () => undefined,
         (e: unknown) => e,
       )
-      throw fatal ?? asConchError(err)
+      const error = asConchError(fatal ?? err)
+      this.#closeAll(error)
+      throw error
     }
-    await attached
+    try {
+      await attached
+    } catch (err) {
+      this.#closeAll(asConchError(err))
+      throw err
+    }
     return this
   }
 
@@ -801,6 +811,7 @@ export class Shell {
     this.#runs.clear()
     this.#outbox = []
     this.#onDrop()
+    this.#onClose?.()
   }
 
   #throwIfClosed(): void {

@@ -298,3 +298,16 @@ describe('Shell', () => {
     expect(runner.sessions.has(id)).toBe(false)
   })
 })
+
+describe('Shell on an injected WebSocket', () => {
+  test('runs over the ws package passed as the WebSocket option', async ({ runner }) => {
+    const { WebSocket } = await import('ws')
+    await using sb = await Sandbox.connect(runner.sandboxId, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      WebSocket,
+    })
+    await using sh = await sb.shell()
+    expect((await sh.run('echo via-ws')).stdout).toBe('via-ws\n')
+  })
+})
