@@ -1,4 +1,5 @@
 import { LIMITS } from '@conch/protocol'
+import { asyncDispose } from './async-dispose.ts'
 import { BackgroundProcess } from './background-process.ts'
 import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
@@ -399,7 +400,7 @@ export class Sandbox {
   }
 
   /** Destroys a sandbox made by `Sandbox.create`; for one from `connect`, closes its shells. */
-  async [Symbol.asyncDispose](): Promise<void> {
+  async [asyncDispose](): Promise<void> {
     if (!this.#owned) {
       this.#closeShells()
       return

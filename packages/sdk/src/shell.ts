@@ -1,4 +1,5 @@
 import { BEARER_SUBPROTOCOL_PREFIX, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import { asyncDispose } from './async-dispose.ts'
 import { AsyncQueue } from './async-queue.ts'
 import { decodeBase64, encodeBase64 } from './base64.ts'
 import type { CommandResult, OutputEncoding, OutputOf } from './command-result.ts'
@@ -398,7 +399,7 @@ export class Shell {
   }
 
   /** Closes the socket and, for a shell made by `sb.shell()`, deletes its session. */
-  async [Symbol.asyncDispose](): Promise<void> {
+  async [asyncDispose](): Promise<void> {
     this.close()
     if (this.#owned) {
       await this.#session.delete().catch((err: unknown) => {
