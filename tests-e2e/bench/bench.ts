@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { Sandbox } from '@conch/sdk'
+import { Sandbox, type Shell } from '@conch/sdk'
 import { REPO_ROOT, startRunner } from '../harness/runner-process.ts'
 import {
   type BenchReport,
@@ -40,7 +40,7 @@ function setting(name: string, full: number, quick: number): number {
 const CONFIG = {
   rounds: setting('BENCH_ROUNDS', 3, 3),
   sequentialRuns: setting('BENCH_SEQUENTIAL_RUNS', 2000, 300),
-  execRuns: setting('BENCH_EXEC_RUNS', 300, 40),
+  execRuns: setting('BENCH_EXEC_RUNS', 2000, 40),
   warmupRuns: setting('BENCH_WARMUP_RUNS', 100, 20),
   pipelined: [100, setting('BENCH_PIPELINED_MAX', 2000, 2000)],
   parallelSessions: setting('BENCH_PARALLEL_SESSIONS', 100, 20),
@@ -48,6 +48,9 @@ const CONFIG = {
   streamBytes: setting('BENCH_STREAM_BYTES', 1024 ** 3, 64 * 1024 ** 2),
   idleSessions: setting('BENCH_IDLE_SESSIONS', 1000, 100),
   startupRounds: setting('BENCH_STARTUP_ROUNDS', 5, 3),
+  // The agent caps sessions per sandbox at the protocol default (64) whatever the runner's
+  // flag says, so many sessions are spread over several sandboxes.
+  sessionsPerSandbox: setting('BENCH_SESSIONS_PER_SANDBOX', 60, 60),
   deadlineMs: setting('BENCH_DEADLINE_MS', 540_000, 240_000),
 }
 
@@ -149,6 +152,12 @@ async function inBatches<T>(count: number, width: number, make: (i: number) => P
   return out
 }
 
+/** Splits `count` sessions over sandboxes of at most `CONFIG.sessionsPerSandbox` each. */
+function spread(count: number): number[] {
+  const per = CONFIG.sessionsPerSandbox
+  return Array.from({ length: Math.ceil(count / per) }, (_, i) => Math.min(per, count - i * per))
+}
+
 function assertExit(result: { exitCode: number }, what: string): void {
   if (result.exitCode !== 0) throw new Error(`${what} exited with ${result.exitCode}`)
 }
@@ -185,8 +194,10 @@ async function main(): Promise<void> {
   log(`config ${JSON.stringify(CONFIG)}`)
   await using runner = await startRunner({
     args: [
-      '--max-sessions-per-sandbox',
-      String(Math.max(CONFIG.idleSessions, CONFIG.parallelSessions) + 16),
+      '--max-sandboxes',
+      String(
+        Math.ceil(Math.max(CONFIG.idleSessions, CONFIG.parallelSessions) / CONFIG.sessionsPerSandbox) + 8,
+      ),
       '--max-queued-runs-per-sandbox',
       String(Math.max(...CONFIG.pipelined) * 2 + CONFIG.parallelSessions * 2),
       '--log-level',
@@ -275,9 +286,14 @@ async function main(): Promise<void> {
         await Promise.all(pipes.map((ps) => ps[Symbol.asyncDispose]()))
       }
 
-      const box = await Sandbox.create(connection)
+      const boxes: Sandbox[] = []
       try {
-        const shells = await inBatches(p, 16, () => box.shell())
+        const shells: Shell[] = []
+        for (const n of spread(p)) {
+          const box = await Sandbox.create(connection)
+          boxes.push(box)
+          shells.push(...(await inBatches(n, 16, () => box.shell())))
+        }
         await Promise.all(shells.map((s) => s.run('true')))
         const samples: number[] = []
         const wall = await wallTime(() =>
@@ -291,9 +307,9 @@ async function main(): Promise<void> {
           `bash over pipes: ${label}, throughput`,
         )
         recordLatency('parallel', `${label}, latency`, samples, `bash over pipes: ${label}, latency`)
-        await Promise.all(shells.map((s) => s[Symbol.asyncDispose]()))
+        for (const s of shells) s.close()
       } finally {
-        await box.destroy()
+        await Promise.all(boxes.map((box) => box.destroy()))
       }
     })
 
@@ -344,30 +360,41 @@ async function main(): Promise<void> {
       recordValue('reference', 'bare bash RSS', 'KB', bareBash / KB)
       recordValue('reference', 'bare bash PSS', 'KB', pssBytes(pipe.pid) / KB)
 
-      const box = await Sandbox.create(connection)
+      const plan = spread(k)
+      const boxes: Sandbox[] = []
       try {
-        assertExit(await box.exec('true', { sessionId: 'default' }), 'default session')
-        const start = sandboxProcesses(runner.sweepTarget, runner.pid, box.id)
+        for (const _ of plan) {
+          const box = await Sandbox.create(connection)
+          boxes.push(box)
+          assertExit(await box.exec('true', { sessionId: 'default' }), 'default session')
+        }
+        const starts = boxes.map((box) => sandboxProcesses(runner.sweepTarget, runner.pid, box.id))
         const runnerBefore = rssBytes(runner.pid)
-        const agentBefore = rssBytes(start.agent)
-        await inBatches(k, 16, () => box.createSession())
-        const after = sandboxProcesses(runner.sweepTarget, runner.pid, box.id)
-        const added = after.bashes.filter((pid) => !start.bashes.includes(pid))
-        if (added.length < k) throw new Error(`expected ${k} new bash processes, found ${added.length}`)
+        const agentsBefore = starts.map((start) => rssBytes(start.agent))
+        for (const [i, box] of boxes.entries()) await inBatches(plan[i]!, 16, () => box.createSession())
         const runnerDelta = (rssBytes(runner.pid) - runnerBefore) / k
-        const agentDelta = (rssBytes(after.agent) - agentBefore) / k
+        let agentGrowth = 0
+        const added: number[] = []
+        for (const [i, box] of boxes.entries()) {
+          const after = sandboxProcesses(runner.sweepTarget, runner.pid, box.id)
+          agentGrowth += rssBytes(after.agent) - agentsBefore[i]!
+          added.push(...after.bashes.filter((pid) => !starts[i]!.bashes.includes(pid)))
+        }
+        if (added.length < k) throw new Error(`expected ${k} new bash processes, found ${added.length}`)
+        const agentDelta = agentGrowth / k
         const bashRss = added.reduce((sum, pid) => sum + rssBytes(pid), 0) / added.length
         const bashPss = added.reduce((sum, pid) => sum + pssBytes(pid), 0) / added.length
+        const sessions = `${k} sessions over ${boxes.length} sandboxes`
         recordValue(
           'memory',
-          `idle session: runner RSS per session (${k} sessions)`,
+          `idle session: runner RSS per session (${sessions})`,
           'KB',
           runnerDelta / KB,
           'bare bash RSS',
         )
         recordValue(
           'memory',
-          `idle session: agent RSS per session (${k} sessions)`,
+          `idle session: agent RSS per session (${sessions})`,
           'KB',
           agentDelta / KB,
           'bare bash RSS',
@@ -382,7 +409,7 @@ async function main(): Promise<void> {
         recordValue('memory', 'idle session: bash RSS', 'KB', bashRss / KB, 'bare bash RSS')
         recordValue('memory', 'idle session: bash PSS', 'KB', bashPss / KB, 'bare bash PSS')
       } finally {
-        await box.destroy()
+        await Promise.all(boxes.map((box) => box.destroy()))
       }
     })
 
