@@ -11,7 +11,14 @@ import { ShapeError } from './wire-shape.ts'
 /** The longest single wait request; `wait()` repeats it until the process ends or its own budget runs out. */
 const WAIT_SLICE_MS = 60_000
 
-/** Output of a background process since the previous poll. */
+/**
+ * Output of a background process since the previous poll.
+ *
+ * @example
+ * ```ts
+ * const { stdout, stderr, status } = await proc.output()
+ * ```
+ */
 export interface ProcessOutputChunk {
   /** stdout text since the previous poll (whole characters). */
   stdout: string
@@ -21,7 +28,17 @@ export interface ProcessOutputChunk {
   status: ProcessInfo['status']
 }
 
-/** One event of a process stream: output in arrival order, then one `exit`. */
+/**
+ * One event of a process stream: output in arrival order, then one `exit`.
+ *
+ * @example
+ * ```ts
+ * for await (const ev of proc.stream()) {
+ *   if (ev.type === 'exit') console.log('exited', ev.exitCode)
+ *   else console.log(ev.type, ev.data)
+ * }
+ * ```
+ */
 export type ProcessEvent =
   | { type: 'stdout'; data: string }
   | { type: 'stderr'; data: string }

@@ -1,10 +1,24 @@
 import type { RunResult } from '@conch/protocol'
 import { decodeBase64 } from './base64.ts'
 
-/** How output is returned: `utf8` text (the default) or `binary` bytes, lossless. */
+/**
+ * How output is returned: `utf8` text (the default) or `binary` bytes, lossless.
+ *
+ * @example
+ * ```ts
+ * const bytes = await sh.run('cat image.png', { encoding: 'binary' satisfies OutputEncoding })
+ * ```
+ */
 export type OutputEncoding = 'utf8' | 'binary'
 
-/** The output type for an encoding: `string` for `utf8`, `Uint8Array` for `binary`. */
+/**
+ * The output type for an encoding: `string` for `utf8`, `Uint8Array` for `binary`.
+ *
+ * @example
+ * ```ts
+ * const data: OutputOf<'binary'> = (await sh.run('head -c 4 /dev/urandom', { encoding: 'binary' })).stdout
+ * ```
+ */
 export type OutputOf<E extends OutputEncoding> = E extends 'binary' ? Uint8Array : string
 
 /**

@@ -3,7 +3,14 @@ import type { ErrorCode } from './error-code.ts'
 // The SDK's error classes. `ConchError` carries the protocol `code`; a subclass exists only
 // where callers branch on it. `errorFromWire` (error-from-wire.ts) picks the class for a code.
 
-/** Facts an error carries besides its message. */
+/**
+ * Facts an error carries besides its message.
+ *
+ * @example
+ * ```ts
+ * throw new ConchError('BAD_REQUEST', 'a path is required', { cause: err, details: { field: 'path' } })
+ * ```
+ */
 export interface ConchErrorOptions {
   /** The error that caused this one (ES2022 `cause`). */
   cause?: unknown

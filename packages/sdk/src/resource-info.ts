@@ -2,7 +2,14 @@
 // protocol's zod-inferred types field for field (a type test holds them equal), and exist so
 // the published `.d.ts` is readable and needs no zod.
 
-/** Resource limits of a sandbox; drivers without isolation record them but cannot enforce them. */
+/**
+ * Resource limits of a sandbox; drivers without isolation record them but cannot enforce them.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.create({ url, apiKey, limits: { memoryBytes: 512 * 2 ** 20, cpus: 1, pids: 256 } })
+ * ```
+ */
 export interface SandboxLimits {
   /** Memory limit in bytes. */
   memoryBytes?: number | undefined
@@ -14,7 +21,14 @@ export interface SandboxLimits {
   diskBytes?: number | undefined
 }
 
-/** A sandbox as the runner reports it. */
+/**
+ * A sandbox as the runner reports it.
+ *
+ * @example
+ * ```ts
+ * const dead = (await Sandbox.list({ url, apiKey })).filter((s) => s.status === 'dead')
+ * ```
+ */
 export interface SandboxInfo {
   /** Sandbox id (`sb_...`). */
   id: string
@@ -38,7 +52,14 @@ export interface SandboxInfo {
   deadReason: string | null
 }
 
-/** A sandbox-scoped access token. */
+/**
+ * A sandbox-scoped access token.
+ *
+ * @example
+ * ```ts
+ * const { token, expiresAt } = await sb.createAccessToken({ ttlMs: 60_000 })
+ * ```
+ */
 export interface AccessToken {
   /** The bearer secret; usable only for this sandbox. Shown once. */
   token: string
@@ -48,7 +69,15 @@ export interface AccessToken {
   expiresAt: number
 }
 
-/** Why and how a shell closed. */
+/**
+ * Why and how a shell closed.
+ *
+ * @example
+ * ```ts
+ * const { closed } = await (await sb.getSession('build')).refresh()
+ * if (closed) console.log(`bash ended: ${closed.reason}`)
+ * ```
+ */
 export interface ShellClosedInfo {
   /** bash's exit status, when it exited. */
   code: number | null
@@ -58,7 +87,14 @@ export interface ShellClosedInfo {
   reason: string
 }
 
-/** A session as the runner reports it. */
+/**
+ * A session as the runner reports it.
+ *
+ * @example
+ * ```ts
+ * const busy = (await sb.listSessions()).filter((s) => s.running !== null || s.queued > 0)
+ * ```
+ */
 export interface SessionInfo {
   /** Session id. */
   id: string
@@ -84,7 +120,14 @@ export interface SessionInfo {
   closed: ShellClosedInfo | null
 }
 
-/** One command in a session's history. */
+/**
+ * One command in a session's history.
+ *
+ * @example
+ * ```ts
+ * for (const entry of await sh.history({ prefix: 'git ' })) console.log(entry.index, entry.command, entry.exitCode)
+ * ```
+ */
 export interface HistoryEntry {
   /** Position in the history, from 0; stable for the session's life. */
   index: number
@@ -98,7 +141,14 @@ export interface HistoryEntry {
   durationMs: number | null
 }
 
-/** A background process as the runner reports it. */
+/**
+ * A background process as the runner reports it.
+ *
+ * @example
+ * ```ts
+ * const running = (await sb.listProcesses()).filter((p) => p.info.status === 'running')
+ * ```
+ */
 export interface ProcessInfo {
   /** Process id within the sandbox (`proc_...`, not the OS pid). */
   id: string
@@ -120,7 +170,14 @@ export interface ProcessInfo {
   offset: number
 }
 
-/** What a directory entry or stat reports. */
+/**
+ * What a directory entry or stat reports.
+ *
+ * @example
+ * ```ts
+ * const dirs = (await sb.files.list('/workspace')).filter((f) => f.type === 'directory')
+ * ```
+ */
 export interface FileInfo {
   /** Absolute sandbox path (`/workspace/...`). */
   path: string

@@ -27,6 +27,11 @@ import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './w
 /**
  * How to reach a runner. Pass `apiKey` on a server, or a sandbox-scoped `token` (from
  * `sb.createAccessToken()`) in a browser or another untrusted place.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.connect(id, { url: 'http://127.0.0.1:7878', apiKey, requestTimeoutMs: 10_000 })
+ * ```
  */
 export interface ConnectOptions {
   /** Runner base URL, such as `http://127.0.0.1:7070`. */
@@ -47,7 +52,14 @@ export interface ConnectOptions {
   connection?: Partial<ConnectionPolicy>
 }
 
-/** Options of `Sandbox.create`: how to reach the runner, plus the new sandbox's settings. */
+/**
+ * Options of `Sandbox.create`: how to reach the runner, plus the new sandbox's settings.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.create({ url, apiKey, env: { CI: '1' }, idleTimeoutMs: 10 * 60_000, metadata: { task: 't-42' } })
+ * ```
+ */
 export interface CreateSandboxOptions extends ConnectOptions {
   /** Driver name; default: the runner's. */
   driver?: string
@@ -61,7 +73,14 @@ export interface CreateSandboxOptions extends ConnectOptions {
   metadata?: Record<string, string>
 }
 
-/** Options of `sb.exec`. */
+/**
+ * Options of `sb.exec`.
+ *
+ * @example
+ * ```ts
+ * const r = await sb.exec('make', { cwd: '/workspace/app', env: { JOBS: '4' }, timeoutMs: 120_000 })
+ * ```
+ */
 export interface SandboxExecOptions<E extends OutputEncoding = 'utf8'> extends ExecOptions<E> {
   /** Working directory of the fresh process. */
   cwd?: string
@@ -71,7 +90,14 @@ export interface SandboxExecOptions<E extends OutputEncoding = 'utf8'> extends E
   sessionId?: string
 }
 
-/** Options of a new session. */
+/**
+ * Options of a new session.
+ *
+ * @example
+ * ```ts
+ * const s = await sb.createSession({ id: 'build', cwd: 'app', env: { NODE_ENV: 'test' }, commandTimeoutMs: 60_000 })
+ * ```
+ */
 export interface SessionOptions {
   /** Session id; generated when absent. */
   id?: string
@@ -85,13 +111,27 @@ export interface SessionOptions {
   cleanEnv?: boolean
 }
 
-/** Options of `sb.shell`. */
+/**
+ * Options of `sb.shell`.
+ *
+ * @example
+ * ```ts
+ * await using sh = await sb.shell({ cwd: 'app', onOutput: (o) => console.log('background:', o.data) })
+ * ```
+ */
 export interface ShellOptions extends SessionOptions {
   /** Output no run of this shell owns: background jobs between runs, other clients' runs. */
   onOutput?: (output: ShellOutput) => void
 }
 
-/** Options of `sb.reattachShell`. */
+/**
+ * Options of `sb.reattachShell`.
+ *
+ * @example
+ * ```ts
+ * const sh = await sb.reattachShell(sessionId, { offset: lastSeenOffset, onOutput: (o) => log(o.data) })
+ * ```
+ */
 export interface ReattachOptions {
   /** Replay output from this log offset; default: only new output. */
   offset?: number
@@ -99,7 +139,14 @@ export interface ReattachOptions {
   onOutput?: (output: ShellOutput) => void
 }
 
-/** Options of `sb.startProcess`. */
+/**
+ * Options of `sb.startProcess`.
+ *
+ * @example
+ * ```ts
+ * const p = await sb.startProcess('npm run dev', { sessionId: sh.sessionId }) // inherits the shell's cwd and env
+ * ```
+ */
 export interface StartProcessOptions {
   /** Working directory. */
   cwd?: string

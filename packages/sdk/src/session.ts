@@ -7,7 +7,14 @@ import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import { SessionAliases } from './session-aliases.ts'
 import { SessionEnv } from './session-env.ts'
 
-/** Options of a buffered command run over REST. */
+/**
+ * Options of a buffered command run over REST.
+ *
+ * @example
+ * ```ts
+ * const r = await build.exec('cat', { stdin: 'hello', timeoutMs: 5_000 })
+ * ```
+ */
 export interface ExecOptions<E extends OutputEncoding = 'utf8'> {
   /** Timeout; the runner clamps it between 1 s and its maximum. */
   timeoutMs?: number
@@ -19,7 +26,14 @@ export interface ExecOptions<E extends OutputEncoding = 'utf8'> {
   signal?: AbortSignal
 }
 
-/** A query over a session's history. */
+/**
+ * A query over a session's history.
+ *
+ * @example
+ * ```ts
+ * const last = await sh.history({ contains: 'npm', limit: 5 })
+ * ```
+ */
 export interface HistoryQuery {
   /** Keep commands that contain this text. */
   contains?: string

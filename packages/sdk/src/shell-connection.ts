@@ -9,7 +9,14 @@ import type { WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'
 // byte offset). It knows nothing about runs: it hands every parsed frame to `onFrame` and
 // reports `onDrop` and `onGiveUp`. A protocol error in a frame is reported, never thrown.
 
-/** How a connection reconnects and checks liveness. */
+/**
+ * How a connection reconnects and checks liveness.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.connect(id, { url, apiKey, connection: { heartbeatIntervalMs: 5_000, maxReconnectAttempts: 20 } })
+ * ```
+ */
 export interface ConnectionPolicy {
   /** Interval between heartbeats; the socket counts as dead after 2.5 intervals of silence. */
   heartbeatIntervalMs: number

@@ -42,7 +42,15 @@ const EMPTY = new Uint8Array(0)
 const textDecoder = new TextDecoder()
 const textEncoder = new TextEncoder()
 
-/** Options of one `sh.run`. */
+/**
+ * Options of one `sh.run`.
+ *
+ * @example
+ * ```ts
+ * const ac = new AbortController()
+ * const r = await sh.run('npm test', { timeoutMs: 60_000, signal: ac.signal, onStdout: (s) => ui.append(s) })
+ * ```
+ */
 export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
   /** Timeout; the runner clamps it between 1 s and its maximum. Default: the session's. */
   timeoutMs?: number
@@ -58,13 +66,30 @@ export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
   onStderr?: (chunk: OutputOf<E>) => void
 }
 
-/** One event of `sh.stream`: output chunks in arrival order, then exactly one `exit`. */
+/**
+ * One event of `sh.stream`: output chunks in arrival order, then exactly one `exit`.
+ *
+ * @example
+ * ```ts
+ * for await (const ev of sh.stream('make')) {
+ *   if (ev.type === 'exit') console.log('exit', ev.code)
+ *   else process.stdout.write(ev.data)
+ * }
+ * ```
+ */
 export type ShellEvent<T extends string | Uint8Array = string> =
   | { type: 'stdout'; data: T }
   | { type: 'stderr'; data: T }
   | { type: 'exit'; code: number; timedOut: boolean; durationMs: number }
 
-/** Output on the shell that no run of this client owns: background jobs, other clients' runs, replay. */
+/**
+ * Output on the shell that no run of this client owns: background jobs, other clients' runs, replay.
+ *
+ * @example
+ * ```ts
+ * const sh = await sb.shell({ onOutput: ({ stream, data }) => console.log(stream, new TextDecoder().decode(data)) })
+ * ```
+ */
 export interface ShellOutput {
   /** The run it belongs to (another client's), or null for output between runs. */
   runId: string | null
@@ -406,11 +431,6 @@ export class Shell {
         if (!(err instanceof ConchErrorClass) || err.code !== 'SESSION_NOT_FOUND') throw err
       })
     }
-  }
-
-  /** Drops the socket as a network failure would; the shell reconnects and resumes. For tests. */
-  simulateDrop(): void {
-    this.#conn.drop()
   }
 
   #start(

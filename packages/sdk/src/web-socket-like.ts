@@ -4,7 +4,15 @@ import { ConnectionError } from './conch-error.ts'
 // `globalThis.WebSocket`; the `ws` package implements it too. Listeners take `unknown` so that
 // every implementation's own event types fit; the SDK reads events defensively.
 
-/** A WebSocket as the SDK uses it: the standard browser API, or `ws`. */
+/**
+ * A WebSocket as the SDK uses it: the standard browser API, or `ws`.
+ *
+ * @example
+ * ```ts
+ * import { WebSocket } from 'ws'
+ * const ctor: WebSocketConstructor = WebSocket // ws instances are WebSocketLike
+ * ```
+ */
 export interface WebSocketLike {
   /** 0 connecting, 1 open, 2 closing, 3 closed. */
   readonly readyState: number
@@ -18,10 +26,25 @@ export interface WebSocketLike {
   addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: unknown) => void): void
 }
 
-/** A WebSocket constructor: `globalThis.WebSocket`, or the `ws` package's `WebSocket`. */
+/**
+ * A WebSocket constructor: `globalThis.WebSocket`, or the `ws` package's `WebSocket`.
+ *
+ * @example
+ * ```ts
+ * import { WebSocket } from 'ws'
+ * const sb = await Sandbox.connect(id, { url, apiKey, WebSocket })
+ * ```
+ */
 export type WebSocketConstructor = new (url: string, protocols: string[]) => WebSocketLike
 
-/** The `fetch` function the SDK calls; defaults to `globalThis.fetch`. */
+/**
+ * The `fetch` function the SDK calls; defaults to `globalThis.fetch`.
+ *
+ * @example
+ * ```ts
+ * const sb = await Sandbox.connect(id, { url, apiKey, fetch: (input, init) => fetch(input, { ...init, keepalive: true }) })
+ * ```
+ */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>
 
 /** Where the `ws` package is imported from on runtimes without a global WebSocket. */
