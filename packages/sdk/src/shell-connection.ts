@@ -131,12 +131,6 @@ export class ShellConnection {
     if (socket && socket.readyState < 2) socket.close(1000, 'client closed')
   }
 
-  /** Drops the current socket as if the network failed; a reconnect follows. */
-  drop(): void {
-    const socket = this.#socket
-    if (socket) this.#lost(socket)
-  }
-
   #dial(reconnect: boolean, onOpen?: () => void, onFail?: (err: unknown) => void): void {
     let socket: WebSocketLike
     try {
