@@ -4,9 +4,11 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 
-/** One measured figure. */
+/** One measured figure (shape: bench/README.md at the repository root). */
 export interface BenchResult {
-  /** What was measured, e.g. `shell.run (conch)`. */
+  /** `reference`, `latency`, `pipelining`, `parallel`, `streaming`, `memory`, `startup`, ... */
+  group: string
+  /** What was measured, e.g. `shell.run('true')`; stable across runs. */
   name: string
   /** Unit of `value` and the percentiles, e.g. `ms`, `ops/s`, `MB`. */
   unit: string
@@ -15,7 +17,7 @@ export interface BenchResult {
   p50?: number
   p90?: number
   p99?: number
-  /** value ÷ the spawn-per-command baseline's value. */
+  /** value ÷ the matching reference figure of the same run. */
   ratioToBaseline?: number
 }
 
@@ -25,8 +27,8 @@ export interface BenchFile {
   machine: Record<string, string | number | boolean>
   /** How the figures were measured, in words. */
   method: string
-  /** When the run happened, if recorded. */
-  date?: string
+  /** When the run happened (ISO 8601), if recorded. */
+  generatedAt?: string
   results: BenchResult[]
 }
 
@@ -45,7 +47,8 @@ export function parseBenchFile(json: unknown): BenchFile | null {
     if (!isRecord(r) || typeof r.name !== 'string' || typeof r.unit !== 'string') continue
     const value = optionalNumber(r.value) ?? optionalNumber(r.p50)
     if (value === undefined) continue
-    const result: BenchResult = { name: r.name, unit: r.unit, value }
+    const group = typeof r.group === 'string' ? r.group : 'results'
+    const result: BenchResult = { group, name: r.name, unit: r.unit, value }
     for (const key of ['p50', 'p90', 'p99', 'ratioToBaseline'] as const) {
       const n = optionalNumber(r[key])
       if (n !== undefined) result[key] = n
@@ -58,8 +61,8 @@ export function parseBenchFile(json: unknown): BenchFile | null {
       if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') machine[k] = v
     }
   }
-  const date = typeof json.date === 'string' ? json.date : undefined
-  return { machine, method: json.method, results, ...(date ? { date } : {}) }
+  const generatedAt = typeof json.generatedAt === 'string' ? json.generatedAt : undefined
+  return { machine, method: json.method, results, ...(generatedAt ? { generatedAt } : {}) }
 }
 
 /** The repository root: the nearest folder upwards holding pnpm-workspace.yaml. */
@@ -82,9 +85,58 @@ export function loadBenchResults(): BenchFile | null {
   return parseBenchFile(JSON.parse(readFileSync(file, 'utf8')))
 }
 
-/** The per-command latency of `shell.run`, the landing page's figure. */
-export function shellRunLatency(bench: BenchFile | null): BenchResult | null {
-  return bench?.results.find((r) => /shell\.run/i.test(r.name) && r.unit === 'ms') ?? null
+/** One command's latency through a persistent shell, next to the ways of running it without one. */
+export interface LatencyComparison {
+  /** The command, as the benchmark names it: `'true'`. */
+  command: string
+  /** `shell.run(command)` through SDK, runner and agent. */
+  shell: BenchResult
+  /** `sb.exec(command)`: a fresh process per command, through the same stack. */
+  exec: BenchResult | null
+  /** A fresh `bash -c` spawned from Node, no conch involved. */
+  spawn: BenchResult | null
+  /** A bare Node client driving one bash over pipes: the floor. */
+  pipes: BenchResult | null
+}
+
+/** Per command: shell.run against exec, a bare spawn and bare bash over pipes. */
+export function latencyComparisons(bench: BenchFile | null): LatencyComparison[] {
+  const out: LatencyComparison[] = []
+  const find = (name: string): BenchResult | null =>
+    bench?.results.find((r) => r.name === name && r.unit === 'ms') ?? null
+  for (const r of bench?.results ?? []) {
+    const match = /^shell\.run\((.+)\)$/.exec(r.name)
+    if (!match?.[1] || r.unit !== 'ms') continue
+    const command = match[1]
+    const bare = command.replace(/^'(.*)'$/, '$1')
+    out.push({
+      command,
+      shell: r,
+      exec: find(`sb.exec(${command})`),
+      spawn: find(`fresh bash -c from Node: ${bare}`),
+      pipes: find(`bash over pipes: ${bare}`),
+    })
+  }
+  return out
+}
+
+/** The landing page's figure: the first command's comparison. */
+export function headlineLatency(bench: BenchFile | null): LatencyComparison | null {
+  return latencyComparisons(bench)[0] ?? null
+}
+
+/** A machine fact for humans: byte counts in GiB, everything else as given. */
+export function formatMachineValue(key: string, value: string | number | boolean): string {
+  if (typeof value === 'number' && /bytes$/i.test(key)) return `${(value / 2 ** 30).toFixed(1)} GiB`
+  return String(value)
+}
+
+/** A camelCase key as words: `cpuModel` gives `cpu model`. */
+export function machineLabel(key: string): string {
+  return key
+    .replace(/Bytes$/, '')
+    .replace(/([a-z])([A-Z])/g, '$1 $2')
+    .toLowerCase()
 }
 
 /** Formats a number for a chart label: 3 significant digits, no exponent. */

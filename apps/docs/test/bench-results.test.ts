@@ -1,0 +1,50 @@
+// The benchmark page reads bench/results/latest.json in the shape bench/README.md documents;
+// these tests pin that reading, including what happens with a foreign or partial file.
+import { expect, it } from 'vitest'
+import { headlineLatency, latencyComparisons, parseBenchFile } from '../src/bench-results.ts'
+
+const SAMPLE = {
+  generatedAt: '2026-01-02T03:04:05.000Z',
+  machine: { cpus: 2, cpuModel: 'Example CPU', memoryBytes: 8 * 2 ** 30, node: 'v24.0.0', os: 'linux' },
+  method: 'Full stack, 3 rounds.',
+  results: [
+    { group: 'reference', name: 'bash over pipes: true', unit: 'ms', value: 0.03, p50: 0.03, p99: 0.2 },
+    {
+      group: 'latency',
+      name: "shell.run('true')",
+      unit: 'ms',
+      value: 1,
+      p50: 1,
+      p99: 4,
+      ratioToBaseline: 33,
+    },
+    { group: 'reference', name: 'fresh bash -c from Node: true', unit: 'ms', value: 4, p50: 4 },
+    { group: 'latency', name: "sb.exec('true')", unit: 'ms', value: 6, p50: 6, ratioToBaseline: 200 },
+    { group: 'memory', name: 'idle session: bash RSS', unit: 'KB', value: 3400 },
+    { group: 'broken', name: 'no value', unit: 'ms' },
+  ],
+}
+
+it('reads the documented shape and skips figures without a value', () => {
+  const bench = parseBenchFile(SAMPLE)
+  expect(bench?.method).toBe('Full stack, 3 rounds.')
+  expect(bench?.generatedAt).toBe(SAMPLE.generatedAt)
+  expect(bench?.machine.cpuModel).toBe('Example CPU')
+  expect(bench?.results.map((r) => r.name)).not.toContain('no value')
+  expect(bench?.results).toHaveLength(5)
+})
+
+it('pairs shell.run with exec, a bare spawn and bash over pipes for the same command', () => {
+  const [c] = latencyComparisons(parseBenchFile(SAMPLE))
+  expect(c?.command).toBe("'true'")
+  expect(c?.shell.p50).toBe(1)
+  expect(c?.exec?.value).toBe(6)
+  expect(c?.spawn?.value).toBe(4)
+  expect(c?.pipes?.value).toBe(0.03)
+})
+
+it('has no headline figure when there is no file or no method', () => {
+  expect(headlineLatency(null)).toBeNull()
+  expect(parseBenchFile({ results: [] })).toBeNull()
+  expect(parseBenchFile('not json')).toBeNull()
+})
