@@ -1,6 +1,6 @@
 import { test as base, describe, expect } from 'vitest'
 import { WebSocket as WsWebSocket } from 'ws'
-import { OutputLostError, Sandbox } from '../src/index.ts'
+import { OutputLostError, Sandbox, type WebSocketConstructor } from '../src/index.ts'
 import { type RunnerChild, startRunnerChild } from './runner-child.ts'
 
 // The SDK against the real runner CLI (child process, port 0, temp state dir). The shell's
@@ -37,7 +37,7 @@ const test = base.extend<Fixtures>({
 })
 
 /** A `ws` WebSocket class that records every socket it opens into `sockets`. */
-function recording(sockets: WsWebSocket[]): typeof WsWebSocket {
+function recording(sockets: WsWebSocket[]): WebSocketConstructor {
   return class RecordingWebSocket extends WsWebSocket {
     constructor(url: string, protocols: string[]) {
       super(url, protocols)
