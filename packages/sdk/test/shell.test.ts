@@ -132,6 +132,21 @@ describe('Shell', () => {
     ])
   })
 
+  test('interrupts the command when the stream consumer stops early', async ({ sb, runner }) => {
+    runner.script = async (command, io, session) => {
+      if (command !== 'x') return defaultScript(command, io, session)
+      io.out('first\n')
+      await io.interrupted
+      return { code: 130 }
+    }
+    await using sh = await sb.shell()
+    for await (const ev of sh.stream('x')) {
+      expect(ev).toEqual({ type: 'stdout', data: 'first\n' })
+      break
+    }
+    expect((await sh.run('echo next')).stdout).toBe('next\n')
+  })
+
   test('interrupts the running command', async ({ sb, runner }) => {
     await using sh = await sb.shell()
     const pending = sh.run('sleep 60000')
