@@ -238,7 +238,14 @@ export class Shell {
       policy: init.policy,
       events: {
         onFrame: (frame) => this.#onFrame(frame),
-        onBadFrame: () => {},
+        onBadFrame: (message) =>
+          this.#closeAll(
+            new ConchErrorClass(
+              'INVALID_FRAME',
+              `shell ${this.sessionId}: the runner sent a frame this SDK cannot read (${message}); ` +
+                'the runner and @conch/sdk are probably incompatible versions',
+            ),
+          ),
         onOpen: () => {
           this.#generation++
           this.#conn.send(CLIENT_HELLO)

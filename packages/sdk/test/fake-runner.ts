@@ -251,6 +251,11 @@ export class FakeRunner {
     client.ws.send(JSON.stringify(frame))
   }
 
+  /** Sends text as is, valid or not, to every client of every session. */
+  sendRaw(text: string): void {
+    for (const s of this.sessions.values()) for (const c of s.clients) c.ws.send(text)
+  }
+
   sendEntry(client: Client, e: LogEntry): void {
     if (e.kind === 'start') this.send(client, { type: 'shell_start', id: e.id, offset: e.offset })
     else if (e.kind === 'exit') {

@@ -147,6 +147,19 @@ describe('Shell', () => {
     expect((await sh.run('echo next')).stdout).toBe('next\n')
   })
 
+  test('closes with INVALID_FRAME instead of hanging when the runner sends a frame it cannot read', async ({
+    sb,
+    runner,
+  }) => {
+    await using sh = await sb.shell()
+    const pending = sh.run('hang')
+    await until(() => runner.session(sh.sessionId).running !== null)
+    runner.sendRaw('{"type":"shell_exit","id":"x","code":999}')
+    const err = await pending.catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 'INVALID_FRAME' })
+    expect(String(err)).toContain('incompatible')
+  })
+
   test('interrupts the running command', async ({ sb, runner }) => {
     await using sh = await sb.shell()
     const pending = sh.run('sleep 60000')
