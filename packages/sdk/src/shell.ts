@@ -293,6 +293,19 @@ export class Shell {
     return this.#closedError === null
   }
 
+  /**
+   * The session log offset after the last output byte this shell has seen. Another process can
+   * pick up from here with `sb.reattachShell(sh.sessionId, { offset: sh.offset })`.
+   *
+   * @example
+   * ```ts
+   * saveCheckpoint({ sessionId: sh.sessionId, offset: sh.offset })
+   * ```
+   */
+  get offset(): number {
+    return this.#offset
+  }
+
   /** What the runner last reported about the session. */
   get info(): SessionInfo {
     return this.#session.info

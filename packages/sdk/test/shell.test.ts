@@ -215,6 +215,7 @@ describe('Shell', () => {
     expect(seen.join('')).toBe('before-after')
     expect(runner.connections).toBe(2)
     expect(runner.shellUrls[1]).toContain('offset=7')
+    expect(sh.offset).toBe(12)
   })
 
   test('sends a run again after a reconnect when the runner never received it', async ({ sb, runner }) => {
