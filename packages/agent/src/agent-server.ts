@@ -14,7 +14,6 @@ import {
   type AgentMethod,
   type AgentParams,
   type AgentResultOf,
-  encodeFrame,
   FrameDecoder,
   HOST_FRAME_TYPES,
   HostFrame,
@@ -28,6 +27,7 @@ import { AgentChannel } from './agent-channel.ts'
 import { toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
+import { writeFrame } from './frame-writer.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { LogEvent } from './output-log.ts'
@@ -308,8 +308,7 @@ class RunnerConnection {
 
   /** Sends one frame; false when the socket's buffer is full. */
   send(header: Record<string, unknown>, payload?: Uint8Array): boolean {
-    if (this.#socket.destroyed) return false
-    return this.#socket.write(encodeFrame(header, payload))
+    return writeFrame(this.#socket, header, payload)
   }
 
   /** Drops the connection. */
