@@ -9,7 +9,7 @@ export default defineProject({
   test: {
     name: 'docs',
     include: ['test/**/*.test.ts'],
-    testTimeout: 150_000,
-    hookTimeout: 150_000,
+    testTimeout: 240_000,
+    hookTimeout: 240_000,
   },
 })
