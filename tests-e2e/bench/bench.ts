@@ -54,6 +54,11 @@ const CONFIG = {
   deadlineMs: setting('BENCH_DEADLINE_MS', 540_000, 240_000),
 }
 
+/** Phases to run (comma-separated names); all when unset. */
+const PHASES = new Set((process.env.BENCH_PHASES ?? '').split(',').filter((p) => p !== ''))
+/** When set, the runner and the agents write V8 CPU profiles into this directory. */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
+
 const RESULTS_DIR = join(REPO_ROOT, 'bench/results')
 const MB = 1e6
 const KB = 1024
@@ -173,7 +178,7 @@ function log(message: string): void {
 }
 
 async function phase(name: string, round: number, fn: () => Promise<void>): Promise<void> {
-  if (failedPhases.has(name)) return
+  if (failedPhases.has(name) || (PHASES.size > 0 && !PHASES.has(name))) return
   if (round > 0 && Date.now() > deadline) {
     log(`${name}: skipping round ${round + 1}, past the time budget`)
     return
@@ -203,8 +208,11 @@ async function main(): Promise<void> {
       '--log-level',
       'warn',
     ],
+    nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
   })
-  const connection = { url: runner.url, apiKey: runner.apiKey, env: runner.sandboxEnv }
+  const sandboxEnv: Record<string, string> = { ...runner.sandboxEnv }
+  if (PROFILE_DIR) sandboxEnv.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${PROFILE_DIR}`
+  const connection = { url: runner.url, apiKey: runner.apiKey, env: sandboxEnv }
   const sb = await Sandbox.create(connection)
   const sh = await sb.shell()
   await using pipe = new PipeShell()
@@ -328,6 +336,8 @@ async function main(): Promise<void> {
       recordValue('reference', `bash over pipes: ${label}`, 'MB/s', refGot / MB / (refMs / 1000))
 
       const { agent } = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
+      recordValue('streaming', 'runner RSS before streaming', 'MB', rssBytes(runner.pid) / MB)
+      recordValue('streaming', 'agent RSS before streaming', 'MB', rssBytes(agent) / MB)
       const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
       const sampler = new RssSampler([runner.pid, agent])
       let received = 0
@@ -443,6 +453,8 @@ async function main(): Promise<void> {
   }
 
   await sb.destroy()
+  // A profile is written when node exits normally, so stop the runner gracefully first.
+  if (PROFILE_DIR) await runner.kill('SIGTERM')
 
   const results = summarize()
   for (const name of ['agent', 'runner']) {
@@ -465,6 +477,11 @@ async function main(): Promise<void> {
       `parallel: ${CONFIG.parallelSessions} sessions x ${CONFIG.parallelCommands} commands.` +
       (QUICK ? ' Quick mode (BENCH_QUICK=1): reduced workloads.' : ''),
     results,
+  }
+  if (PHASES.size > 0 || PROFILE_DIR) {
+    console.log(formatTable(results))
+    console.log('\npartial or profiled run: bench/results/latest.json left unchanged')
+    return
   }
   const out = join(RESULTS_DIR, 'latest.json')
   writeReport(out, report)

@@ -30,6 +30,8 @@ export interface RunnerOptions {
   marker?: string
   /** Extra CLI flags after `runner`. */
   args?: readonly string[]
+  /** Extra flags for node itself, before the entry file (`--cpu-prof`). */
+  nodeArgs?: readonly string[]
 }
 
 /** How the runner process ended. */
@@ -93,6 +95,7 @@ export async function startRunner(options: RunnerOptions = {}): Promise<RunnerPr
   const child: ChildProcess = spawn(
     process.execPath,
     [
+      ...(options.nodeArgs ?? []),
       '--conditions=source',
       RUNNER_MAIN,
       'runner',
