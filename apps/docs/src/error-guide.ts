@@ -28,7 +28,7 @@ export type SdkErrorClass =
 /** One entry per error code. */
 export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
   BAD_REQUEST: {
-    when: 'A REST body, path parameter or query string did not match the schema of the route: a missing field, a wrong type, an id with characters outside its pattern. The message names the field.',
+    when: 'A REST body, path parameter or query string did not match the schema of the route: a missing field, a wrong type, an id with characters outside its pattern, or `stdin` data over 1 MiB. The message names the field.',
     fix: 'Fix the request. The [REST API reference](/reference/rest-api/) lists every field with its type and constraints.',
     sdkClass: 'ConchError',
   },
@@ -43,13 +43,13 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   FRAME_TOO_LARGE: {
-    when: 'A WebSocket message was larger than the runner accepts (4 MiB by default).',
-    fix: 'Send large inputs as files (`sb.files.write`) and read them from the command, instead of inlining them in a frame.',
+    when: 'A WebSocket message was larger than the runner accepts (4 MiB by default; a message more than 1 MiB above that closes the socket), or a file read with `?encoding=` was too large for a JSON answer.',
+    fix: 'Send large inputs as files (`sb.files.write`) and read them from the command, instead of inlining them in a frame. Read large files as raw bytes, without `?encoding=`.',
     sdkClass: 'ConchError',
   },
   COMMAND_TOO_LARGE: {
-    when: 'The command text, or the `stdin` data of a run, exceeded 1 MiB.',
-    fix: 'Write the script or the data to a file in the sandbox first, then run `bash script.sh` or `cmd < data`.',
+    when: "The command text exceeded the runner's limit (1 MiB of UTF-8 by default, `--max-command-bytes`).",
+    fix: 'Write the script to a file in the sandbox first (`sb.files.write`), then run `bash script.sh`.',
     sdkClass: 'ConchError',
   },
   INVALID_COMMAND: {

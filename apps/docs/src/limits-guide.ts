@@ -62,7 +62,7 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
   maxStdinBytes: {
     what: 'Size of the `stdin` data of one run or exec',
     setting: null,
-    effect: '[`COMMAND_TOO_LARGE`](/reference/errors/#command_too_large)',
+    effect: '[`BAD_REQUEST`](/reference/errors/#bad_request)',
     unit: 'bytes',
   },
   maxClientFrameBytes: {
