@@ -20,7 +20,7 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomFillSync } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
@@ -142,9 +142,20 @@ const HISTORY_LIMIT = 10_000
 const POLL_MS = 20
 const EXIT_DRAIN_MS = 50
 
-/** A new random nonce for a marker. */
+const NONCE_BYTES = NONCE_LENGTH / 2
+/** Random bytes drawn from the CSPRNG in bulk: one draw serves 256 nonces. */
+const noncePool = Buffer.alloc(NONCE_BYTES * 256)
+let noncePoolAt = noncePool.length
+
+/** A new random nonce for a marker; each pool byte is used once. */
 function newNonce(): string {
-  return randomBytes(NONCE_LENGTH / 2).toString('hex')
+  if (noncePoolAt === noncePool.length) {
+    randomFillSync(noncePool)
+    noncePoolAt = 0
+  }
+  const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
+  noncePoolAt += NONCE_BYTES
+  return nonce
 }
 
 /** Quotes a string for bash as one word. */
