@@ -21,7 +21,16 @@
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
 import { randomBytes, randomFillSync } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  fstatSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
@@ -190,6 +199,7 @@ export class BashSession {
 
   readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv'>>
   readonly #dir: string
+  readonly #cmdFile: string
   readonly #tag: string
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
@@ -209,6 +219,8 @@ export class BashSession {
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
+  #cmdFd = -1
+  #cmdBytes = 0
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
@@ -235,6 +247,8 @@ export class BashSession {
       this.#resolveClosed = resolve
     })
     this.#dir = mkdtempSync(join(this.#opts.tempRoot, 'conch-'))
+    this.#cmdFile = join(this.#dir, 'cmd')
+    this.#openCommandFile()
     this.#tag = randomBytes(4).toString('hex')
     this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
     this.#initNonce = newNonce()
@@ -428,10 +442,9 @@ export class BashSession {
     const clock = this.#opts.clock
     run.nonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(run.nonce)
-    const file = join(this.#dir, 'cmd')
     let text = run.command
     if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
-    writeFileSync(file, text)
+    this.#writeCommand(text)
     let stdinRedirect = '/dev/null'
     if (run.req.stdin !== undefined) {
       const stdinFile = join(this.#dir, 'stdin')
@@ -460,8 +473,30 @@ export class BashSession {
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
     this.#child.stdin?.write(
-      `. ${shellQuote(file)} <${stdinRedirect}; __conch_end_${this.#tag} ${run.nonce} && :\n`,
+      `. ${shellQuote(this.#cmdFile)} <${stdinRedirect}; __conch_end_${this.#tag} ${run.nonce} && :\n`,
     )
+  }
+
+  /** Opens (creating or emptying) the command file, which stays open for the session's life. */
+  #openCommandFile(): void {
+    if (this.#cmdFd >= 0) closeSync(this.#cmdFd)
+    this.#cmdFd = -1
+    this.#cmdFd = openSync(this.#cmdFile, 'w', 0o600)
+    this.#cmdBytes = 0
+  }
+
+  /**
+   * Replaces the command file's contents through the open descriptor: a positioned write, and
+   * a truncate only when the new text is shorter. If a command unlinked the file, it is
+   * created again by name first, so bash always sources what this run wrote.
+   */
+  #writeCommand(text: string): void {
+    if (fstatSync(this.#cmdFd).nlink === 0) this.#openCommandFile()
+    const bytes = Buffer.from(text)
+    let at = 0
+    while (at < bytes.length) at += writeSync(this.#cmdFd, bytes, at, bytes.length - at, at)
+    if (bytes.length < this.#cmdBytes) ftruncateSync(this.#cmdFd, bytes.length)
+    this.#cmdBytes = bytes.length
   }
 
   #onChunk(stream: StreamName, chunk: Buffer): void {
@@ -699,6 +734,8 @@ export class BashSession {
     child.stdin?.destroy()
     child.stdout?.destroy()
     child.stderr?.destroy()
+    if (this.#cmdFd >= 0) closeSync(this.#cmdFd)
+    this.#cmdFd = -1
     rmSync(this.#dir, { recursive: true, force: true })
   }
 }

@@ -96,6 +96,20 @@ describe('promise 3: any command text', () => {
     const r = await sh(s, `x='${'y'.repeat(200_000)}'; echo \${#x}`)
     expect(r.out).toBe('200000\n')
   })
+
+  test('runs a shorter command after a longer one without leftover text', async ({ newSession }) => {
+    const s = await newSession()
+    expect((await sh(s, 'echo long-command-text-here')).out).toBe('long-command-text-here\n')
+    expect((await sh(s, 'echo a')).out).toBe('a\n')
+  })
+
+  test('keeps running commands after a command removes its own command file', async ({ newSession }) => {
+    const s = await newSession()
+    expect((await sh(s, 'rm -f -- "$BASH_SOURCE"; echo gone')).out).toBe('gone\n')
+    const r = await sh(s, 'echo still here')
+    expect(r.out).toBe('still here\n')
+    expect(r.exitCode).toBe(0)
+  })
 })
 
 describe('state persists', () => {
