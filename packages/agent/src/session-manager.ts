@@ -170,7 +170,7 @@ export class SessionManager implements SessionService {
       }
       case 'session.run': {
         const p = params as AgentParams<'session.run'>
-        const session = await this.get(p.session, true)
+        const session = this.#sessions.get(p.session) ?? (await this.get(p.session, true))
         const running = session.run({
           runId: p.run,
           command: p.command,
