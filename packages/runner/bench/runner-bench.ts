@@ -8,7 +8,7 @@
 // driver starts it, driven with the runner's own AgentLink.
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { BEARER_SUBPROTOCOL_PREFIX, SHELL_SUBPROTOCOL } from '@conch/protocol'
@@ -22,7 +22,8 @@ import type { DriverSandbox } from '../src/drivers/sandbox-driver.ts'
 const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = join(HERE, '..', '..', '..')
 const RUNS = Number(process.env.BENCH_RUNS ?? 2000)
-const WARMUP = 200
+const WARMUP = 100
+const ROUNDS = 5
 const STREAM_BYTES = Number(process.env.BENCH_STREAM_BYTES ?? 256 * 1024 * 1024)
 
 function percentile(samples: readonly number[], p: number): number {
@@ -52,6 +53,7 @@ async function startRunner(stateDir: string, apiKey: string): Promise<{ url: str
     process.execPath,
     [
       '--conditions=source',
+      ...(process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : []),
       join(HERE, '..', 'src', 'main.ts'),
       'runner',
       '--port',
@@ -59,7 +61,9 @@ async function startRunner(stateDir: string, apiKey: string): Promise<{ url: str
       '--state-dir',
       stateDir,
       '--log-level',
-      'warn',
+      'error',
+      '--max-queued-runs-per-sandbox',
+      String(RUNS * 2),
     ],
     { env: { ...process.env, CONCH_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'inherit'] },
   )
@@ -98,7 +102,10 @@ class BenchShell {
         } else if (f.type === 'shell_out') {
           this.bytes += f.data!.length
           this.#onBytes?.()
-        } else if (f.type === 'error') reject(new Error(String(data)))
+        } else if (f.type === 'error') {
+          if (f.id && this.#onExit.has(f.id)) throw new Error(`run ${f.id} failed: ${String(data)}`)
+          reject(new Error(String(data)))
+        }
       })
       this.ws.once('error', reject)
     })
@@ -114,6 +121,10 @@ class BenchShell {
   close(): void {
     this.ws.close()
   }
+}
+
+function step(what: string): void {
+  process.stderr.write(`bench: ${what}\n`)
 }
 
 async function sequential(run: (i: number) => Promise<unknown>, n: number): Promise<number[]> {
@@ -151,16 +162,63 @@ async function main(): Promise<void> {
     })()
     void t0
 
-    // 1. Through the runner: WebSocket → runner → agent → bash.
+    // 1. Latency, interleaved in rounds so the machine's load hits both paths alike:
+    //    WebSocket → runner → agent → bash, and the agent's socket directly (the runner's own
+    //    AgentLink, no runner process, no WebSocket) on a second agent started the same way.
+    step('latency rounds')
     const shell = new BenchShell(wsUrl, apiKey)
     await shell.ready
-    const wsTrue = latency(await sequential((i) => shell.run(`t${i}`, 'true'), RUNS))
-    const wsEcho = latency(await sequential((i) => shell.run(`e${i}`, 'echo hi'), RUNS))
+    directDir = mkdtempSync(join(tmpdir(), 'conch-bench-agent-'))
+    const driver = new LocalDriver({ stateDir: directDir })
+    const spec = { id: 'sb_benchdirect00', env: {}, limits: {}, scrollbackBytes: 8 * 1024 * 1024 }
+    directAgent = await driver.startAgent(await driver.create(spec), spec)
+    const link = await AgentLink.open(await driver.connect(directAgent, 15_000), {
+      logger: pino({ level: 'silent' }),
+    })
+    const ch = link.openChannel()
+    const exits = new Map<string, () => void>()
+    ch.consume((e) => {
+      if (e.t === 'data') ch.release(e.payload.byteLength)
+      else if (e.t === 'run_exit') {
+        exits.get(e.frame.run)?.()
+        exits.delete(e.frame.run)
+      }
+    })
+    await link.call('session.attach', { session: 'default', ch: ch.id })
+    const agentRun = (id: string, command: string) =>
+      new Promise<void>((resolve) => {
+        exits.set(id, resolve)
+        void link.call('session.run', { session: 'default', run: id, command, buffer: false })
+      })
+    const samples = {
+      wsTrue: [] as number[],
+      wsEcho: [] as number[],
+      agentTrue: [] as number[],
+      agentEcho: [] as number[],
+    }
+    const hops: number[] = []
+    const perRound = Math.ceil(RUNS / ROUNDS)
+    for (let round = 0; round < ROUNDS; round++) {
+      const w = await sequential((i) => shell.run(`t${round}_${i}`, 'true'), perRound)
+      const a = await sequential((i) => agentRun(`t${round}_${i}`, 'true'), perRound)
+      samples.wsTrue.push(...w)
+      samples.agentTrue.push(...a)
+      hops.push(percentile(w, 50) - percentile(a, 50))
+      samples.wsEcho.push(...(await sequential((i) => shell.run(`e${round}_${i}`, 'echo hi'), perRound)))
+      samples.agentEcho.push(...(await sequential((i) => agentRun(`e${round}_${i}`, 'echo hi'), perRound)))
+    }
+    link.close()
+    const wsTrue = latency(samples.wsTrue)
+    const wsEcho = latency(samples.wsEcho)
+    const agentTrue = latency(samples.agentTrue)
+    const agentEcho = latency(samples.agentEcho)
 
+    step('pipelined')
     const pipelineStart = performance.now()
     await Promise.all(Array.from({ length: RUNS }, (_, i) => shell.run(`p${i}`, 'true')))
     const pipelinedPerSec = Math.round(RUNS / ((performance.now() - pipelineStart) / 1000))
 
+    step('streaming')
     const before = shell.bytes
     const streamStart = performance.now()
     await shell.run('stream', `head -c ${STREAM_BYTES} /dev/zero | tr '\\0' a`)
@@ -168,6 +226,7 @@ async function main(): Promise<void> {
     const streamMBps = Math.round(((shell.bytes - before) / 1024 / 1024 / streamSecs) * 10) / 10
     shell.close()
 
+    step('rest')
     // 2. REST exec (a fresh bash -c per call) and a buffered REST session run.
     const execBody = JSON.stringify({ command: 'true' })
     const restExec = latency(
@@ -191,34 +250,7 @@ async function main(): Promise<void> {
       ),
     )
 
-    // 3. The agent's socket directly, with the runner's AgentLink (no runner, no WebSocket).
-    directDir = mkdtempSync(join(tmpdir(), 'conch-bench-agent-'))
-    const driver = new LocalDriver({ stateDir: directDir })
-    const spec = { id: 'sb_benchdirect00', env: {}, limits: {}, scrollbackBytes: 8 * 1024 * 1024 }
-    directAgent = await driver.startAgent(await driver.create(spec), spec)
-    const link = await AgentLink.open(await driver.connect(directAgent, 15_000), {
-      logger: pino({ level: 'silent' }),
-    })
-    const ch = link.openChannel()
-    const exits = new Map<string, () => void>()
-    ch.consume((e) => {
-      if (e.t === 'data') ch.release(e.payload.byteLength)
-      else if (e.t === 'run_exit') {
-        exits.get(e.frame.run)?.()
-        exits.delete(e.frame.run)
-      }
-    })
-    await link.call('session.attach', { session: 'default', ch: ch.id })
-    const agentRun = (id: string, command: string) =>
-      new Promise<void>((resolve) => {
-        exits.set(id, resolve)
-        void link.call('session.run', { session: 'default', run: id, command, buffer: false })
-      })
-    const agentTrue = latency(await sequential((i) => agentRun(`t${i}`, 'true'), RUNS))
-    const agentEcho = latency(await sequential((i) => agentRun(`e${i}`, 'echo hi'), RUNS))
-    link.close()
-
-    const runnerHopMs = Math.round((wsTrue.p50 - agentTrue.p50) * 1000) / 1000
+    const runnerHopMs = Math.round(percentile(hops, 50) * 1000) / 1000
     const result = {
       date: new Date().toISOString(),
       node: process.version,
@@ -243,7 +275,7 @@ async function main(): Promise<void> {
       ['shell.run echo hi', `p50 ${wsEcho.p50} ms  p90 ${wsEcho.p90}  p99 ${wsEcho.p99}`],
       ['agent socket direct: true', `p50 ${agentTrue.p50} ms  p90 ${agentTrue.p90}  p99 ${agentTrue.p99}`],
       ['agent socket direct: echo hi', `p50 ${agentEcho.p50} ms  p90 ${agentEcho.p90}  p99 ${agentEcho.p99}`],
-      ['runner + WebSocket hop (p50)', `${runnerHopMs} ms`],
+      ['runner + WebSocket hop (median of per-round p50 differences)', `${runnerHopMs} ms`],
       ['REST session run true', `p50 ${restRun.p50} ms  p90 ${restRun.p90}  p99 ${restRun.p99}`],
       ['REST exec true (fresh bash)', `p50 ${restExec.p50} ms  p90 ${restExec.p90}  p99 ${restExec.p99}`],
       ['pipelined shell runs', `${pipelinedPerSec} commands/s`],
@@ -251,7 +283,9 @@ async function main(): Promise<void> {
       ['sandbox create → agent ready', `${Math.round(sandboxStartMs)} ms`],
     ]
     const width = Math.max(...rows.map(([k]) => k.length))
-    console.log(`\nrunner benchmark (${RUNS} sequential runs each, ${process.version})\n`)
+    console.log(
+      `\nrunner benchmark (${RUNS} sequential runs per figure in ${ROUNDS} interleaved rounds, ${process.version}, load ${loadavg()[0]!.toFixed(1)})\n`,
+    )
     for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`)
     const out = join(REPO, 'bench', 'results', 'runner.json')
     mkdirSync(dirname(out), { recursive: true })

@@ -9,6 +9,8 @@
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
 // and offset. Output credit goes back to the agent only while the socket's send buffer is
 // small, so a slow client slows the command and the runner's memory stays bounded.
+
+import type { Duplex } from 'node:stream'
 import {
   CAPABILITIES,
   CLIENT_FRAME_TYPES,
@@ -64,6 +66,12 @@ export class ShellConnection {
   #alive = true
   #heartbeat: NodeJS.Timeout | undefined
   readonly #onFlushed = (): void => this.#maybeRelease()
+  readonly #socket: Duplex | null
+  #corked = false
+  readonly #uncork = (): void => {
+    this.#corked = false
+    this.#socket?.uncork()
+  }
 
   /** Binds a connection to an open socket. */
   constructor(
@@ -72,7 +80,9 @@ export class ShellConnection {
     sandbox: SandboxRuntime,
     query: ShellQuery,
     log: FastifyBaseLogger,
+    socket: Duplex | null = null,
   ) {
+    this.#socket = socket
     this.#ws = ws
     this.#ctx = ctx
     this.#sandbox = sandbox
@@ -374,6 +384,13 @@ export class ShellConnection {
 
   #send(frame: ServerFrame): void {
     if (this.#closed || this.#ws.readyState !== 1) return
+    // Frames produced in one tick (shell_start + output + shell_exit of a short run) leave in
+    // one write: cork the socket and uncork on the next tick.
+    if (this.#socket && !this.#corked) {
+      this.#corked = true
+      this.#socket.cork()
+      process.nextTick(this.#uncork)
+    }
     if (this.#held > 0) this.#ws.send(JSON.stringify(frame), this.#onFlushed)
     else this.#ws.send(JSON.stringify(frame))
   }

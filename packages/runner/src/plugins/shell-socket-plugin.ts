@@ -46,7 +46,7 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
     (socket, request) => {
       const query = ShellQuery.parse(request.query)
       const sandbox = ctx.manager.get((request.params as { id: string }).id)
-      const connection = new ShellConnection(socket, ctx, sandbox, query, request.log)
+      const connection = new ShellConnection(socket, ctx, sandbox, query, request.log, request.raw.socket)
       void connection.start()
     },
   )
