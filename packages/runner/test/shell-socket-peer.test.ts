@@ -1,13 +1,13 @@
 // Shell WebSocket paths against the peer agent (real Unix socket, real frames): framing,
 // encodings, error frames, several clients, reattach and OUTPUT_LOST.
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { PeerDriver } from './peer-agent.ts'
 import { baseUrl, startRunner } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
 
-async function setup() {
+async function setup(now?: () => number) {
   const driver = new PeerDriver()
-  const runner = await startRunner({ driver, listen: true })
+  const runner = await startRunner({ driver, listen: true, ...(now ? { now } : {}) })
   const res = await runner.app.inject({
     method: 'POST',
     url: '/v1/sandboxes',
@@ -130,5 +130,55 @@ describe('shell socket (peer agent)', () => {
     await expect(ShellClient.open(t.ws.replace(t.id, 'sb_nothinghere'), t.runner.apiKey)).rejects.toThrow(
       'HTTP 404',
     )
+  })
+
+  it('refuses a shell socket with an expired sandbox token', async () => {
+    let clock = 1_000_000
+    await using t = await setup(() => clock)
+    const minted = await t.runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${t.id}/tokens`,
+      headers: t.runner.auth,
+      payload: { ttlMs: 60_000 },
+    })
+    const token = (minted.json() as { token: string }).token
+    await using ok = await ShellClient.open(t.ws, token)
+    await ok.nextOf('shell_ready')
+    clock += 60_000
+    await expect(ShellClient.open(t.ws, token)).rejects.toThrow('HTTP 401')
+  })
+
+  it('destroys a sandbox once it has been idle for its idle timeout', async () => {
+    let clock = 1_000_000
+    await using t = await setup(() => clock)
+    const res = await t.runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: t.runner.auth,
+      payload: { idleTimeoutMs: 5_000 },
+    })
+    const idle = (res.json() as { id: string }).id
+    clock += 4_000
+    expect(t.runner.app.conch.manager.list().map((s) => s.id)).toContain(idle)
+    clock += 2_000
+    await vi.waitFor(() => expect(t.runner.app.conch.manager.list().map((s) => s.id)).not.toContain(idle), {
+      timeout: 3_000,
+    })
+    expect(t.runner.app.conch.manager.list().map((s) => s.id)).toContain(t.id)
+  })
+
+  it('counts runs, latency and errors in /metrics', async () => {
+    await using t = await setup()
+    await using c = await ShellClient.open(t.ws, t.runner.apiKey)
+    await c.nextOf('scrollback_end')
+    await c.run('m1', 'echo metered')
+    c.send('{bad')
+    await c.nextOf('error')
+    const metrics = await t.runner.app.inject({ method: 'GET', url: '/metrics', headers: t.runner.auth })
+    expect(metrics.body).toMatch(/conch_runs_total\{via="shell",outcome="exit"\} 1/)
+    expect(metrics.body).toMatch(/conch_run_duration_seconds_count\{via="shell"\} 1/)
+    expect(metrics.body).toMatch(/conch_errors_total\{code="INVALID_FRAME"\} 1/)
+    expect(metrics.body).toMatch(/conch_bytes_streamed_total [1-9]/)
+    expect(metrics.body).toMatch(/conch_sandboxes\{status="running"\} 1/)
   })
 })
