@@ -443,12 +443,18 @@ export class Shell {
     )
   }
 
-  /** Closes the socket and, for a shell made by `sb.shell()`, deletes its session. */
+  /**
+   * Closes the socket and, for a shell made by `sb.shell()`, deletes its session. A session or
+   * sandbox that is already gone counts as deleted, so disposal order does not matter.
+   */
   async [asyncDispose](): Promise<void> {
     this.close()
     if (this.#owned) {
       await this.#session.delete().catch((err: unknown) => {
-        if (!(err instanceof ConchErrorClass) || err.code !== 'SESSION_NOT_FOUND') throw err
+        const gone =
+          err instanceof ConchErrorClass &&
+          (err.code === 'SESSION_NOT_FOUND' || err.code === 'SANDBOX_NOT_FOUND')
+        if (!gone) throw err
       })
     }
   }

@@ -52,6 +52,14 @@ async function until(predicate: () => boolean): Promise<void> {
 }
 
 describe('against the real runner', () => {
+  test('disposes a shell cleanly after its sandbox was destroyed', async ({ runner }) => {
+    const sb = await Sandbox.create({ url: runner.url, apiKey: runner.apiKey, WebSocket: WsWebSocket })
+    const sh = await sb.shell()
+    expect((await sh.run('echo ok')).stdout).toBe('ok\n')
+    await sb.destroy()
+    await expect(sh[Symbol.asyncDispose]()).resolves.toBeUndefined()
+  })
+
   test('completes the in-flight run exactly when the socket dies mid-run', async ({ sb, sockets }) => {
     await using sh = await sb.shell()
     const seen: string[] = []
