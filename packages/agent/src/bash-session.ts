@@ -204,6 +204,8 @@ export class BashSession {
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #queue: Run[] = []
+  /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
+  readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
   #active: Run | null = null
   #pendingSync: { nonce: string; seen: Record<StreamName, boolean> } | null = null
@@ -326,7 +328,7 @@ export class BashSession {
         ),
       )
     }
-    if (this.#active?.req.runId === req.runId || this.#queue.some((r) => r.req.runId === req.runId)) {
+    if (this.#inFlight.has(req.runId)) {
       return Promise.reject(
         new AgentError(
           'BAD_REQUEST',
@@ -334,6 +336,7 @@ export class BashSession {
         ),
       )
     }
+    this.#inFlight.add(req.runId)
     return new Promise<RunOutcome>((resolve, reject) => {
       const cap = req.outputCapBytes ?? this.#opts.outputCapBytes
       this.#queue.push({
@@ -564,6 +567,7 @@ export class BashSession {
     this.#opts.clock.clearTimer(run.timer)
     for (const s of STREAMS) this.#forget(s, run.nonce)
     this.#active = null
+    this.#inFlight.delete(run.req.runId)
     if (run.syncNonce !== null && !(run.syncSeen.stdout && run.syncSeen.stderr)) {
       this.#pendingSync = { nonce: run.syncNonce, seen: { ...run.syncSeen } }
     }
@@ -727,6 +731,7 @@ export class BashSession {
       active.reject(err)
     }
     for (const run of this.#queue.splice(0)) run.reject(err)
+    this.#inFlight.clear()
     this.#rejectReady(err)
     this.log.appendClosed(info)
     this.#resolveClosed(info)

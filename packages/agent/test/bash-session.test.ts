@@ -291,6 +291,19 @@ describe('promise 8: exit closes', () => {
 })
 
 describe('promise 9: ordering', () => {
+  test('rejects a run id that is active or queued and accepts it again once that run ended', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    const first = s.run({ runId: 'dup', command: 'sleep 0.2; echo first' })
+    const queued = s.run({ runId: 'q', command: 'echo queued' })
+    await expect(s.run({ runId: 'dup', command: 'true' })).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    await expect(s.run({ runId: 'q', command: 'true' })).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    expect((await first).stdout.toString()).toBe('first\n')
+    expect((await queued).stdout.toString()).toBe('queued\n')
+    expect((await s.run({ runId: 'dup', command: 'echo again' })).stdout.toString()).toBe('again\n')
+  })
+
   test('runs pipelined commands one at a time in arrival order', async ({ newSession }) => {
     const s = await newSession()
     const runs = Array.from({ length: 50 }, (_, i) => s.run({ runId: `p${i}`, command: `echo ${i}` }))
