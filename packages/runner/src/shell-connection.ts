@@ -60,6 +60,7 @@ export class ShellConnection {
   #channel: LinkChannel | null = null
   #sessionId: string | null = null
   #early: (string | null)[] | null = []
+  #earlyBytes = 0
   #held = 0
   #closed = false
   #shellClosed: WireError | null = null
@@ -275,10 +276,14 @@ export class ShellConnection {
     }
     const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : String(data)
     if (this.#early) {
-      if (this.#early.length >= MAX_EARLY_FRAMES) {
+      if (
+        this.#early.length >= MAX_EARLY_FRAMES ||
+        this.#earlyBytes + text.length > this.#ctx.limits.maxClientFrameBytes
+      ) {
         this.#sendError(null, 'RATE_LIMITED', 'too many frames before shell_ready; wait for it')
         return
       }
+      this.#earlyBytes += text.length
       this.#early.push(text)
       return
     }

@@ -33,6 +33,13 @@ describe('files (real agent)', () => {
         ...(payload ? { payload } : {}),
       })
     await fetch(`${base}/files?path=note.txt`, { method: 'PUT', headers: runner.auth, body: 'héllo' })
+    const json = '{"kept": "verbatim" }'
+    await fetch(`${base}/files?path=data.json`, {
+      method: 'PUT',
+      headers: { ...runner.auth, 'content-type': 'application/json' },
+      body: json,
+    })
+    expect(await (await fetch(`${base}/files?path=data.json`, { headers: runner.auth })).text()).toBe(json)
     expect((await inject('GET', '/files?path=note.txt&encoding=utf8')).json()).toMatchObject({
       content: 'héllo',
       encoding: 'utf8',
@@ -40,7 +47,7 @@ describe('files (real agent)', () => {
     const listed = (await inject('GET', '/files/list?path=/workspace')).json() as {
       entries: { name: string }[]
     }
-    expect(listed.entries.map((e) => e.name).sort()).toEqual(['dir', 'note.txt'])
+    expect(listed.entries.map((e) => e.name).sort()).toEqual(['data.json', 'dir', 'note.txt'])
     expect(FileInfo.parse((await inject('GET', '/files/stat?path=dir')).json()).type).toBe('directory')
     expect(
       FileInfo.parse((await inject('POST', '/files/mkdir', { path: 'a/b', recursive: true })).json()).type,

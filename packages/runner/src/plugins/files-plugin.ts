@@ -76,10 +76,6 @@ async function* chunksOf(
 
 /** Files: read, write, list, stat, mkdir, remove, rename. */
 export async function filesPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
-  // Any non-JSON body reaches the write route as a stream, unparsed and unbuffered.
-  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
-  app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload))
-
   const link = (id: string) => ctx.manager.get(id).link()
   bindRoutes(app, {
     readFile: async ({ params, query, reply }) => {
@@ -99,30 +95,6 @@ export async function filesPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       reply.type('application/octet-stream')
       return reply.send(rawBody(channel))
     },
-    writeFile: async ({ params, query, request }) => {
-      const agent = await link(params.id)
-      const channel = agent.openChannel()
-      const result = agent.call('file.write', { path: query.path, ch: channel.id })
-      let failed = false
-      result.catch(() => {
-        failed = true
-      })
-      try {
-        const body = request.body
-        if (body && typeof body === 'object' && Symbol.asyncIterator in body) {
-          for await (const chunk of chunksOf(body as AsyncIterable<Buffer>)) {
-            if (failed) break
-            await channel.write(chunk)
-          }
-        } else if (typeof body === 'string' || Buffer.isBuffer(body)) {
-          for await (const chunk of chunksOf([body])) await channel.write(chunk)
-        }
-        if (!failed) channel.end()
-        return await result
-      } finally {
-        channel.close()
-      }
-    },
     listFiles: async ({ params, query }) => (await link(params.id)).call('file.list', { path: query.path }),
     statFile: async ({ params, query }) => (await link(params.id)).call('file.stat', { path: query.path }),
     mkdir: async ({ params, body }) => (await link(params.id)).call('file.mkdir', body),
@@ -131,5 +103,38 @@ export async function filesPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       return { ok: true as const }
     },
     renameFile: async ({ params, body }) => (await link(params.id)).call('file.rename', body),
+  })
+
+  // The write route gets every body as a raw stream, whatever its content type (a JSON or text
+  // file is still just bytes): its own scope drops the JSON and text parsers.
+  await app.register(async (raw) => {
+    raw.removeAllContentTypeParsers()
+    raw.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
+    bindRoutes(raw, {
+      writeFile: async ({ params, query, request }) => {
+        const agent = await link(params.id)
+        const channel = agent.openChannel()
+        const result = agent.call('file.write', { path: query.path, ch: channel.id })
+        let failed = false
+        result.catch(() => {
+          failed = true
+        })
+        try {
+          const body = request.body
+          if (body && typeof body === 'object' && Symbol.asyncIterator in body) {
+            for await (const chunk of chunksOf(body as AsyncIterable<Buffer>)) {
+              if (failed) break
+              await channel.write(chunk)
+            }
+          } else if (typeof body === 'string' || Buffer.isBuffer(body)) {
+            for await (const chunk of chunksOf([body])) await channel.write(chunk)
+          }
+          if (!failed) channel.end()
+          return await result
+        } finally {
+          channel.close()
+        }
+      },
+    })
   })
 }
