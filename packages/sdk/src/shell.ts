@@ -750,6 +750,13 @@ export class Shell {
     }
     switch (error.code) {
       case 'OUTPUT_LOST': {
+        // On the first attach the caller asked for this offset explicitly: say that it is gone
+        // instead of silently starting later. On a reconnect, the runs that lost output fail.
+        if (!this.#attached) {
+          this.#attach?.reject(error)
+          this.#closeAll(error)
+          return
+        }
         const earliest = frame.details?.earliestOffset
         this.#lose(typeof earliest === 'number' ? earliest : this.#offset, error.message, error)
         return
