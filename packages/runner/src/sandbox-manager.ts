@@ -303,12 +303,23 @@ export class SandboxManager {
       this.#markDead(runtime, live.reason ?? 'agent gone')
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} is dead: ${live.reason}`)
     }
-    const stream = await driver.connect(handle, timeoutMs)
-    const link = await AgentLink.open(stream, {
-      logger: this.#o.logger.child({ sandboxId: runtime.id }),
-      heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
-      onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
-    })
+    let link: AgentLink
+    try {
+      const stream = await driver.connect(handle, timeoutMs)
+      link = await AgentLink.open(stream, {
+        logger: this.#o.logger.child({ sandboxId: runtime.id }),
+        heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
+        onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
+      })
+    } catch (error) {
+      // The agent may have died while we were connecting: then the sandbox is dead, not busy.
+      const after = await driver.isAlive(handle)
+      if (!after.alive) {
+        this.#markDead(runtime, after.reason ?? 'agent gone')
+        throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} is dead: ${after.reason}`)
+      }
+      throw error
+    }
     link.on({
       sessionClosed: (frame) => {
         this.#o.logger.info(

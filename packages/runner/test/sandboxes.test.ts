@@ -1,7 +1,7 @@
 // Sandbox lifecycle with the real agent through the local driver.
 import { existsSync } from 'node:fs'
 import { ErrorBody, SandboxInfo, SandboxList } from '@conch/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createSandbox, startRunner } from './runner-fixture.ts'
 
 describe('sandboxes (local driver, real agent)', () => {
@@ -69,5 +69,34 @@ describe('sandboxes (local driver, real agent)', () => {
     })
     expect(res.statusCode).toBe(429)
     expect(ErrorBody.parse(res.json()).error.code).toBe('TOO_MANY_SANDBOXES')
+  })
+
+  it('marks a sandbox dead with the reason when its agent dies under a running runner', async () => {
+    await using runner = await startRunner()
+    const id = await createSandbox(runner)
+    const record = runner.app.conch.manager.get(id).record
+    process.kill(Number(record.driverState.pid), 'SIGKILL')
+    await vi.waitFor(
+      async () => {
+        const res = await runner.app.inject({
+          method: 'GET',
+          url: `/v1/sandboxes/${id}`,
+          headers: runner.auth,
+        })
+        expect(SandboxInfo.parse(res.json())).toMatchObject({
+          status: 'dead',
+          deadReason: 'agent killed by SIGKILL',
+        })
+      },
+      { timeout: 4_000 },
+    )
+    const exec = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/exec`,
+      headers: runner.auth,
+      payload: { command: 'true' },
+    })
+    expect(exec.statusCode).toBe(409)
+    expect(ErrorBody.parse(exec.json()).error.code).toBe('SANDBOX_NOT_RUNNING')
   })
 })

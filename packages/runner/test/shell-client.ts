@@ -30,10 +30,15 @@ export class ShellClient implements AsyncDisposable {
   }
 
   /** Opens a shell socket; `secret` goes in a `bearer.` subprotocol unless `header` is set. */
-  static open(url: string, secret: string, options: { header?: boolean } = {}): Promise<ShellClient> {
+  static open(
+    url: string,
+    secret: string,
+    options: { header?: boolean; autoPong?: boolean } = {},
+  ): Promise<ShellClient> {
+    const autoPong = options.autoPong ?? true
     const ws = options.header
-      ? new WebSocket(url, [SHELL_SUBPROTOCOL], { headers: { authorization: `Bearer ${secret}` } })
-      : new WebSocket(url, [SHELL_SUBPROTOCOL, `${BEARER_SUBPROTOCOL_PREFIX}${secret}`])
+      ? new WebSocket(url, [SHELL_SUBPROTOCOL], { headers: { authorization: `Bearer ${secret}` }, autoPong })
+      : new WebSocket(url, [SHELL_SUBPROTOCOL, `${BEARER_SUBPROTOCOL_PREFIX}${secret}`], { autoPong })
     const client = new ShellClient(ws)
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(client))

@@ -181,4 +181,23 @@ describe('shell socket (peer agent)', () => {
     expect(metrics.body).toMatch(/conch_bytes_streamed_total [1-9]/)
     expect(metrics.body).toMatch(/conch_sandboxes\{status="running"\} 1/)
   })
+
+  it('drops a client that stops answering heartbeats and keeps its shell', async () => {
+    const driver = new PeerDriver()
+    await using runner = await startRunner({ driver, listen: true, limits: { heartbeatIntervalMs: 50 } })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
+    const id = (res.json() as { id: string }).id
+    const url = `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${id}/shell`
+    const silent = await ShellClient.open(url, runner.apiKey, { autoPong: false })
+    const ready = await silent.nextOf('shell_ready')
+    expect((await silent.closed).code).toBe(1006)
+    await using again = await ShellClient.open(`${url}?sessionId=${ready.sessionId}`, runner.apiKey)
+    expect(await again.run('x', 'echo back')).toMatchObject({ stdout: 'back\n' })
+    await driver.dispose()
+  })
 })
