@@ -27,6 +27,10 @@ export interface AgentDeps {
   scrollbackBytes?: number
   /** Time between the signals of a run's timeout. */
   killGraceMs?: number
+  /** Most sessions open at once. */
+  maxSessions?: number
+  /** Most background processes running at once. */
+  maxProcesses?: number
 }
 
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
@@ -43,11 +47,12 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     tempRoot: deps.tempRoot,
     ...(deps.scrollbackBytes === undefined ? {} : { scrollbackBytes: deps.scrollbackBytes }),
     ...(deps.killGraceMs === undefined ? {} : { killGraceMs: deps.killGraceMs }),
+    ...(deps.maxSessions === undefined ? {} : { maxSessions: deps.maxSessions }),
   })
   const server: AgentServer = new AgentServer({
     paths,
     files: new WorkspaceFiles(paths),
-    processes: new BackgroundProcesses(deps.spawn, deps.clock, undefined, deps.scrollbackBytes),
+    processes: new BackgroundProcesses(deps.spawn, deps.clock, deps.maxProcesses, deps.scrollbackBytes),
     sessions,
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,

@@ -18,7 +18,7 @@ const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
 if (!parsed.success) {
   logger.error(
     { issues: parsed.error.issues },
-    'usage: conch-agent --socket <path> --root <dir> [--scrollbackBytes n]',
+    'usage: conch-agent --socket <path> --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n]',
   )
   process.exit(2)
 }
@@ -37,6 +37,8 @@ const { server } = buildAgent({
   logger,
   tempRoot: chooseTempRoot(),
   ...(args.scrollbackBytes === undefined ? {} : { scrollbackBytes: args.scrollbackBytes }),
+  ...(args.maxSessions === undefined ? {} : { maxSessions: args.maxSessions }),
+  ...(args.maxProcesses === undefined ? {} : { maxProcesses: args.maxProcesses }),
 })
 
 process.on('SIGHUP', () => {})

@@ -16,6 +16,10 @@ export const AgentArgs = z.object({
   root: z.string().min(1),
   /** Bytes of scrollback kept per session. */
   scrollbackBytes: z.coerce.number().int().positive().optional(),
+  /** Most sessions the agent keeps open at once (the runner's per-sandbox limit). */
+  maxSessions: z.coerce.number().int().positive().optional(),
+  /** Most background processes the agent runs at once. */
+  maxProcesses: z.coerce.number().int().positive().optional(),
 })
 /** Agent arguments. */
 export type AgentArgs = z.infer<typeof AgentArgs>
