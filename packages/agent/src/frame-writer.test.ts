@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream'
-import { encodeFrame } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import { encodeFrameHead, writeFrame } from './frame-writer.ts'
 
@@ -55,5 +55,42 @@ describe('frame writer', () => {
     const { socket } = recordingSocket()
     socket.destroy()
     expect(writeFrame(socket as never, { t: 'ping', n: 1 })).toBe(false)
+  })
+
+  it('round-trips through the protocol decoder however the stream is cut into chunks', () => {
+    let seed = 11
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff
+      return seed % n
+    }
+    const frames = Array.from({ length: 40 }, (_, i) => ({
+      header: { t: 'data', ch: i, run: i % 3 === 0 ? null : `r${i}` },
+      payload: Uint8Array.from({ length: rand(3) === 0 ? 300 : rand(40) }, () => rand(256)),
+    }))
+    const { socket, writes } = recordingSocket()
+    for (const f of frames) writeFrame(socket as never, f.header, f.payload)
+    const stream = Buffer.concat(writes.flat())
+    const expected = frames.map((f) =>
+      f.payload.byteLength > 256
+        ? { ok: false, code: 'FRAME_TOO_LARGE' }
+        : { ok: true, header: f.header, payload: Buffer.from(f.payload) },
+    )
+    for (let trial = 0; trial < 50; trial++) {
+      const decoder = new FrameDecoder(256)
+      const got = []
+      for (let at = 0; at < stream.length; ) {
+        const size = trial === 0 ? 1 : 1 + rand(trial < 25 ? 64 : 2048)
+        for (const r of decoder.push(stream.subarray(at, at + size))) {
+          got.push(
+            r.ok
+              ? { ok: true, header: r.frame.header, payload: Buffer.from(r.frame.payload) }
+              : { ok: false, code: r.error.code },
+          )
+        }
+        at += size
+      }
+      expect(got).toEqual(expected)
+      expect(decoder.bufferedBytes).toBe(0)
+    }
   })
 })

@@ -29,12 +29,23 @@ export type DecodeResult = { ok: true; frame: DecodedFrame } | { ok: false; erro
 export function encodeFrame(header: unknown, payload: Uint8Array = EMPTY): Uint8Array {
   const head = encoder.encode(JSON.stringify(header))
   const out = new Uint8Array(8 + head.byteLength + payload.byteLength)
-  const view = new DataView(out.buffer)
-  view.setUint32(0, 4 + head.byteLength + payload.byteLength)
-  view.setUint32(4, head.byteLength)
+  writeU32(out, 0, 4 + head.byteLength + payload.byteLength)
+  writeU32(out, 4, head.byteLength)
   out.set(head, 8)
   if (payload.byteLength > 0) out.set(payload, 8 + head.byteLength)
   return out
+}
+
+/** The big-endian u32 at `at` (the caller checked that four bytes are there). */
+function readU32(bytes: Uint8Array, at: number): number {
+  return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
+}
+
+function writeU32(bytes: Uint8Array, at: number, value: number): void {
+  bytes[at] = value >>> 24
+  bytes[at + 1] = value >>> 16
+  bytes[at + 2] = value >>> 8
+  bytes[at + 3] = value
 }
 
 /** Incremental decoder: feed it chunks as they arrive, collect complete frames. */
@@ -64,11 +75,22 @@ export class FrameDecoder {
       data = data.subarray(skip)
     }
     if (data.byteLength === 0) return results
+    if (this.#buffered === 0) {
+      // Nothing is held: decode the whole frames in place, and buffer only what follows them.
+      let at = 0
+      while (data.byteLength - at >= 4) {
+        const length = readU32(data, at)
+        if (length > this.#maxFrameBytes || data.byteLength - at - 4 < length) break
+        results.push(decodeBody(data, at + 4, at + 4 + length))
+        at += 4 + length
+      }
+      if (at === data.byteLength) return results
+      data = data.subarray(at)
+    }
     this.#chunks.push(data)
     this.#buffered += data.byteLength
     while (this.#buffered >= 4) {
-      const head = this.#peek(4)
-      const length = new DataView(head.buffer, head.byteOffset, 4).getUint32(0)
+      const length = readU32(this.#peek(4), 0)
       if (length > this.#maxFrameBytes) {
         this.#take(4)
         const skip = Math.min(length, this.#buffered)
@@ -85,7 +107,7 @@ export class FrameDecoder {
       }
       if (this.#buffered < 4 + length) break
       this.#take(4)
-      results.push(decodeBody(this.#take(length)))
+      results.push(decodeBody(this.#take(length), 0, length))
     }
     return results
   }
@@ -130,25 +152,27 @@ export class FrameDecoder {
   }
 }
 
-function decodeBody(body: Uint8Array): DecodeResult {
-  if (body.byteLength < 4) {
+/** Decodes the frame body that occupies `bytes[start, end)`. */
+function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
+  if (end - start < 4) {
     return {
       ok: false,
       error: { code: 'INVALID_FRAME', message: 'frame shorter than its header length field' },
     }
   }
-  const headerLength = new DataView(body.buffer, body.byteOffset, 4).getUint32(0)
-  if (headerLength > body.byteLength - 4) {
+  const headerLength = readU32(bytes, start)
+  if (headerLength > end - start - 4) {
     return {
       ok: false,
       error: { code: 'INVALID_FRAME', message: `header length ${headerLength} exceeds the frame` },
     }
   }
+  const headerEnd = start + 4 + headerLength
   let header: unknown
   try {
-    header = JSON.parse(decoder.decode(body.subarray(4, 4 + headerLength)))
+    header = JSON.parse(decoder.decode(bytes.subarray(start + 4, headerEnd)))
   } catch {
     return { ok: false, error: { code: 'INVALID_FRAME', message: 'frame header is not UTF-8 JSON' } }
   }
-  return { ok: true, frame: { header, payload: body.subarray(4 + headerLength) } }
+  return { ok: true, frame: { header, payload: bytes.subarray(headerEnd, end) } }
 }
