@@ -7,7 +7,7 @@
 // an event loop. The direct-agent figures come from a second agent started the way the local
 // driver starts it, driven with the runner's own AgentLink.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,6 +24,7 @@ const REPO = join(HERE, '..', '..', '..')
 const RUNS = Number(process.env.BENCH_RUNS ?? 2000)
 const WARMUP = 100
 const ROUNDS = 5
+const SLOW_BYTES = Number(process.env.BENCH_SLOW_BYTES ?? 1024 * 1024 * 1024)
 const STREAM_BYTES = Number(process.env.BENCH_STREAM_BYTES ?? 256 * 1024 * 1024)
 
 function percentile(samples: readonly number[], p: number): number {
@@ -87,6 +88,11 @@ class BenchShell {
   #onBytes: (() => void) | null = null
   readonly ready: Promise<void>
 
+  /** Calls `fn` after every output frame. */
+  onBytes(fn: () => void): void {
+    this.#onBytes = fn
+  }
+
   constructor(url: string, key: string) {
     this.ws = new WebSocket(url, [SHELL_SUBPROTOCOL, `${BEARER_SUBPROTOCOL_PREFIX}${key}`], {
       perMessageDeflate: false,
@@ -121,6 +127,11 @@ class BenchShell {
   close(): void {
     this.ws.close()
   }
+}
+
+function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
 }
 
 function step(what: string): void {
@@ -226,6 +237,35 @@ async function main(): Promise<void> {
     const streamMBps = Math.round(((shell.bytes - before) / 1024 / 1024 / streamSecs) * 10) / 10
     shell.close()
 
+    step('slow client')
+    // A client that reads slowly (pauses its socket 100 ms after every 8 MiB) while the shell
+    // writes SLOW_BYTES: the runner's resident memory must stay flat.
+    const slow = new BenchShell(wsUrl, apiKey)
+    await slow.ready
+    const rssBefore = rssOf(child.pid!)
+    let rssPeak = rssBefore
+    const sampler = setInterval(() => {
+      rssPeak = Math.max(rssPeak, rssOf(child.pid!))
+    }, 50)
+    let nextPause = 8 * 1024 * 1024
+    slow.onBytes(() => {
+      if (slow.bytes < nextPause) return
+      nextPause += 8 * 1024 * 1024
+      slow.ws.pause()
+      setTimeout(() => slow.ws.resume(), 100)
+    })
+    const slowStart = performance.now()
+    await slow.run('slow', `head -c ${SLOW_BYTES} /dev/zero | tr '\\0' a`)
+    const slowSecs = (performance.now() - slowStart) / 1000
+    clearInterval(sampler)
+    slow.close()
+    const slowClient = {
+      bytes: slow.bytes,
+      seconds: Math.round(slowSecs * 10) / 10,
+      runnerRssBeforeMiB: Math.round(rssBefore / 1048576),
+      runnerRssPeakMiB: Math.round(rssPeak / 1048576),
+    }
+
     step('rest')
     // 2. REST exec (a fresh bash -c per call) and a buffered REST session run.
     const execBody = JSON.stringify({ command: 'true' })
@@ -260,6 +300,7 @@ async function main(): Promise<void> {
       restSessionRun: restRun,
       restExec,
       pipelinedCommandsPerSec: pipelinedPerSec,
+      slowClient,
       streamMBps,
       sandboxStartMs: Math.round(sandboxStartMs),
       hops: {
@@ -280,6 +321,10 @@ async function main(): Promise<void> {
       ['REST exec true (fresh bash)', `p50 ${restExec.p50} ms  p90 ${restExec.p90}  p99 ${restExec.p99}`],
       ['pipelined shell runs', `${pipelinedPerSec} commands/s`],
       ['streaming through WS', `${streamMBps} MB/s`],
+      [
+        `slow client, ${Math.round(slowClient.bytes / 1048576)} MiB`,
+        `runner RSS ${slowClient.runnerRssBeforeMiB} → peak ${slowClient.runnerRssPeakMiB} MiB in ${slowClient.seconds} s`,
+      ],
       ['sandbox create → agent ready', `${Math.round(sandboxStartMs)} ms`],
     ]
     const width = Math.max(...rows.map(([k]) => k.length))

@@ -8,6 +8,7 @@ import { buildApp, REDACTED_PATHS } from './app.ts'
 import { generateApiKey, hashSecret } from './credentials.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { ConfigError, configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { lockStateDir } from './state-dir-lock.ts'
 import { StateStore } from './state-store.ts'
 
 const USAGE = `usage: conch runner [flags]
@@ -67,6 +68,12 @@ async function main(argv: string[]): Promise<void> {
     throw error
   }
   const store = StateStore.open(config.stateDir)
+  let unlock: () => void
+  try {
+    unlock = lockStateDir(config.stateDir)
+  } catch (error) {
+    fail((error as Error).message, 1)
+  }
   const { hashes, newKey } = apiKeyHashes(config, store)
   const driver = new LocalDriver({ stateDir: config.stateDir })
   const app = buildApp({
@@ -92,6 +99,7 @@ async function main(argv: string[]): Promise<void> {
       .close()
       .then(() => {
         store.close()
+        unlock()
         process.exit(0)
       })
       .catch((error) => {

@@ -53,4 +53,18 @@ describe('conch runner CLI', () => {
     expect(await run.exited).toBe(2)
     expect(run.err()).toContain('--port eighty')
   })
+
+  it('refuses to start a second runner on a state dir in use', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-cli-'))
+    try {
+      const key = 'conch_test_key_0123456789abcdef'
+      await using first = cli(['runner', '--port', '0', '--state-dir', stateDir], { CONCH_API_KEY: key })
+      await first.waitFor(/listening on/)
+      await using second = cli(['runner', '--port', '0', '--state-dir', stateDir], { CONCH_API_KEY: key })
+      expect(await second.exited).toBe(1)
+      expect(second.err()).toContain(`another runner (pid ${first.child.pid})`)
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true })
+    }
+  })
 })

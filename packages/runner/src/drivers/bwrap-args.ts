@@ -1,0 +1,112 @@
+// The bubblewrap command line of a namespace sandbox. The sandbox sees a tmpfs root holding:
+// the host's system directories read-only (/usr and the top-level links or dirs into it, a
+// small subset of /etc plus generated passwd, group, hostname and hosts), fresh /proc, /dev,
+// /tmp and /dev/shm, its workspace read-write at /workspace, its socket dir at /run/conch, and
+// the agent's runtime read-only under /opt/conch. Nothing else of the host is mounted. The root
+// is read-only once built. The environment is cleared and set to exactly `env`.
+import { lstatSync, readlinkSync } from 'node:fs'
+import type { AgentRuntime } from './agent-runtime.ts'
+
+/** Top-level system entries bound read-only (or re-created as the same symlink). */
+const SYSTEM_ENTRIES = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
+
+/** Entries of the host's /etc that programs need; secrets (shadow, ssh keys) are not among them. */
+const ETC_ENTRIES = [
+  'alternatives',
+  'bash.bashrc',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'crypto-policies',
+  'debian_version',
+  'gai.conf',
+  'host.conf',
+  'inputrc',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'locale.alias',
+  'localtime',
+  'mime.types',
+  'nsswitch.conf',
+  'os-release',
+  'pki',
+  'profile',
+  'profile.d',
+  'protocols',
+  'services',
+  'ssl',
+  'terminfo',
+  'timezone',
+]
+
+/** The socket directory inside the sandbox. */
+export const GUEST_RUN_DIR = '/run/conch'
+
+/** Everything the command line depends on. */
+export interface BwrapLayout {
+  /** The fd (in bwrap) of the user namespace to join. */
+  usernsFd: number
+  /** Sandbox uid and gid. */
+  uid: number
+  /** Hostname inside. */
+  hostname: string
+  /** The workspace directory on the host (bound at /workspace). */
+  workspace: string
+  /** The socket directory on the host (bound at /run/conch). */
+  runDir: string
+  /** Generated /etc files on the host, by name (passwd, group...). */
+  etcFiles: Record<string, string>
+  /** The agent's files. */
+  runtime: AgentRuntime
+  /** The complete environment of the sandbox's first process. */
+  env: Record<string, string>
+  /** The command run inside, after the options. */
+  command: string[]
+}
+
+/** How a host path appears: the same symlink, a read-only bind of it, or nothing when missing. */
+function mirror(path: string, guest: string = path): string[] {
+  try {
+    const stat = lstatSync(path)
+    if (stat.isSymbolicLink()) return ['--symlink', readlinkSync(path), guest]
+    return ['--ro-bind', path, guest]
+  } catch {
+    return []
+  }
+}
+
+/** The bwrap argv (without the bwrap path itself). */
+export function bwrapArgs(layout: BwrapLayout): string[] {
+  const uid = String(layout.uid)
+  const args = [
+    '--userns',
+    String(layout.usernsFd),
+    '--unshare-pid',
+    '--unshare-net',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--uid',
+    uid,
+    '--gid',
+    uid,
+    '--hostname',
+    layout.hostname,
+    '--cap-drop',
+    'ALL',
+    '--new-session',
+    '--clearenv',
+  ]
+  for (const [name, value] of Object.entries(layout.env)) args.push('--setenv', name, value)
+  for (const entry of SYSTEM_ENTRIES) args.push(...mirror(entry))
+  args.push('--perms', '0755', '--dir', '/etc')
+  for (const name of ETC_ENTRIES) args.push(...mirror(`/etc/${name}`))
+  for (const [name, host] of Object.entries(layout.etcFiles)) args.push('--ro-bind', host, `/etc/${name}`)
+  args.push('--proc', '/proc', '--dev', '/dev')
+  args.push('--perms', '01777', '--tmpfs', '/dev/shm', '--perms', '01777', '--tmpfs', '/tmp')
+  for (const m of layout.runtime.mounts) args.push('--ro-bind', m.host, m.guest)
+  for (const [target, path] of layout.runtime.symlinks) args.push('--symlink', target, path)
+  args.push('--bind', layout.workspace, '/workspace', '--bind', layout.runDir, GUEST_RUN_DIR)
+  args.push('--remount-ro', '/', '--chdir', '/workspace', '--', ...layout.command)
+  return args
+}

@@ -1,0 +1,387 @@
+// The namespace driver: each sandbox is a bubblewrap sandbox on the host, Linux only, run by a
+// root runner. Its agent runs as an unprivileged uid (default 1000, the same number on the host)
+// with no capabilities and no_new_privs, in new user, pid, mount, ipc, uts, net (loopback only)
+// and cgroup namespaces, with an environment that is exactly the sandbox's own. The file layout
+// is in bwrap-args.ts, the agent's files in agent-runtime.ts, limits in cgroup-v1.ts.
+//
+// Start: the runner makes a user namespace owned by the sandbox uid whose maps are `0 0 1` and
+// `uid uid 1`, written by the runner (only root may map host root). bwrap joins it with
+// `--userns` while running as the sandbox uid, so it has capabilities in that namespace to build
+// the mounts, and, because host root is mapped, it can reach host paths a 0700 root dir hides
+// (the runner's state dir); it then drops every capability before the agent starts. The chain is
+// `sh` (root: joins the cgroups, so every later fork is counted) → `setpriv` (to the sandbox
+// uid) → `bwrap` → the sandbox's pid 1 → the agent. All are detached from the runner (setsid),
+// so the agent outlives a runner restart.
+//
+// Handle: the pid and start time of that first process (bwrap after exec), the host paths and
+// the cgroup dirs. It is alive while that (pid, start time) exists and is not a zombie. Stop
+// kills the sandbox's pid 1, which takes its whole pid namespace down, and every process left
+// in its cgroups. Destroy also removes the folder and the cgroups.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
+import { connect as netConnect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Duplex } from 'node:stream'
+import { z } from 'zod'
+import { RunnerError } from '../runner-error.ts'
+import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
+import { bwrapArgs, GUEST_RUN_DIR } from './bwrap-args.ts'
+import {
+  CGROUP_V1_ROOT,
+  cgroupPids,
+  cgroupProblem,
+  controllersFor,
+  createCgroups,
+  removeCgroups,
+} from './cgroup-v1.ts'
+import { childrenOf, procStat } from './proc-stat.ts'
+import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
+
+/** The longest Unix socket path we create (sun_path holds 108 bytes on Linux, including NUL). */
+const MAX_SOCKET_PATH = 100
+
+/** The workspace as the sandbox's shells see it. */
+const GUEST_WORKSPACE = '/workspace'
+
+/** Folders searched for bwrap, unshare, setpriv and sh. */
+const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin']
+
+/** The namespace driver's handle state. */
+const NamespaceState = z.object({
+  /** Folder holding the workspace, generated /etc files and the agent log. */
+  dir: z.string(),
+  /** The workspace on the host. */
+  workspace: z.string(),
+  /** The socket folder on the host, bound at /run/conch. */
+  runDir: z.string(),
+  /** The agent's socket on the host. */
+  socketPath: z.string(),
+  /** cgroup v1 dirs of the sandbox. */
+  cgroups: z.array(z.string()),
+  /** Pid of the sandbox's first process (bwrap), once started. */
+  pid: z.number().int().positive().optional(),
+  /** Its start time from /proc/<pid>/stat, so a recycled pid is not mistaken for it. */
+  startTime: z.string().optional(),
+})
+type NamespaceState = z.infer<typeof NamespaceState>
+
+/** Options of the namespace driver. */
+export interface NamespaceDriverOptions {
+  /** The runner's state dir; sandboxes live in `<stateDir>/sandboxes/<id>`. */
+  stateDir: string
+  /** Uid and gid of sandbox processes, inside and on the host; default 1000. */
+  uid?: number
+  /** The agent's entry file; defaults to `@conch/agent/main` resolved from this package. */
+  agentEntry?: string
+  /** Node binary that runs the agent; defaults to the runner's own. */
+  nodePath?: string
+  /** Where cgroup v1 controllers are mounted; default /sys/fs/cgroup. */
+  cgroupRoot?: string
+}
+
+/** The first of `dirs/name` that exists. */
+function findBinary(name: string): string | null {
+  for (const dir of SYSTEM_BIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
+  return null
+}
+
+/** A driver that runs each agent in a bubblewrap sandbox with cgroup v1 limits. */
+export class NamespaceDriver implements SandboxDriver {
+  /** Driver name. */
+  readonly name = 'namespace'
+  /** Linux namespaces. */
+  readonly isolation = 'namespace' as const
+  /** What users are told on every sandbox. */
+  readonly description =
+    'namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, only its workspace writable and cgroup limits on pids, memory and CPU; it shares the host kernel (no seccomp filter, a kernel bug can escape it) and the disk limit is not enforced'
+  readonly #stateDir: string
+  readonly #uid: number
+  readonly #agentEntry: string | undefined
+  readonly #nodePath: string
+  readonly #cgroupRoot: string
+  readonly #exits = new Map<number, string>()
+  #runtime: AgentRuntime | undefined
+
+  /** Creates the driver; nothing is checked or started until `create`. */
+  constructor(options: NamespaceDriverOptions) {
+    this.#stateDir = options.stateDir
+    this.#uid = options.uid ?? 1000
+    this.#agentEntry = options.agentEntry
+    this.#nodePath = options.nodePath ?? process.execPath
+    this.#cgroupRoot = options.cgroupRoot ?? CGROUP_V1_ROOT
+  }
+
+  /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
+  problem(spec: Pick<SandboxSpec, 'limits'> = { limits: {} }): string | null {
+    if (process.platform !== 'linux') return 'the namespace driver needs Linux'
+    if (process.getuid?.() !== 0)
+      return 'the namespace driver needs a runner running as root (it maps uids and writes cgroups)'
+    for (const name of ['bwrap', 'unshare', 'setpriv', 'sh']) {
+      if (!findBinary(name)) {
+        return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
+      }
+    }
+    return cgroupProblem(this.#cgroupRoot, controllersFor(spec.limits))
+  }
+
+  /** Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups. */
+  async create(spec: SandboxSpec): Promise<DriverSandbox> {
+    const problem = this.problem(spec)
+    if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
+    const dir = join(this.#stateDir, 'sandboxes', spec.id)
+    const workspace = join(dir, 'workspace')
+    mkdirSync(workspace, { recursive: true, mode: 0o700 })
+    chownSync(workspace, this.#uid, this.#uid)
+    const runDir = this.#runDir(dir, spec.id)
+    mkdirSync(runDir, { recursive: true, mode: 0o700 })
+    chownSync(runDir, this.#uid, this.#uid)
+    mkdirSync(join(dir, 'etc'), { recursive: true, mode: 0o755 })
+    for (const [name, text] of Object.entries(this.#etcFiles()))
+      writeFileSync(join(dir, 'etc', name), text, { mode: 0o644 })
+    const cgroups = createCgroups(this.#cgroupRoot, spec.id, spec.limits)
+    const state: NamespaceState = { dir, workspace, runDir, socketPath: join(runDir, 'agent.sock'), cgroups }
+    return { id: spec.id, workdir: GUEST_WORKSPACE, state }
+  }
+
+  /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
+  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
+    const state = NamespaceState.parse(sandbox.state)
+    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry)
+    const runtime = this.#runtime
+    rmSync(state.socketPath, { force: true })
+    const usernsFd = await this.#userNamespace()
+    const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
+    try {
+      const env: Record<string, string> = {
+        PATH: '/usr/local/bin:/usr/bin:/bin',
+        HOME: GUEST_WORKSPACE,
+        LANG: 'C.UTF-8',
+        TERM: 'dumb',
+        ...spec.env,
+      }
+      const agent = [
+        runtime.node,
+        '--conditions=source',
+        runtime.entry,
+        '--socket',
+        `${GUEST_RUN_DIR}/agent.sock`,
+        '--root',
+        GUEST_WORKSPACE,
+        '--scrollbackBytes',
+        String(spec.scrollbackBytes),
+      ]
+      const etcFiles = Object.fromEntries(
+        Object.keys(this.#etcFiles()).map((n) => [n, join(state.dir, 'etc', n)]),
+      )
+      const args = bwrapArgs({
+        usernsFd: 3,
+        uid: this.#uid,
+        hostname: 'sandbox',
+        workspace: state.workspace,
+        runDir: state.runDir,
+        etcFiles,
+        runtime,
+        env,
+        // The agent must not inherit the namespace fd (fd 3).
+        command: ['/bin/sh', '-c', 'exec "$@" 3<&-', 'sh', ...agent],
+      })
+      const id = String(this.#uid)
+      const child = spawn(
+        findBinary('sh')!,
+        [
+          '-c',
+          'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"',
+          'conch-sandbox',
+          ...state.cgroups.map((d) => join(d, 'cgroup.procs')),
+          '--',
+          findBinary('setpriv')!,
+          `--reuid=${id}`,
+          `--regid=${id}`,
+          '--clear-groups',
+          '--',
+          findBinary('bwrap')!,
+          ...args,
+        ],
+        { detached: true, stdio: ['ignore', logFd, logFd, usernsFd], env: {}, cwd: '/' },
+      )
+      const pid = await spawned(child)
+      child.once('exit', (code, signal) => {
+        this.#exits.set(pid, signal ? `sandbox killed by ${signal}` : `sandbox exited with code ${code}`)
+      })
+      child.unref()
+      const startTime = procStat(pid)?.startTime
+      return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
+    } finally {
+      closeSync(logFd)
+      closeSync(usernsFd)
+    }
+  }
+
+  /** Connects to the agent's socket from the host, retrying while the agent is starting. */
+  async connect(sandbox: DriverSandbox, timeoutMs: number): Promise<Duplex> {
+    const state = NamespaceState.parse(sandbox.state)
+    const deadline = Date.now() + timeoutMs
+    let delay = 2
+    for (;;) {
+      try {
+        return await connectOnce(state.socketPath)
+      } catch (error) {
+        const live = await this.isAlive(sandbox)
+        if (!live.alive) {
+          throw new RunnerError(
+            'AGENT_UNAVAILABLE',
+            `the sandbox is gone: ${live.reason}; see agent.log in ${state.dir}`,
+          )
+        }
+        if (Date.now() >= deadline) {
+          throw new RunnerError(
+            'AGENT_UNAVAILABLE',
+            `the agent of sandbox ${sandbox.id} did not accept a connection within ${timeoutMs} ms; see agent.log in ${state.dir}`,
+            { cause: error },
+          )
+        }
+        await new Promise((r) => setTimeout(r, delay))
+        delay = Math.min(delay * 2, 100)
+      }
+    }
+  }
+
+  /** True while the sandbox's first process (same pid and start time) runs. */
+  async isAlive(sandbox: DriverSandbox): Promise<Liveness> {
+    const state = NamespaceState.parse(sandbox.state)
+    if (!state.pid) return { alive: false, reason: 'the sandbox was never started' }
+    const exit = this.#exits.get(state.pid)
+    if (exit) return { alive: false, reason: exit }
+    const stat = procStat(state.pid)
+    if (
+      !stat ||
+      stat.state === 'Z' ||
+      (state.startTime !== undefined && stat.startTime !== state.startTime)
+    ) {
+      return { alive: false, reason: `sandbox process ${state.pid} is no longer running` }
+    }
+    return { alive: true, reason: null }
+  }
+
+  /** Kills the sandbox's pid namespace and every process in its cgroups; the workspace stays. */
+  async stop(sandbox: DriverSandbox): Promise<void> {
+    const state = NamespaceState.parse(sandbox.state)
+    const deadline = Date.now() + 5_000
+    for (;;) {
+      const live = state.pid !== undefined && (await this.isAlive(sandbox)).alive
+      // The sandbox's pid 1 is bwrap's child; killing it kills its whole pid namespace.
+      const targets = [...(live && state.pid ? childrenOf(state.pid) : []), ...cgroupPids(state.cgroups)]
+      if (!live && targets.length === 0) return
+      for (const pid of targets) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          // already gone
+        }
+      }
+      if (Date.now() >= deadline) {
+        throw new RunnerError(
+          'INTERNAL',
+          `sandbox ${sandbox.id} still has processes after SIGKILL: ${targets.join(', ')}`,
+        )
+      }
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+
+  /** Stops the sandbox and deletes its folder, socket dir and cgroups. */
+  async destroy(sandbox: DriverSandbox): Promise<void> {
+    await this.stop(sandbox)
+    const state = NamespaceState.parse(sandbox.state)
+    removeCgroups(state.cgroups)
+    rmSync(state.runDir, { recursive: true, force: true })
+    rmSync(state.dir, { recursive: true, force: true })
+  }
+
+  /** A user namespace owned by the sandbox uid mapping host root and the sandbox uid; returns its fd. */
+  async #userNamespace(): Promise<number> {
+    const holder = spawn(findBinary('unshare')!, ['--user', '--', findBinary('sh')!, '-c', 'read _'], {
+      stdio: ['pipe', 'ignore', 'ignore'],
+      uid: this.#uid,
+      gid: this.#uid,
+      env: {},
+      cwd: '/',
+    })
+    try {
+      const pid = await spawned(holder)
+      const own = readlinkSync('/proc/self/ns/user')
+      const deadline = Date.now() + 5_000
+      while (readNs(pid) === own) {
+        if (Date.now() > deadline)
+          throw new RunnerError('AGENT_UNAVAILABLE', 'unshare --user did not create a user namespace')
+        await new Promise((r) => setTimeout(r, 1))
+      }
+      const map = `0 0 1\n${this.#uid} ${this.#uid} 1\n`
+      writeFileSync(`/proc/${pid}/uid_map`, map)
+      writeFileSync(`/proc/${pid}/gid_map`, map)
+      return openSync(`/proc/${pid}/ns/user`, 'r')
+    } finally {
+      holder.kill('SIGKILL')
+    }
+  }
+
+  #etcFiles(): Record<string, string> {
+    const u = this.#uid
+    return {
+      passwd: `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${u}:${u}:conch sandbox:${GUEST_WORKSPACE}:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+      group: `root:x:0:\nsandbox:x:${u}:\nnogroup:x:65534:\n`,
+      hostname: 'sandbox\n',
+      hosts: '127.0.0.1 localhost\n::1 localhost ip6-localhost\n127.0.1.1 sandbox\n',
+    }
+  }
+
+  #runDir(dir: string, id: string): string {
+    const preferred = join(dir, 'run')
+    if (Buffer.byteLength(join(preferred, 'agent.sock')) <= MAX_SOCKET_PATH) return preferred
+    const tag = createHash('sha256').update(this.#stateDir).digest('hex').slice(0, 12)
+    return join(tmpdir(), `conch-${tag}`, id)
+  }
+}
+
+function readNs(pid: number): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/user`)
+  } catch {
+    return null
+  }
+}
+
+function spawned(child: ChildProcess): Promise<number> {
+  return new Promise((resolve, reject) => {
+    child.once('error', (error) =>
+      reject(
+        new RunnerError('AGENT_UNAVAILABLE', `could not start the sandbox: ${error.message}`, {
+          cause: error,
+        }),
+      ),
+    )
+    child.once('spawn', () => resolve(child.pid ?? 0))
+  })
+}
+
+function connectOnce(path: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = netConnect(path)
+    socket.once('connect', () => {
+      socket.off('error', reject)
+      resolve(socket)
+    })
+    socket.once('error', reject)
+  })
+}
