@@ -7,6 +7,7 @@ import pino from 'pino'
 import { buildApp, REDACTED_PATHS } from './app.ts'
 import { generateApiKey, hashSecret } from './credentials.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
+import { NamespaceDriver } from './drivers/namespace-driver.ts'
 import { ConfigError, configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
 import { lockStateDir } from './state-dir-lock.ts'
 import { StateStore } from './state-store.ts'
@@ -75,11 +76,16 @@ async function main(argv: string[]): Promise<void> {
     fail((error as Error).message, 1)
   }
   const { hashes, newKey } = apiKeyHashes(config, store)
-  const driver = new LocalDriver({ stateDir: config.stateDir })
+  // Both drivers are registered, so a request may pick either; --driver picks the default.
+  const namespace = new NamespaceDriver({ stateDir: config.stateDir })
+  const drivers = [new LocalDriver({ stateDir: config.stateDir }), namespace]
+  const driver = drivers.find((d) => d.name === config.driver) ?? drivers[0]!
+  const problem = driver === namespace ? namespace.problem() : null
+  if (problem) fail(`--driver namespace: ${problem}`, 1)
   const app = buildApp({
     store,
     apiKeyHashes: hashes,
-    drivers: [driver],
+    drivers,
     defaultDriver: config.driver,
     limits: config.limits,
     logger: {

@@ -14,7 +14,7 @@ export const RunnerConfig = z.object({
   /** Folder holding the database, sandbox roots and agent logs. */
   stateDir: z.string().min(1).default('.conch'),
   /** Default sandbox driver. */
-  driver: z.enum(['local']).default('local'),
+  driver: z.enum(['local', 'namespace']).default('local'),
   /** pino log level. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** The API key; when absent one is generated on first start and stored only as a hash. */
