@@ -203,7 +203,9 @@ export class BashSession {
   readonly #tag: string
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
-  readonly #queue: Run[] = []
+  /** Queued runs from `#queueHead` on; slots before it are taken (and cleared). */
+  #queue: (Run | undefined)[] = []
+  #queueHead = 0
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
@@ -297,7 +299,7 @@ export class BashSession {
 
   /** Runs waiting behind the active one. */
   get queued(): number {
-    return this.#queue.length
+    return this.#queue.length - this.#queueHead
   }
 
   /** The exit code of the last finished run (what `$?` holds in the shell). */
@@ -440,7 +442,7 @@ export class BashSession {
 
   #dispatch(): void {
     if (this.#phase !== 'ready' || this.#active !== null || this.#pendingSync !== null) return
-    const run = this.#queue.shift()
+    const run = this.#takeQueued()
     if (run === undefined) return
     const clock = this.#opts.clock
     run.nonce = newNonce()
@@ -478,6 +480,25 @@ export class BashSession {
     this.#child.stdin?.write(
       `. ${shellQuote(this.#cmdFile)} <${stdinRedirect}; __conch_end_${this.#tag} ${run.nonce} && :\n`,
     )
+  }
+
+  /**
+   * Removes and returns the oldest queued run. Taking from a head index keeps this O(1) for
+   * a queue of many thousands of pipelined runs, where `Array.shift` moves the whole array.
+   */
+  #takeQueued(): Run | undefined {
+    const run = this.#queue[this.#queueHead]
+    if (run === undefined) return undefined
+    this.#queue[this.#queueHead] = undefined
+    this.#queueHead += 1
+    if (this.#queueHead === this.#queue.length) {
+      this.#queue = []
+      this.#queueHead = 0
+    } else if (this.#queueHead >= 1024 && this.#queueHead * 2 >= this.#queue.length) {
+      this.#queue = this.#queue.slice(this.#queueHead)
+      this.#queueHead = 0
+    }
+    return run
   }
 
   /** Opens (creating or emptying) the command file, which stays open for the session's life. */
@@ -730,7 +751,7 @@ export class BashSession {
         active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
       active.reject(err)
     }
-    for (const run of this.#queue.splice(0)) run.reject(err)
+    for (let run = this.#takeQueued(); run !== undefined; run = this.#takeQueued()) run.reject(err)
     this.#inFlight.clear()
     this.#rejectReady(err)
     this.log.appendClosed(info)
