@@ -114,8 +114,11 @@ export class AgentServer {
     })
   }
 
-  /** Dispatches one call whose params were parsed against the method's schema. */
-  async dispatch<M extends AgentMethod>(
+  /**
+   * Dispatches one call whose params were parsed against the method's schema. It returns the
+   * handler's promise as is; a handler that throws before returning one throws here.
+   */
+  dispatch<M extends AgentMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,

@@ -138,12 +138,12 @@ export class SessionManager implements SessionService {
   }
 
   /** Handles one `session.*` call with parsed params. */
-  async handle<M extends SessionMethod>(
+  handle<M extends SessionMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
   ): Promise<AgentResultOf<M>> {
-    return (await this.#handle(method, params as AgentParams<SessionMethod>, context)) as AgentResultOf<M>
+    return this.#handle(method, params as AgentParams<SessionMethod>, context) as Promise<AgentResultOf<M>>
   }
 
   async #handle(
