@@ -171,12 +171,14 @@ export class SessionManager implements SessionService {
       case 'session.run': {
         const p = params as AgentParams<'session.run'>
         const session = this.#sessions.get(p.session) ?? (await this.get(p.session, true))
+        // An unbuffered run's result is dropped, so it keeps none of its output in memory.
+        const outputCapBytes = p.buffer ? p.outputCapBytes : 0
         const running = session.run({
           runId: p.run,
           command: p.command,
           ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
           ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
-          ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
+          ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
         })
         if (p.buffer) return toRunResult(await running)
         // Unbuffered: the run is queued; its output and exit flow on attached channels.
