@@ -80,6 +80,8 @@ function runnerEnv(apiKey: string, marker: string): NodeJS.ProcessEnv {
   }
   const [markerName, markerValue] = marker.split('=') as [string, string]
   env.CONCH_API_KEY = apiKey
+  // The suite runs against the runner's default driver unless CONCH_E2E_DRIVER names one.
+  if (process.env.CONCH_E2E_DRIVER) env.CONCH_DRIVER = process.env.CONCH_E2E_DRIVER
   env[markerName] = markerValue
   return env
 }

@@ -77,16 +77,18 @@ async function main(argv: string[]): Promise<void> {
   }
   const { hashes, newKey } = apiKeyHashes(config, store)
   // Both drivers are registered, so a request may pick either; --driver picks the default.
+  // `auto` isolates whenever the host can (root, bubblewrap, cgroup v1) and says so when not.
+  const local = new LocalDriver({ stateDir: config.stateDir })
   const namespace = new NamespaceDriver({ stateDir: config.stateDir })
-  const drivers = [new LocalDriver({ stateDir: config.stateDir }), namespace]
-  const driver = drivers.find((d) => d.name === config.driver) ?? drivers[0]!
-  const problem = driver === namespace ? namespace.problem() : null
-  if (problem) fail(`--driver namespace: ${problem}`, 1)
+  const drivers = [local, namespace]
+  const problem = config.driver === 'local' ? null : namespace.problem()
+  if (problem && config.driver === 'namespace') fail(`--driver namespace: ${problem}`, 1)
+  const driver = config.driver === 'local' || problem ? local : namespace
   const app = buildApp({
     store,
     apiKeyHashes: hashes,
     drivers,
-    defaultDriver: config.driver,
+    defaultDriver: driver.name,
     limits: config.limits,
     logger: {
       level: config.logLevel,
@@ -94,7 +96,13 @@ async function main(argv: string[]): Promise<void> {
       stream: pino.destination(2),
     },
   })
-  app.log.warn({ driver: driver.name, isolation: driver.isolation }, driver.description)
+  if (problem)
+    app.log.warn(
+      { reason: problem },
+      'the namespace driver cannot run on this host, so sandboxes use the local driver',
+    )
+  const level = driver.isolation === 'none' ? 'warn' : 'info'
+  app.log[level]({ driver: driver.name, isolation: driver.isolation }, driver.description)
 
   let stopping = false
   const stop = (signal: string): void => {

@@ -13,8 +13,8 @@ export const RunnerConfig = z.object({
   port: z.coerce.number().int().min(0).max(65_535).default(DEFAULT_PORT),
   /** Folder holding the database, sandbox roots and agent logs. */
   stateDir: z.string().min(1).default('.conch'),
-  /** Default sandbox driver. */
-  driver: z.enum(['local', 'namespace']).default('local'),
+  /** Default sandbox driver; `auto` is `namespace` where the host supports it, else `local`. */
+  driver: z.enum(['auto', 'local', 'namespace']).default('auto'),
   /** pino log level. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** The API key; when absent one is generated on first start and stored only as a hash. */
