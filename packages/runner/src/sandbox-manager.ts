@@ -181,6 +181,7 @@ export class SandboxManager {
       env: request.env ?? {},
       limits: request.limits ?? {},
       scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
     }
     const handle = await driver.create(spec)
     const record: SandboxRecord = {

@@ -111,6 +111,8 @@ export class LocalDriver implements SandboxDriver {
           sandbox.workdir,
           '--scrollbackBytes',
           String(spec.scrollbackBytes),
+          '--maxSessions',
+          String(spec.maxSessions),
         ],
         { detached: true, stdio: ['ignore', logFd, logFd], env, cwd: sandbox.workdir },
       )

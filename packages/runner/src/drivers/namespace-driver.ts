@@ -180,6 +180,8 @@ export class NamespaceDriver implements SandboxDriver {
         GUEST_WORKSPACE,
         '--scrollbackBytes',
         String(spec.scrollbackBytes),
+        '--maxSessions',
+        String(spec.maxSessions),
       ]
       const etcFiles = Object.fromEntries(
         Object.keys(this.#etcFiles()).map((n) => [n, join(state.dir, 'etc', n)]),

@@ -20,6 +20,8 @@ export interface SandboxSpec {
   limits: SandboxLimits
   /** Bytes of scrollback the agent keeps per session. */
   scrollbackBytes: number
+  /** Most sessions the agent may keep open (the runner's per-sandbox limit). */
+  maxSessions: number
 }
 
 /** A driver's handle on one sandbox: serialisable, stored by the runner, passed back on every call. */
