@@ -4,6 +4,7 @@ import { PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
+import { corsPlugin } from './plugins/cors-plugin.ts'
 import { execPlugin } from './plugins/exec-plugin.ts'
 import { filesPlugin } from './plugins/files-plugin.ts'
 import { healthPlugin } from './plugins/health-plugin.ts'
@@ -39,6 +40,8 @@ export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger']
   /** Clock. */
   now?: () => number
+  /** Origins whose browser pages may call the REST API (`*` for any); none by default. */
+  corsOrigins?: readonly string[]
 }
 
 /** Log options that keep secrets out of the log. */
@@ -124,6 +127,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
       )
   })
 
+  void app.register(corsPlugin, { origins: options.corsOrigins ?? [] })
   void app.register(authPlugin, ctx)
   void app.register(healthPlugin, ctx)
   void app.register(openapiPlugin, ctx)

@@ -89,6 +89,7 @@ async function main(argv: string[]): Promise<void> {
     apiKeyHashes: hashes,
     drivers,
     defaultDriver: driver.name,
+    corsOrigins: config.corsOrigins,
     limits: config.limits,
     logger: {
       level: config.logLevel,

@@ -17,6 +17,17 @@ export const RunnerConfig = z.object({
   driver: z.enum(['auto', 'local', 'namespace']).default('auto'),
   /** pino log level. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Comma-separated origins whose browser pages may call the REST API (`*` for any); none by default. */
+  corsOrigins: z
+    .string()
+    .default('')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((o) => o.trim())
+        .filter((o) => o.length > 0),
+    )
+    .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ })]))),
   /** The API key; when absent one is generated on first start and stored only as a hash. */
   apiKey: z.string().min(16, 'the API key must be at least 16 characters').optional(),
   /** Limits. */
@@ -41,7 +52,7 @@ interface Setting {
   env: string
 }
 
-const TOP = ['host', 'port', 'stateDir', 'driver', 'logLevel', 'apiKey'] as const
+const TOP = ['host', 'port', 'stateDir', 'driver', 'logLevel', 'corsOrigins', 'apiKey'] as const
 const LIMIT_KEYS = Object.keys(RunnerLimits.shape)
 
 const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
@@ -104,7 +115,7 @@ export function parseRunnerConfig(
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
       const path = issue.path.join('.')
-      const from = origin.get(path)
+      const from = origin.get(path) ?? origin.get(String(issue.path[0]))
       return `${from ?? path}: ${issue.message}`
     })
     throw new ConfigError(`invalid runner configuration:\n  ${problems.join('\n  ')}`)

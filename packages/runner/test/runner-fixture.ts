@@ -40,6 +40,8 @@ export interface TestRunnerOptions {
   driver?: SandboxDriver
   /** Remove a given `stateDir` at dispose too. */
   removeStateDir?: boolean
+  /** Origins allowed to call the REST API from a browser. */
+  corsOrigins?: readonly string[]
 }
 
 /** Starts a runner on a temp state dir. */
@@ -54,6 +56,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     drivers: [driver],
     limits: options.limits,
     now: options.now,
+    ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()
