@@ -4,15 +4,16 @@
 // not enforced. It exists for development; the namespace driver is the real sandbox.
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { connect as netConnect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { connectToAgent } from './agent-socket.ts'
+import { descendantsOf } from './proc-stat.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 
 /** The longest Unix socket path we create (sun_path holds 108 bytes on Linux, including NUL). */
@@ -139,25 +140,15 @@ export class LocalDriver implements SandboxDriver {
   /** Connects to the agent's socket, retrying while the agent is starting. */
   async connect(sandbox: DriverSandbox, timeoutMs: number): Promise<Duplex> {
     const state = LocalState.parse(sandbox.state)
-    const deadline = Date.now() + timeoutMs
-    let delay = 2
-    for (;;) {
-      try {
-        return await connectOnce(state.socketPath)
-      } catch (error) {
-        const live = await this.isAlive(sandbox)
-        if (!live.alive) throw new RunnerError('AGENT_UNAVAILABLE', `the agent is gone: ${live.reason}`)
-        if (Date.now() >= deadline) {
-          throw new RunnerError(
-            'AGENT_UNAVAILABLE',
-            `the agent of sandbox ${sandbox.id} did not accept a connection within ${timeoutMs} ms; see agent.log in its folder`,
-            { cause: error },
-          )
-        }
-        await new Promise((r) => setTimeout(r, delay))
-        delay = Math.min(delay * 2, 100)
-      }
-    }
+    return connectToAgent(
+      {
+        sandboxId: sandbox.id,
+        socketPath: state.socketPath,
+        logHint: 'agent.log in its folder',
+        isAlive: () => this.isAlive(sandbox),
+      },
+      timeoutMs,
+    )
   }
 
   /** True while the agent's pid exists. */
@@ -221,47 +212,4 @@ export class LocalDriver implements SandboxDriver {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     return join(dir, `${id}.sock`)
   }
-}
-
-function connectOnce(path: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = netConnect(path)
-    socket.once('connect', () => {
-      socket.off('error', reject)
-      resolve(socket)
-    })
-    socket.once('error', reject)
-  })
-}
-
-/** Every descendant pid of `root`, from /proc (Linux); empty elsewhere. */
-function descendantsOf(root: number): number[] {
-  const children = new Map<number, number[]>()
-  let entries: string[]
-  try {
-    entries = readdirSync('/proc')
-  } catch {
-    return []
-  }
-  for (const name of entries) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      const list = children.get(ppid) ?? []
-      list.push(Number(name))
-      children.set(ppid, list)
-    } catch {
-      // exited while scanning
-    }
-  }
-  const out: number[] = []
-  const stack = [root]
-  while (stack.length > 0) {
-    for (const child of children.get(stack.pop()!) ?? []) {
-      out.push(child)
-      stack.push(child)
-    }
-  }
-  return out
 }

@@ -29,13 +29,13 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs'
-import { connect as netConnect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
+import { connectToAgent } from './agent-socket.ts'
 import { bwrapArgs, GUEST_RUN_DIR } from './bwrap-args.ts'
 import {
   CGROUP_V1_ROOT,
@@ -233,30 +233,15 @@ export class NamespaceDriver implements SandboxDriver {
   /** Connects to the agent's socket from the host, retrying while the agent is starting. */
   async connect(sandbox: DriverSandbox, timeoutMs: number): Promise<Duplex> {
     const state = NamespaceState.parse(sandbox.state)
-    const deadline = Date.now() + timeoutMs
-    let delay = 2
-    for (;;) {
-      try {
-        return await connectOnce(state.socketPath)
-      } catch (error) {
-        const live = await this.isAlive(sandbox)
-        if (!live.alive) {
-          throw new RunnerError(
-            'AGENT_UNAVAILABLE',
-            `the sandbox is gone: ${live.reason}; see agent.log in ${state.dir}`,
-          )
-        }
-        if (Date.now() >= deadline) {
-          throw new RunnerError(
-            'AGENT_UNAVAILABLE',
-            `the agent of sandbox ${sandbox.id} did not accept a connection within ${timeoutMs} ms; see agent.log in ${state.dir}`,
-            { cause: error },
-          )
-        }
-        await new Promise((r) => setTimeout(r, delay))
-        delay = Math.min(delay * 2, 100)
-      }
-    }
+    return connectToAgent(
+      {
+        sandboxId: sandbox.id,
+        socketPath: state.socketPath,
+        logHint: `agent.log in ${state.dir}`,
+        isAlive: () => this.isAlive(sandbox),
+      },
+      timeoutMs,
+    )
   }
 
   /** True while the sandbox's first process (same pid and start time) runs. */
@@ -374,16 +359,5 @@ function spawned(child: ChildProcess): Promise<number> {
       ),
     )
     child.once('spawn', () => resolve(child.pid ?? 0))
-  })
-}
-
-function connectOnce(path: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = netConnect(path)
-    socket.once('connect', () => {
-      socket.off('error', reject)
-      resolve(socket)
-    })
-    socket.once('error', reject)
   })
 }

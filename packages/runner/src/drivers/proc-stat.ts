@@ -40,3 +40,16 @@ export function childrenOf(pid: number): number[] {
   }
   return out
 }
+
+/** Every descendant pid of `root`, depth first. */
+export function descendantsOf(root: number): number[] {
+  const out: number[] = []
+  const stack = [root]
+  while (stack.length > 0) {
+    for (const child of childrenOf(stack.pop()!)) {
+      out.push(child)
+      stack.push(child)
+    }
+  }
+  return out
+}
