@@ -1,38 +1,21 @@
 // The benchmark's output: the JSON document the docs site renders (shape documented in
-// bench/README.md at the repository root; keep it stable) and the table printed to stdout.
-
+// bench/README.md at the repository root; the protocol's BenchReport schema) and the table
+// printed to stdout.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, platform, release, totalmem } from 'node:os'
 import { dirname } from 'node:path'
+import { type BenchReport, BenchResult } from '@conch/protocol'
 
-/** One figure. */
-export interface BenchResult {
-  /** What it belongs to: `reference`, `latency`, `pipelining`, `parallel`, `streaming`, `memory`, `startup`, or a package's own. */
-  group: string
-  /** What was measured. */
-  name: string
-  /** `ms`, `cmds/s`, `MB/s`, `MB`, `KB` or `x`. */
-  unit: string
-  /** The headline number (the p50 for latencies); the median across rounds. */
-  value: number
-  /** Latency percentiles, each the median across rounds. */
-  p50?: number
-  p90?: number
-  p99?: number
-  /** `value` divided by the matching reference figure measured in the same run. */
-  ratioToBaseline?: number
-}
-
-/** The whole document. */
-export interface BenchReport {
+/** The report this harness writes: the protocol's file shape with the machine facts it records. */
+export interface FullBenchReport extends BenchReport {
+  /** When the run happened. */
   generatedAt: string
+  /** Facts about the machine the numbers come from. */
   machine: { cpus: number; cpuModel: string; memoryBytes: number; node: string; os: string }
-  method: string
-  results: BenchResult[]
 }
 
 /** Facts about the machine the numbers come from. */
-export function machineInfo(): BenchReport['machine'] {
+export function machineInfo(): FullBenchReport['machine'] {
   const list = cpus()
   return {
     cpus: list.length,
@@ -43,17 +26,6 @@ export function machineInfo(): BenchReport['machine'] {
   }
 }
 
-function isResult(value: unknown): value is BenchResult {
-  if (typeof value !== 'object' || value === null) return false
-  const r = value as Record<string, unknown>
-  return (
-    typeof r.group === 'string' &&
-    typeof r.name === 'string' &&
-    typeof r.unit === 'string' &&
-    typeof r.value === 'number'
-  )
-}
-
 /** Reads the results another benchmark wrote in the same shape; [] when the file is absent or foreign. */
 export function readForeignResults(path: string): BenchResult[] {
   if (!existsSync(path)) return []
@@ -61,14 +33,17 @@ export function readForeignResults(path: string): BenchResult[] {
     const doc = JSON.parse(readFileSync(path, 'utf8')) as unknown
     const list = Array.isArray(doc) ? doc : (doc as { results?: unknown }).results
     if (!Array.isArray(list)) return []
-    return list.filter(isResult)
+    return list.flatMap((r) => {
+      const parsed = BenchResult.safeParse(r)
+      return parsed.success ? [parsed.data] : []
+    })
   } catch {
     return []
   }
 }
 
 /** Writes the report as pretty JSON. */
-export function writeReport(path: string, report: BenchReport): void {
+export function writeReport(path: string, report: FullBenchReport): void {
   mkdirSync(dirname(path), { recursive: true })
   writeFileSync(path, `${JSON.stringify(report, null, 2)}\n`)
 }

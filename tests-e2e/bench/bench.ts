@@ -10,11 +10,11 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import type { BenchResult } from '@conch/protocol'
 import { Sandbox, type Shell } from '@conch/sdk'
 import { REPO_ROOT, startRunner } from '../harness/runner-process.ts'
 import {
-  type BenchReport,
-  type BenchResult,
+  type FullBenchReport,
   formatTable,
   machineInfo,
   readForeignResults,
@@ -463,7 +463,7 @@ async function main(): Promise<void> {
     results.push(...foreign)
   }
 
-  const report: BenchReport = {
+  const report: FullBenchReport = {
     generatedAt: new Date().toISOString(),
     machine: machineInfo(),
     method:

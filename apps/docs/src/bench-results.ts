@@ -3,66 +3,26 @@
 // benchmark page shows its method and no numbers.
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { BenchReport, BenchResult } from '@conch/protocol'
+import { z } from 'zod'
 
-/** One measured figure (shape: bench/README.md at the repository root). */
-export interface BenchResult {
-  /** `reference`, `latency`, `pipelining`, `parallel`, `streaming`, `memory`, `startup`, ... */
-  group: string
-  /** What was measured, e.g. `shell.run('true')`; stable across runs. */
-  name: string
-  /** Unit of `value` and the percentiles, e.g. `ms`, `ops/s`, `MB`. */
-  unit: string
-  /** The headline value (the median for latencies). */
-  value: number
-  p50?: number
-  p90?: number
-  p99?: number
-  /** value ÷ the matching reference figure of the same run. */
-  ratioToBaseline?: number
-}
+/** The benchmark file, as the protocol's `BenchReport` schema defines it. */
+export type BenchFile = BenchReport
 
-/** The benchmark file. */
-export interface BenchFile {
-  /** Facts about the machine: CPU, cores, memory, OS, Node version. */
-  machine: Record<string, string | number | boolean>
-  /** How the figures were measured, in words. */
-  method: string
-  /** When the run happened (ISO 8601), if recorded. */
-  generatedAt?: string
-  results: BenchResult[]
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-const optionalNumber = (v: unknown): number | undefined =>
-  typeof v === 'number' && Number.isFinite(v) ? v : undefined
-
-/** Parses the file's JSON; null when it lacks the fields the page needs. */
+/**
+ * Parses the file's JSON; null when it lacks a method or a results list. Figures that do not
+ * parse are skipped one by one, so one foreign entry does not hide the rest.
+ */
 export function parseBenchFile(json: unknown): BenchFile | null {
-  if (!isRecord(json) || typeof json.method !== 'string' || !Array.isArray(json.results)) return null
-  const results: BenchResult[] = []
-  for (const r of json.results) {
-    if (!isRecord(r) || typeof r.name !== 'string' || typeof r.unit !== 'string') continue
-    const value = optionalNumber(r.value) ?? optionalNumber(r.p50)
-    if (value === undefined) continue
-    const group = typeof r.group === 'string' ? r.group : 'results'
-    const result: BenchResult = { group, name: r.name, unit: r.unit, value }
-    for (const key of ['p50', 'p90', 'p99', 'ratioToBaseline'] as const) {
-      const n = optionalNumber(r[key])
-      if (n !== undefined) result[key] = n
-    }
-    results.push(result)
-  }
-  const machine: BenchFile['machine'] = {}
-  if (isRecord(json.machine)) {
-    for (const [k, v] of Object.entries(json.machine)) {
-      if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') machine[k] = v
-    }
-  }
-  const generatedAt = typeof json.generatedAt === 'string' ? json.generatedAt : undefined
-  return { machine, method: json.method, results, ...(generatedAt ? { generatedAt } : {}) }
+  const outline = BenchReport.omit({ results: true })
+    .extend({ results: z.array(z.unknown()) })
+    .safeParse(json)
+  if (!outline.success) return null
+  const results = outline.data.results.flatMap((r) => {
+    const parsed = BenchResult.safeParse(r)
+    return parsed.success ? [parsed.data] : []
+  })
+  return { ...outline.data, results }
 }
 
 /** The repository root: the nearest folder upwards holding pnpm-workspace.yaml. */
