@@ -40,15 +40,7 @@ export async function execPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
               outputCapBytes: ctx.limits.outputCapBytes,
             })
           : await agent.call('exec', {
-              command: body.command,
-              cwd: body.cwd,
-              env: body.env,
-              stdin,
-              timeoutMs: clampTimeout(
-                body.timeoutMs,
-                LIMITS.defaultCommandTimeoutMs,
-                ctx.limits.maxCommandTimeoutMs,
-              ),
+              ...freshExec(body, stdin),
               outputCapBytes: ctx.limits.outputCapBytes,
             }),
       )
@@ -56,6 +48,17 @@ export async function execPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
       return encodeRunResult(result, body.encoding)
     } finally {
       finished(release, started, outcome)
+    }
+  }
+
+  /** The agent's `exec` params for a fresh `bash -c`, shared by the buffered and streamed forms. */
+  function freshExec(body: ExecRequest, stdin: string | undefined) {
+    return {
+      command: body.command,
+      cwd: body.cwd,
+      env: body.env,
+      stdin,
+      timeoutMs: clampTimeout(body.timeoutMs, LIMITS.defaultCommandTimeoutMs, ctx.limits.maxCommandTimeoutMs),
     }
   }
 
@@ -77,18 +80,7 @@ export async function execPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
           buffer: false,
         })
       } else {
-        await agent.call('exec', {
-          command: body.command,
-          cwd: body.cwd,
-          env: body.env,
-          stdin,
-          timeoutMs: clampTimeout(
-            body.timeoutMs,
-            LIMITS.defaultCommandTimeoutMs,
-            ctx.limits.maxCommandTimeoutMs,
-          ),
-          ch: channel.id,
-        })
+        await agent.call('exec', { ...freshExec(body, stdin), ch: channel.id })
       }
     } catch (error) {
       channel.close()
