@@ -228,6 +228,11 @@ export class AgentLink {
   #pingOutstanding = 0
   #pingSeq = 0
   #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
+  #corked = false
+  readonly #uncork = (): void => {
+    this.#corked = false
+    this.#stream.uncork()
+  }
 
   private constructor(stream: Duplex, options: AgentLinkOptions) {
     this.#stream = stream
@@ -331,13 +336,13 @@ export class AgentLink {
   /** Writes one frame (no-op after close). */
   send(header: unknown, payload?: Uint8Array): void {
     if (this.#closed) return
-    this.#stream.write(encodeFrame(header, payload))
+    this.#write(encodeFrame(header, payload))
   }
 
   /** Writes one frame and resolves when the stream has room for more. */
   sendWithBackpressure(header: unknown, payload: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(this.#closed)
-    if (this.#stream.write(encodeFrame(header, payload))) return Promise.resolve()
+    if (this.#write(encodeFrame(header, payload))) return Promise.resolve()
     return new Promise((resolve, reject) => {
       const onDrain = (): void => {
         this.#stream.off('close', onClose)
@@ -350,6 +355,19 @@ export class AgentLink {
       this.#stream.once('drain', onDrain)
       this.#stream.once('close', onClose)
     })
+  }
+
+  /**
+   * Frames written in one tick (the calls of pipelined runs, credit) leave in one write: the
+   * stream is corked on the first write of a tick and uncorked on the next.
+   */
+  #write(frame: Uint8Array): boolean {
+    if (!this.#corked) {
+      this.#corked = true
+      this.#stream.cork()
+      process.nextTick(this.#uncork)
+    }
+    return this.#stream.write(frame)
   }
 
   /** Drops a finished channel from the table. */

@@ -189,7 +189,7 @@ export class ShellConnection {
         }
         this.#lastOffset[stream] = offset + n
         const data = this.#decoder.decode(stream, event.payload)
-        if (data) this.#send({ type: stream === 'stdout' ? 'shell_out' : 'shell_err', id: run, data, offset })
+        if (data) this.#sendOutput(stream, run, data, offset)
         this.#credit(n)
         return
       }
@@ -241,6 +241,19 @@ export class ShellConnection {
         return
       }
     }
+  }
+
+  /**
+   * Sends a `shell_out`/`shell_err` frame built by hand: base64 needs no escaping, and
+   * JSON.stringify would scan and copy the whole data string. Each frame carries one agent
+   * chunk (at most `maxDataChunkBytes`), which keeps its string below V8's large-object size in
+   * the runner and in the client, so it dies young instead of waiting for a full GC.
+   */
+  #sendOutput(stream: StreamName, run: string | null, data: string, offset: number): void {
+    const type = stream === 'stdout' ? 'shell_out' : 'shell_err'
+    const id = run === null ? 'null' : JSON.stringify(run)
+    const text = this.#decoder.encoding === 'base64' ? `"${data}"` : JSON.stringify(data)
+    this.#sendText(`{"type":"${type}","id":${id},"data":${text},"offset":${offset}}`)
   }
 
   #flush(stream: StreamName): void {
@@ -388,6 +401,10 @@ export class ShellConnection {
   }
 
   #send(frame: ServerFrame): void {
+    this.#sendText(JSON.stringify(frame))
+  }
+
+  #sendText(text: string): void {
     if (this.#closed || this.#ws.readyState !== 1) return
     // Frames produced in one tick (shell_start + output + shell_exit of a short run) leave in
     // one write: cork the socket and uncork on the next tick.
@@ -396,8 +413,8 @@ export class ShellConnection {
       this.#socket.cork()
       process.nextTick(this.#uncork)
     }
-    if (this.#held > 0) this.#ws.send(JSON.stringify(frame), this.#onFlushed)
-    else this.#ws.send(JSON.stringify(frame))
+    if (this.#held > 0) this.#ws.send(text, this.#onFlushed)
+    else this.#ws.send(text)
   }
 
   #close(code: number, reason: string): void {
