@@ -181,7 +181,13 @@ async function main(): Promise<void> {
     await shell.ready
     directDir = mkdtempSync(join(tmpdir(), 'conch-bench-agent-'))
     const driver = new LocalDriver({ stateDir: directDir })
-    const spec = { id: 'sb_benchdirect00', env: {}, limits: {}, scrollbackBytes: 8 * 1024 * 1024, maxSessions: 64 }
+    const spec = {
+      id: 'sb_benchdirect00',
+      env: {},
+      limits: {},
+      scrollbackBytes: 8 * 1024 * 1024,
+      maxSessions: 64,
+    }
     directAgent = await driver.startAgent(await driver.create(spec), spec)
     const link = await AgentLink.open(await driver.connect(directAgent, 15_000), {
       logger: pino({ level: 'silent' }),
