@@ -33,7 +33,7 @@ const socketPath = join(dir, 'agent.sock')
 const agent = spawn(
   process.execPath,
   [
-    ...(process.env.BENCH_AGENT_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_AGENT_PROF] : []),
+    ...(process.env.BENCH_AGENT_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`] : []),
     '--conditions=source',
     join(here, '..', 'src', 'main.ts'),
     '--socket',
