@@ -7,7 +7,7 @@
 //   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
 //   prints before the init markers (job-control warnings, a prompt) is discarded.
 // - A run writes its command to a private file and sends one short line:
-//   `. 'file' </dev/null; __conch_end_<tag> <nonce> && :`. Sourcing keeps state changes in
+//   `. 'file' </dev/null 2>&63; __conch_end_<tag> <nonce> && :`. Sourcing keeps state changes in
 //   the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
 //   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
 //   the nonce on fd 63, then returns `$?` so the next run sees it.
@@ -121,6 +121,18 @@ export interface RunOutcome {
   endOffset: number
 }
 
+/** The sync line a finished run still waits for before the next run may start. */
+interface PendingSync {
+  /** The sync nonce that counts. */
+  nonce: string
+  /** Which streams have shown its marker. */
+  seen: Record<StreamName, boolean>
+  /** Older sync nonces, consumed if they ever appear. */
+  stale: string[]
+  /** Fresh sync lines written for it so far. */
+  resyncs: number
+}
+
 /** A run that was queued and may be running. */
 interface Run {
   req: RunRequest
@@ -130,6 +142,10 @@ interface Run {
   nonce: string
   syncNonce: string | null
   syncSeen: Record<StreamName, boolean>
+  /** Earlier sync nonces of this run, still expected so a late marker is consumed, not shown. */
+  staleSyncs: string[]
+  /** SIGINTs sent to bash's process group for this run. */
+  sigints: number
   done: Record<StreamName, boolean>
   exitCode: number | null
   out: Record<StreamName, CappedBytes>
@@ -149,6 +165,12 @@ type Phase = 'starting' | 'ready' | 'closed'
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
 const HISTORY_LIMIT = 10_000
 const POLL_MS = 20
+/** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
+const INTERRUPT_REPEAT_MS = 100
+const INTERRUPT_REPEATS = 20
+/** How long a sync line may go unanswered before a fresh one replaces it, and how often. */
+const SYNC_WATCH_MS = 500
+const SYNC_RESYNCS = 5
 const EXIT_DRAIN_MS = 50
 
 const NONCE_BYTES = NONCE_LENGTH / 2
@@ -210,7 +232,7 @@ export class BashSession {
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
   #active: Run | null = null
-  #pendingSync: { nonce: string; seen: Record<StreamName, boolean> } | null = null
+  #pendingSync: PendingSync | null = null
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #closedInfo: ShellClosedInfo | null = null
@@ -349,6 +371,8 @@ export class BashSession {
         nonce: '',
         syncNonce: null,
         syncSeen: { stdout: false, stderr: false },
+        staleSyncs: [],
+        sigints: 0,
         done: { stdout: false, stderr: false },
         exitCode: null,
         out: { stdout: new CappedBytes(cap), stderr: new CappedBytes(cap) },
@@ -425,12 +449,16 @@ export class BashSession {
   #initScript(): string {
     const t = this.#tag
     return [
-      'PS1= PS2= PS0= PS4=+',
+      'PS1= PS2= PS0=',
       'set +H',
       'set +o history',
       'shopt -s expand_aliases',
       'unset PROMPT_COMMAND MAILCHECK HISTFILE TMOUT',
-      'exec 62>&1 63>&2',
+      // Sentinels go to saved copies of stdout/stderr. bash's own stderr then points at
+      // /dev/null: what bash writes for itself (the newline after a SIGINT, traces of the
+      // framing lines) never reaches a run, while each run's command gets the real stderr
+      // back through `2>&63` on its line.
+      'exec 62>&1 63>&2 2>/dev/null',
       // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
       `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
@@ -478,7 +506,7 @@ export class BashSession {
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
     this.#child.stdin?.write(
-      `. ${shellQuote(this.#cmdFile)} <${stdinRedirect}; __conch_end_${this.#tag} ${run.nonce} && :\n`,
+      `. ${shellQuote(this.#cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${run.nonce} && :\n`,
     )
   }
 
@@ -557,15 +585,13 @@ export class BashSession {
       return
     }
     const run = this.#active
-    if (run !== null && (nonce === run.nonce || nonce === run.syncNonce)) {
+    if (run !== null && (nonce === run.nonce || nonce === run.syncNonce || run.staleSyncs.includes(nonce))) {
       if (!run.done[stream]) {
         run.done[stream] = true
         if (exitCode !== null) run.exitCode = exitCode
       }
-      if (nonce === run.syncNonce) {
-        run.syncSeen[stream] = true
-        this.#forget(stream, nonce)
-      }
+      if (nonce === run.syncNonce) run.syncSeen[stream] = true
+      if (nonce !== run.nonce) this.#forget(stream, nonce)
       if (run.done.stdout && run.done.stderr) {
         if (run.stopping) run.wake?.()
         else this.#finish(run)
@@ -573,10 +599,14 @@ export class BashSession {
       return
     }
     const sync = this.#pendingSync
-    if (sync !== null && nonce === sync.nonce) {
+    if (sync?.stale.includes(nonce)) {
+      this.#forget(stream, nonce)
+    } else if (sync !== null && nonce === sync.nonce) {
       sync.seen[stream] = true
       this.#forget(stream, nonce)
       if (sync.seen.stdout && sync.seen.stderr) {
+        // bash runs lines in order: an older sync line still unanswered was aborted.
+        this.#forgetAll(sync.stale)
         this.#pendingSync = null
         this.#dispatch()
       }
@@ -590,7 +620,11 @@ export class BashSession {
     this.#active = null
     this.#inFlight.delete(run.req.runId)
     if (run.syncNonce !== null && !(run.syncSeen.stdout && run.syncSeen.stderr)) {
-      this.#pendingSync = { nonce: run.syncNonce, seen: { ...run.syncSeen } }
+      const sync = { nonce: run.syncNonce, seen: { ...run.syncSeen }, stale: run.staleSyncs, resyncs: 0 }
+      this.#pendingSync = sync
+      this.#watchSync(sync)
+    } else {
+      this.#forgetAll(run.staleSyncs)
     }
     const exitCode = run.exitCode ?? 130
     this.#lastExitCode = exitCode
@@ -620,20 +654,69 @@ export class BashSession {
     this.#dispatch()
   }
 
-  /** SIGINT to bash and the run's processes, then a sync line (once per run). */
+  /**
+   * SIGINT to bash's process group and the run's processes, then a sync line (once per run).
+   * A loop of fast external commands can miss one SIGINT (it lands between children), so the
+   * SIGINT is repeated while none of the run's markers has arrived. A repeat that lands while
+   * bash runs the sync line aborts that line; `#watchSync` then writes a fresh one.
+   */
   #sendInterrupt(run: Run): void {
     const pid = this.#child.pid
     if (pid === undefined) return
     const table = this.#opts.processTable
     const procs = table.sessionMembers(pid, pid, run.startTicks)
-    sendSignal(pid, 'SIGINT')
+    // Like Ctrl-C in a terminal: SIGINT to bash's whole process group, which without job
+    // control holds bash and every foreground process of the run, including one forked after
+    // any /proc snapshot. Background jobs ignore SIGINT (bash starts them that way).
+    sendSignal(-pid, 'SIGINT')
     table.signal(procs, 'SIGINT')
-    if (run.syncNonce === null) {
-      run.syncNonce = newNonce()
-      for (const s of STREAMS) this.#scanners[s].expect(run.syncNonce)
-      // The leading newline absorbs a byte that bash may drop while it handles the SIGINT.
-      this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${run.syncNonce}\n`)
+    run.sigints += 1
+    if (run.syncNonce !== null) return
+    run.syncNonce = newNonce()
+    for (const s of STREAMS) this.#scanners[s].expect(run.syncNonce)
+    // The leading newline absorbs a byte that bash may drop while it handles the SIGINT.
+    this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${run.syncNonce}\n`)
+    const clock = this.#opts.clock
+    const repeat = (): void => {
+      if (this.#active !== run || run.done.stdout || run.done.stderr || this.#closedInfo !== null) return
+      if (run.sigints >= INTERRUPT_REPEATS) {
+        this.#resync(run)
+        return
+      }
+      sendSignal(-pid, 'SIGINT')
+      run.sigints += 1
+      clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
     }
+    clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
+  }
+
+  /** Replaces a sync line that bash may have dropped: the old nonce stays expected but no longer counts. */
+  #resync(target: { syncNonce: string | null; staleSyncs: string[] } | PendingSync): void {
+    const fresh = newNonce()
+    for (const s of STREAMS) this.#scanners[s].expect(fresh)
+    if ('staleSyncs' in target) {
+      if (target.syncNonce !== null) target.staleSyncs.push(target.syncNonce)
+      target.syncNonce = fresh
+    } else {
+      target.stale.push(target.nonce)
+      target.nonce = fresh
+      target.seen = { stdout: false, stderr: false }
+    }
+    this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${fresh}\n`)
+  }
+
+  /** Writes a fresh sync line when a pending one has not answered in time (at most a few times). */
+  #watchSync(sync: PendingSync): void {
+    this.#opts.clock.setTimer(SYNC_WATCH_MS, () => {
+      if (this.#pendingSync !== sync || this.#closedInfo !== null || sync.resyncs >= SYNC_RESYNCS) return
+      sync.resyncs += 1
+      this.#resync(sync)
+      this.#watchSync(sync)
+    })
+  }
+
+  #forgetAll(nonces: readonly string[]): void {
+    for (const nonce of nonces) for (const s of STREAMS) this.#forget(s, nonce)
   }
 
   /** The timeout procedure of promise 6: SIGINT, SIGTERM, SIGKILL, and bash only as a last resort. */

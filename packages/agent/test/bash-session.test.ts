@@ -269,6 +269,47 @@ describe('promise 7: interrupt', () => {
     expect(r.interrupted).toBe(true)
     expect((await sh(s, 'echo next')).out).toBe('next\n')
   })
+
+  test('adds no byte of its own to the interrupted run or the next one', async ({ newSession }) => {
+    const s = await newSession()
+    const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('err-side'))
+    const run = sh(s, 'echo out-side; echo err-side >&2; sleep 100')
+    await started
+    s.interrupt()
+    const r = await run
+    expect(r.out).toBe('out-side\n')
+    expect(r.err).toBe('err-side\n')
+    const next = await sh(s, 'echo next')
+    expect([next.out, next.err]).toEqual(['next\n', ''])
+  })
+
+  test('stops a loop that forks a new child each turn', async ({ newSession }) => {
+    const s = await newSession()
+    const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('looping'))
+    const run = sh(s, 'echo looping; while true; do /bin/true; done')
+    await started
+    s.interrupt()
+    expect((await run).exitCode).toBe(130)
+    expect((await sh(s, 'echo alive')).out).toBe('alive\n')
+  })
+})
+
+describe('shell options that print', () => {
+  test('set -x traces the command and nothing of the framing', async ({ newSession }) => {
+    const s = await newSession()
+    await sh(s, 'set -x')
+    const r = await sh(s, 'echo hi')
+    expect(r.out).toBe('hi\n')
+    expect(r.err).toBe('++ echo hi\n')
+    await sh(s, 'set +x')
+  })
+
+  test('a command may send its own stderr elsewhere for the rest of its run', async ({ newSession }) => {
+    const s = await newSession()
+    const r = await sh(s, 'exec 2>/dev/null; echo gone >&2; echo kept')
+    expect([r.out, r.err]).toEqual(['kept\n', ''])
+    expect((await sh(s, 'echo back >&2')).err).toBe('back\n')
+  })
 })
 
 describe('promise 8: exit closes', () => {
