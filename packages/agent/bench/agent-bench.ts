@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import type { BenchReport, BenchResult } from '@conch/protocol'
 import { AgentClient } from '../test/agent-client.ts'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -15,16 +16,6 @@ const runs = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? (quick ? 300 : 2000))
 const warmup = Number(process.env.BENCH_WARMUP_RUNS ?? (quick ? 20 : 100))
 const pipelined = Number(process.env.BENCH_PIPELINED_MAX ?? 2000)
 const streamBytes = Number(process.env.BENCH_AGENT_STREAM_BYTES ?? (quick ? 64 << 20 : 1 << 30))
-
-interface BenchResult {
-  group: string
-  name: string
-  unit: string
-  value: number
-  p50?: number
-  p90?: number
-  p99?: number
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'conch-agent-bench-'))
 const root = join(dir, 'root')
@@ -155,5 +146,17 @@ for (const r of results) {
 }
 const out = join(repoRoot, 'bench', 'results', 'agent.json')
 mkdirSync(dirname(out), { recursive: true })
-writeFileSync(out, `${JSON.stringify({ generatedAt: new Date().toISOString(), results }, null, 2)}\n`)
+const report: BenchReport = {
+  generatedAt: new Date().toISOString(),
+  machine: {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    node: process.version,
+    os: process.platform,
+  },
+  method:
+    'A client on the agent socket (length-prefixed frames) against a real agent and real bash; sequential runs after warm-up, pipelined runs sent at once, and one streamed run of zeros.',
+  results,
+}
+writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`)
 console.log(`wrote ${out}`)
