@@ -4,7 +4,8 @@
 // runner's and the agents' command lines) or by a marker variable in their environment, then
 // adds every descendant of those, so sessions, background processes and their children go too.
 
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 
 /** What identifies the processes of one test runner. */
@@ -78,12 +79,37 @@ export function listTargetProcesses(target: SweepTarget): ProcEntry[] {
   return [...found].map((pid) => byPid.get(pid)!)
 }
 
-/** SIGKILLs the target's processes until none is left; returns how many it killed. */
+const CGROUP_ROOT = '/sys/fs/cgroup'
+
+/**
+ * Removes the cgroups that the namespace driver made for the target's sandboxes
+ * (`<controller>/conch/<sandbox id>`), once their processes are gone. A runner killed before it
+ * destroyed its sandboxes leaves them behind.
+ */
+function removeSandboxCgroups(target: SweepTarget): void {
+  const sandboxes = join(target.stateDir, 'sandboxes')
+  if (!existsSync(sandboxes) || !existsSync(CGROUP_ROOT)) return
+  for (const id of readdirSync(sandboxes)) {
+    for (const controller of readdirSync(CGROUP_ROOT)) {
+      const dir = join(CGROUP_ROOT, controller, 'conch', id)
+      try {
+        if (existsSync(dir)) rmdirSync(dir)
+      } catch {
+        // Still has a process, or not ours to remove; the next sweep tries again.
+      }
+    }
+  }
+}
+
+/** SIGKILLs the target's processes until none is left, then removes their cgroups; returns how many it killed. */
 export async function sweepProcesses(target: SweepTarget): Promise<number> {
   let killed = 0
   for (let round = 0; round < 50; round++) {
     const pids = findTargetProcesses(target)
-    if (pids.length === 0) return killed
+    if (pids.length === 0) {
+      removeSandboxCgroups(target)
+      return killed
+    }
     for (const pid of pids) {
       try {
         process.kill(pid, 'SIGKILL')

@@ -83,7 +83,11 @@ const it = test.extend<{ runner: Runner }>({
           '--log-level',
           'warn',
         ],
-        { env: { ...cleanEnv(), CONCH_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+        // The snippets show the SDK, not isolation; the local driver's agents stop with their state dir.
+        {
+          env: { ...cleanEnv(), CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
       )
       let log = ''
       child.stderr?.on('data', (chunk: Buffer) => {

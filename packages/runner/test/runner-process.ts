@@ -59,8 +59,11 @@ export async function runnerProcess(
   apiKey: string,
   extra: string[] = [],
 ): Promise<Cli & { url: string }> {
+  // The local driver unless a test passes --driver: its agents are found by their state dir when
+  // a test kills the runner. The namespace driver has its own tests.
   const run = cli(['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn', ...extra], {
     CONCH_API_KEY: apiKey,
+    CONCH_DRIVER: 'local',
   })
   const [, url] = await run.waitFor(/listening on (http:\/\/[\d.:]+)/)
   return Object.assign(run, { url: url! })

@@ -32,6 +32,9 @@ export async function startRunnerChild(): Promise<RunnerChild> {
   const env: NodeJS.ProcessEnv = {}
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CONCH_')) env[k] = v
   env.CONCH_API_KEY = apiKey
+  // These tests are about the SDK, not isolation: the local driver's agents are found and
+  // stopped by their state dir when the runner is killed. tests-e2e covers the default driver.
+  env.CONCH_DRIVER = 'local'
   const child: ChildProcess = spawn(
     process.execPath,
     ['--conditions=source', RUNNER_MAIN, 'runner', '--port', '0', '--state-dir', stateDir],
