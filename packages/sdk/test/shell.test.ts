@@ -266,9 +266,8 @@ describe('Shell', () => {
     const pending = sh.run('echo through')
     await until(() => runner.connections === 1 && runner.shellUrls.length === 1)
     // The first socket stays open but silent; the heartbeat drops it and the shell reconnects.
-    setTimeout(() => {
-      runner.silent = false
-    }, 150)
+    await until(() => runner.connections >= 2)
+    runner.silent = false
     expect((await pending).stdout).toBe('through\n')
     expect(runner.connections).toBeGreaterThanOrEqual(2)
   })
