@@ -80,6 +80,21 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,
   })
+  // Many HTTP clients send `content-type: application/json` on every request, bodiless DELETEs
+  // included; an empty JSON body is read as no body, and each route's schema decides.
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8')
+    if (text.trim() === '') {
+      done(null, undefined)
+      return
+    }
+    try {
+      done(null, JSON.parse(text))
+    } catch {
+      done(new RunnerError('BAD_REQUEST', 'the request body is not valid JSON'), undefined)
+    }
+  })
   const limits = defaultLimits(options.limits)
   const now = options.now ?? Date.now
   const drivers = new Map(options.drivers.map((d) => [d.name, d]))

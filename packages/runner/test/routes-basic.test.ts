@@ -54,6 +54,23 @@ describe('bad input', () => {
     expect(ErrorBody.parse(res.json()).error.code).toBe('BAD_REQUEST')
   })
 
+  it('reads an empty body sent as JSON as no body', async () => {
+    await using runner = await startRunner()
+    const json = { ...runner.auth, 'content-type': 'application/json' }
+    const created = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: json,
+      payload: '',
+    })
+    expect(created.statusCode).toBe(200)
+    const { id } = created.json() as { id: string }
+    const deleted = await runner.app.inject({ method: 'DELETE', url: `/v1/sandboxes/${id}`, headers: json })
+    expect(deleted.statusCode).toBe(200)
+    const gone = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+    expect(ErrorBody.parse(gone.json()).error.code).toBe('SANDBOX_NOT_FOUND')
+  })
+
   it('answers an invalid option with BAD_REQUEST naming the field', async () => {
     await using runner = await startRunner()
     const res = await runner.app.inject({
