@@ -467,7 +467,7 @@ async function main(): Promise<void> {
     generatedAt: new Date().toISOString(),
     machine: machineInfo(),
     method:
-      `Full stack: @conch/sdk -> runner CLI (local driver) -> agent -> bash, on one machine. ` +
+      `Full stack: @conch/sdk -> runner CLI (${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
       `${CONFIG.rounds} rounds; each figure is the median of its rounds, latency percentiles are per round ` +
       `(${CONFIG.sequentialRuns} sequential shell runs, ${CONFIG.execRuns} execs) and then the median across rounds. ` +
       'Every comparison is interleaved within a round: the reference (a bare Node client driving one bash over ' +
