@@ -3,7 +3,7 @@
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { createSandbox, shellUrl, startRunner } from './runner-fixture.ts'
 import { destroyStateDir, rssOf, runnerProcess } from './runner-process.ts'
@@ -147,14 +147,16 @@ describe('shell socket (real agent)', () => {
       // Wait until the agent's log stops growing: the command is held back by credit.
       let last = -1
       let stable = 0
-      for (;;) {
-        const res = await fetch(`${runner.url}/v1/sandboxes/${id}/sessions/${ready.sessionId}`, { headers })
-        const { offset } = (await res.json()) as { offset: number }
-        stable = offset === last && offset > 0 ? stable + 1 : 0
-        last = offset
-        if (stable >= 5) break
-        await new Promise((r) => setTimeout(r, 100))
-      }
+      await vi.waitFor(
+        async () => {
+          const res = await fetch(`${runner.url}/v1/sandboxes/${id}/sessions/${ready.sessionId}`, { headers })
+          const { offset } = (await res.json()) as { offset: number }
+          stable = offset === last && offset > 0 ? stable + 1 : 0
+          last = offset
+          expect(stable).toBeGreaterThanOrEqual(5)
+        },
+        { timeout: 60_000, interval: 100 },
+      )
       expect(last).toBeLessThan(total / 4)
       const grown = (await rssOf(runner.child.pid!)) - baseline
       expect(grown).toBeLessThan(64 * 1024 * 1024)
