@@ -68,6 +68,8 @@ export class WorkspaceFiles {
     if (this.#paths.isRoot(host))
       throw new AgentError('IS_A_DIRECTORY', 'the workspace root is a directory', { path })
     await this.#os(path, () => mkdir(host.slice(0, host.lastIndexOf('/')), { recursive: true }))
+    // Checked again now that the parents exist: a command in the sandbox may have swapped a
+    // directory for a symlink between the first check and the mkdir.
     this.#paths.resolve(path)
     await this.#os(path, () => pipeline(chunks, createWriteStream(host, mode === undefined ? {} : { mode })))
     return this.#info(host, path)
