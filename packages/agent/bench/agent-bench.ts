@@ -5,8 +5,10 @@ import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
+import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import type { BenchReport, BenchResult } from '@conch/protocol'
+import { mintLinkSecret } from '@conch/protocol/link-proof'
 import { AgentClient } from '../test/agent-client.ts'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -29,19 +31,27 @@ const agent = spawn(
     join(here, '..', 'src', 'main.ts'),
     '--socket',
     socketPath,
+    '--secretFd',
+    '3',
     '--root',
     root,
   ],
-  { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root } },
+  {
+    stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
+  },
 )
+const secret = mintLinkSecret()
+const secretPipe = agent.stdio[3]
+if (secretPipe instanceof Writable) secretPipe.end(secret)
 await new Promise<void>((resolve, reject) => {
-  agent.stderr.on('data', (d: Buffer) => {
+  agent.stderr?.on('data', (d: Buffer) => {
     if (d.toString().includes('agent listening')) resolve()
   })
   agent.once('exit', (code) => reject(new Error(`agent exited with ${code}`)))
 })
 
-const client = await AgentClient.connect(socketPath)
+const client = await AgentClient.connect(socketPath, secret)
 client.onFrame = () => false
 let id = 0
 const run = (command: string) =>

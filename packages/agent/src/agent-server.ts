@@ -1,8 +1,13 @@
 // The agent's side of the runner link.
 //
-// Model: the agent listens on one Unix socket. One runner connection is served at a time; a
-// new connection replaces the previous one (a restarted runner reconnecting), and shells,
-// processes and their output logs live on, since they belong to the agent, not the link.
+// Model: the agent serves one Unix socket: a listening socket the driver created outside the
+// sandbox's reach and handed over as an fd (or, in tests, a path). One runner connection is
+// served at a time. A connection first proves it holds the sandbox's link secret (see
+// `@conch/protocol/link-proof`): the runner's hello carries a challenge the agent answers, and
+// the runner's `auth` answers the agent's. Only then does it replace the previous connection (a
+// restarted runner reconnecting); a connection that fails, stalls or sends anything else first
+// is dropped and changes nothing. Shells, processes and their output logs live on across
+// connections, since they belong to the agent, not the link.
 // Every incoming frame is decoded with the length-prefixed codec and parsed against
 // `HostFrame` and the called method's params schema; a bad frame gets an `error` frame (or a
 // `fail` for a call with an id) and the agent keeps serving. The link is hostile input: user
@@ -23,6 +28,7 @@ import {
   parseFrame,
   WORKSPACE_PATH,
 } from '@conch/protocol'
+import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import { AgentChannel } from './agent-channel.ts'
 import { toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
@@ -63,7 +69,17 @@ export interface AgentServerOptions {
   clock: Clock
   /** Structured logger. */
   logger: Logger
+  /** The sandbox's link secret; a runner connection must prove it holds it. */
+  linkSecret: string
+  /** How long a new connection may take to prove the secret before it is dropped. */
+  handshakeTimeoutMs?: number
 }
+
+/** Connections still proving the secret at once; more are dropped on accept. */
+const MAX_HANDSHAKES = 8
+
+/** Where the agent listens: an inherited listening socket, or a path it binds itself. */
+export type ListenTarget = { fd: number } | { path: string }
 
 /** Serves the runner link on a Unix socket. */
 export class AgentServer {
@@ -71,6 +87,7 @@ export class AgentServer {
   readonly #startedAt: number
   #server: Server | undefined
   #connection: RunnerConnection | undefined
+  #handshakes = 0
 
   /** Creates a server; call `listen` to start it. */
   constructor(options: AgentServerOptions) {
@@ -79,19 +96,21 @@ export class AgentServer {
     options.sessions.setBroadcast((frame) => this.#connection?.send(frame))
   }
 
-  /** Listens on `socketPath` (replacing a stale socket file), mode 0600. */
-  async listen(socketPath: string): Promise<void> {
-    rmSync(socketPath, { force: true })
+  /** Listens on an inherited socket fd, or on a path (replacing a stale socket file, mode 0600). */
+  async listen(target: ListenTarget): Promise<void> {
+    if ('path' in target) rmSync(target.path, { force: true })
     const server = createServer((socket) => this.#accept(socket))
     this.#server = server
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(socketPath, () => {
+      const listening = (): void => {
         server.off('error', reject)
         resolve()
-      })
+      }
+      if ('fd' in target) server.listen({ fd: target.fd }, listening)
+      else server.listen(target.path, listening)
     })
-    chmodSync(socketPath, 0o600)
+    if ('path' in target) chmodSync(target.path, 0o600)
   }
 
   /** Stops listening and ends every shell and process. */
@@ -103,15 +122,40 @@ export class AgentServer {
   }
 
   #accept(socket: Socket): void {
-    if (this.#connection) {
-      this.#options.logger.info({}, 'a new runner connection replaces the previous one')
-      this.#connection.destroy()
+    if (this.#handshakes >= MAX_HANDSHAKES) {
+      socket.destroy()
+      return
     }
-    const connection = new RunnerConnection(socket, this)
-    this.#connection = connection
+    this.#handshakes += 1
+    const connection = new RunnerConnection(socket, this, this.#options.linkSecret)
+    const timer = setTimeout(() => {
+      this.#options.logger.warn({}, 'a connection did not prove the link secret in time; dropped')
+      connection.destroy()
+    }, this.#options.handshakeTimeoutMs ?? 10_000)
+    let settled = false
+    const settle = (): void => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      this.#handshakes -= 1
+    }
+    connection.onAuthenticated(() => {
+      settle()
+      if (this.#connection) {
+        this.#options.logger.info({}, 'a new runner connection replaces the previous one')
+        this.#connection.destroy()
+      }
+      this.#connection = connection
+    })
     socket.on('close', () => {
+      settle()
       if (this.#connection === connection) this.#connection = undefined
     })
+  }
+
+  /** Logs a failed handshake; called by a connection before it drops itself. */
+  rejected(reason: string): void {
+    this.#options.logger.warn({ reason }, 'refused a connection that did not prove the link secret')
   }
 
   /**
@@ -293,10 +337,16 @@ class RunnerConnection {
   readonly #decoder = new FrameDecoder(LIMITS.maxAgentFrameBytes)
   readonly #channels = new Map<number, AgentChannel>()
   readonly #context: MethodContext
+  readonly #secret: string
+  /** The challenge this agent sent in its hello; null until the runner's hello arrived. */
+  #nonce: string | null = null
+  #authenticated = false
+  #onAuthenticated: () => void = () => {}
 
-  constructor(socket: Socket, server: AgentServer) {
+  constructor(socket: Socket, server: AgentServer, secret: string) {
     this.#socket = socket
     this.#server = server
+    this.#secret = secret
     this.#context = { channel: (ch) => this.#channel(ch) }
     socket.on('data', (chunk) => this.#receive(chunk))
     socket.on('drain', () => {
@@ -319,6 +369,39 @@ class RunnerConnection {
     this.#socket.destroy()
   }
 
+  /** Called once the peer proved the link secret. */
+  onAuthenticated(handler: () => void): void {
+    this.#onAuthenticated = handler
+  }
+
+  /** Handles a frame before the peer proved the secret: only hello, then auth. */
+  #handshake(frame: HostFrame): void {
+    if (frame.t === 'hello' && this.#nonce === null) {
+      this.#nonce = linkNonce()
+      this.send({
+        t: 'hello',
+        protocolVersion: PROTOCOL_VERSION,
+        agentVersion: AGENT_VERSION,
+        pid: process.pid,
+        startedAt: Math.floor(performance.timeOrigin),
+        nonce: this.#nonce,
+        proof: linkProof(this.#secret, 'agent', frame.nonce),
+      })
+      return
+    }
+    if (frame.t === 'auth' && this.#nonce !== null) {
+      if (checkLinkProof(this.#secret, 'runner', this.#nonce, frame.proof)) {
+        this.#authenticated = true
+        this.#onAuthenticated()
+        return
+      }
+      this.#server.rejected('wrong proof')
+    } else {
+      this.#server.rejected(`"${frame.t}" before the handshake finished`)
+    }
+    this.#socket.destroy()
+  }
+
   #channel(ch: number): AgentChannel {
     let channel = this.#channels.get(ch)
     if (!channel) {
@@ -334,11 +417,22 @@ class RunnerConnection {
 
   #receive(chunk: Buffer): void {
     for (const result of this.#decoder.push(chunk)) {
+      if (this.#socket.destroyed) return
+      if (!this.#authenticated && !result.ok) {
+        this.#server.rejected('an undecodable frame before the handshake finished')
+        this.#socket.destroy()
+        return
+      }
       if (!result.ok) {
         this.send({ t: 'error', error: result.error })
         continue
       }
       const parsed = parseFrame(HostFrame, result.frame.header, 't', HOST_FRAME_TYPES)
+      if (!parsed.ok && !this.#authenticated) {
+        this.#server.rejected(`an invalid frame before the handshake finished: ${parsed.error.message}`)
+        this.#socket.destroy()
+        return
+      }
       if (!parsed.ok) {
         const id = callId(result.frame.header)
         this.send(
@@ -347,14 +441,17 @@ class RunnerConnection {
         continue
       }
       const frame = parsed.value
+      if (!this.#authenticated) {
+        this.#handshake(frame)
+        if (this.#socket.destroyed) return
+        continue
+      }
       switch (frame.t) {
         case 'hello':
+        case 'auth':
           this.send({
-            t: 'hello',
-            protocolVersion: PROTOCOL_VERSION,
-            agentVersion: AGENT_VERSION,
-            pid: process.pid,
-            startedAt: Math.floor(performance.timeOrigin),
+            t: 'error',
+            error: { code: 'BAD_REQUEST', message: `"${frame.t}" is only valid once, at the start` },
           })
           break
         case 'call':

@@ -22,6 +22,8 @@
 //   session's output log. A full log subscriber pauses reading bash's pipes.
 import { randomBytes, randomFillSync } from 'node:crypto'
 import {
+  chmodSync,
+  chownSync,
   closeSync,
   fstatSync,
   ftruncateSync,
@@ -65,6 +67,12 @@ export interface BashSessionOptions {
   processTable: ProcessTable
   /** Directory under which the session's private temp directory is made. */
   tempRoot: string
+  /**
+   * The sandbox user's gid when bash runs as another user than the agent: the temp directory
+   * and its files stay the agent's (so sandbox code cannot rewrite a command) and become
+   * readable by this group, so bash can source them.
+   */
+  sandboxGid?: number
   /** Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a run. */
   killGraceMs?: number
   /** Output kept for reattach, in bytes. */
@@ -219,7 +227,8 @@ export class BashSession {
   /** Resolves once, when the shell closes. */
   readonly closed: Promise<ShellClosedInfo>
 
-  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv'>>
+  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid'>> &
+    Pick<BashSessionOptions, 'sandboxGid'>
   readonly #dir: string
   readonly #cmdFile: string
   readonly #tag: string
@@ -273,6 +282,7 @@ export class BashSession {
       this.#resolveClosed = resolve
     })
     this.#dir = mkdtempSync(join(this.#opts.tempRoot, 'conch-'))
+    this.#shareWithBash(this.#dir, 0o750)
     this.#cmdFile = join(this.#dir, 'cmd')
     this.#openCommandFile()
     this.#tag = randomBytes(4).toString('hex')
@@ -282,6 +292,7 @@ export class BashSession {
 
     const initFile = join(this.#dir, 'init')
     writeFileSync(initFile, this.#initScript(), { mode: 0o600 })
+    this.#shareWithBash(initFile, 0o640)
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
       env: this.#opts.env,
@@ -481,7 +492,8 @@ export class BashSession {
     let stdinRedirect = '/dev/null'
     if (run.req.stdin !== undefined) {
       const stdinFile = join(this.#dir, 'stdin')
-      writeFileSync(stdinFile, run.req.stdin)
+      writeFileSync(stdinFile, run.req.stdin, { mode: 0o600 })
+      this.#shareWithBash(stdinFile, 0o640)
       stdinRedirect = shellQuote(stdinFile)
     }
     this.#active = run
@@ -534,7 +546,16 @@ export class BashSession {
     if (this.#cmdFd >= 0) closeSync(this.#cmdFd)
     this.#cmdFd = -1
     this.#cmdFd = openSync(this.#cmdFile, 'w', 0o600)
+    this.#shareWithBash(this.#cmdFile, 0o640)
     this.#cmdBytes = 0
+  }
+
+  /** Gives the sandbox user's group read access to one of the session's files, when bash runs as it. */
+  #shareWithBash(path: string, mode: number): void {
+    const gid = this.#opts.sandboxGid
+    if (gid === undefined) return
+    chownSync(path, process.getuid?.() ?? 0, gid)
+    chmodSync(path, mode)
   }
 
   /**

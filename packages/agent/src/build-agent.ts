@@ -5,7 +5,7 @@ import type { Logger } from './logger.ts'
 import { ProcessTable } from './process-tree.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { SessionManager } from './session-manager.ts'
-import type { Spawn } from './spawner.ts'
+import type { SandboxUser, Spawn } from './spawner.ts'
 import { WorkspaceFiles } from './workspace-files.ts'
 import { WorkspacePaths } from './workspace-paths.ts'
 
@@ -31,6 +31,10 @@ export interface AgentDeps {
   maxSessions?: number
   /** Most background processes running at once. */
   maxProcesses?: number
+  /** The sandbox's link secret, which a runner connection must prove it holds. */
+  linkSecret: string
+  /** The user shells and processes run as, when it is not the agent's own (`spawn` applies it). */
+  sandboxUser?: SandboxUser
 }
 
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
@@ -45,6 +49,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     logger: deps.logger,
     processTable: new ProcessTable(deps.clock),
     tempRoot: deps.tempRoot,
+    ...(deps.sandboxUser === undefined ? {} : { sandboxGid: deps.sandboxUser.gid }),
     ...(deps.scrollbackBytes === undefined ? {} : { scrollbackBytes: deps.scrollbackBytes }),
     ...(deps.killGraceMs === undefined ? {} : { killGraceMs: deps.killGraceMs }),
     ...(deps.maxSessions === undefined ? {} : { maxSessions: deps.maxSessions }),
@@ -59,6 +64,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     spawn: deps.spawn,
     clock: deps.clock,
     logger: deps.logger,
+    linkSecret: deps.linkSecret,
   })
   return { server, sessions }
 }

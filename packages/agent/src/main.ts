@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// Process entry of the guest agent: reads argv and the environment, builds the agent and
-// listens on the socket path the driver gave. The agent outlives its runner: it ignores
-// SIGHUP and SIGPIPE, and exits only on SIGTERM/SIGINT, after ending its shells.
+// Process entry of the guest agent: reads argv and the environment, reads the link secret from
+// the fd the driver gave, builds the agent and serves the listening socket the driver handed
+// over (or a path, in tests). The agent outlives its runner: it ignores SIGHUP and SIGPIPE,
+// and exits only on SIGTERM/SIGINT, after ending its shells.
+import { closeSync, readFileSync } from 'node:fs'
 import { AGENT_ENV_PREFIX, AgentArgs, argvToRecord } from '@conch/protocol'
 import { buildAgent } from './build-agent.ts'
 import { systemClock } from './clock.ts'
 import { jsonLineLogger } from './logger.ts'
-import { nodeSpawn } from './spawner.ts'
+import { nodeSpawn, sandboxSpawn } from './spawner.ts'
 import { chooseTempRoot } from './temp-root.ts'
 
 const logger = jsonLineLogger(
@@ -18,24 +20,38 @@ const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
 if (!parsed.success) {
   logger.error(
     { issues: parsed.error.issues },
-    'usage: conch-agent --socket <path> --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n]',
+    'usage: conch-agent (--listenFd n | --socket <path>) --secretFd n --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>]',
   )
   process.exit(2)
 }
 const args = parsed.data
+
+const linkSecret = readFileSync(args.secretFd, 'utf8').trim()
+closeSync(args.secretFd)
+if (!/^[0-9a-f]{64}$/.test(linkSecret)) {
+  logger.error({}, 'the link secret on --secretFd is not 64 hex digits')
+  process.exit(2)
+}
 
 const baseEnv: Record<string, string> = {}
 for (const [name, value] of Object.entries(process.env)) {
   if (value !== undefined && !name.startsWith(AGENT_ENV_PREFIX)) baseEnv[name] = value
 }
 
+const sandboxUser =
+  args.sandboxUid === undefined
+    ? undefined
+    : { uid: args.sandboxUid, gid: args.sandboxGid ?? args.sandboxUid }
+
 const { server } = buildAgent({
   root: args.root,
   baseEnv,
-  spawn: nodeSpawn,
+  spawn: sandboxSpawn(nodeSpawn, sandboxUser, args.workCgroup),
   clock: systemClock,
   logger,
   tempRoot: chooseTempRoot(),
+  linkSecret,
+  ...(sandboxUser === undefined ? {} : { sandboxUser }),
   ...(args.scrollbackBytes === undefined ? {} : { scrollbackBytes: args.scrollbackBytes }),
   ...(args.maxSessions === undefined ? {} : { maxSessions: args.maxSessions }),
   ...(args.maxProcesses === undefined ? {} : { maxProcesses: args.maxProcesses }),
@@ -57,5 +73,5 @@ process.on('uncaughtException', (err) =>
 )
 process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'))
 
-await server.listen(args.socket)
-logger.info({ socket: args.socket, root: args.root, pid: process.pid }, 'agent listening')
+await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
+logger.info({ root: args.root, pid: process.pid }, 'agent listening')

@@ -48,6 +48,8 @@ export interface SessionManagerOptions {
   processTable: ProcessTable
   /** Where sessions keep their command files. */
   tempRoot: string
+  /** The sandbox user's gid when shells run as another user than the agent. */
+  sandboxGid?: number
   /** Output kept per session for reattach. */
   scrollbackBytes?: number
   /** Most sessions at once. */
@@ -125,6 +127,7 @@ export class SessionManager implements SessionService {
       logger: o.logger,
       processTable: o.processTable,
       tempRoot: o.tempRoot,
+      ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
       ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
       ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
       ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),

@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net'
 import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
+import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 
 /** An agent frame plus its payload, as a test sees it. */
 export type Received = AgentFrame & { payload: Uint8Array }
@@ -39,7 +40,8 @@ export class AgentClient {
   }
 
   /** Connects to an agent socket and says hello. */
-  static async connect(path: string): Promise<AgentClient> {
+  /** Connects and completes the link handshake with `secret` (the agent's link secret). */
+  static async connect(path: string, secret: string): Promise<AgentClient> {
     const socket = connect(path)
     socket.setNoDelay?.(true)
     await new Promise<void>((resolve, reject) => {
@@ -47,8 +49,13 @@ export class AgentClient {
       socket.once('error', reject)
     })
     const client = new AgentClient(socket)
-    client.send({ t: 'hello', protocolVersion: 1 })
-    await client.waitFor((f) => f.t === 'hello')
+    const nonce = linkNonce()
+    client.send({ t: 'hello', protocolVersion: 1, nonce })
+    const hello = await client.waitFor((f) => f.t === 'hello')
+    if (hello.t !== 'hello' || !checkLinkProof(secret, 'agent', nonce, hello.proof)) {
+      throw new Error('the agent did not prove the link secret')
+    }
+    client.send({ t: 'auth', proof: linkProof(secret, 'runner', hello.nonce) })
     return client
   }
 

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { encodeFrame } from '@conch/protocol'
+import { mintLinkSecret } from '@conch/protocol/link-proof'
 import { test as base, describe, expect } from 'vitest'
 import { buildAgent } from '../src/build-agent.ts'
 import { systemClock } from '../src/clock.ts'
@@ -15,6 +16,8 @@ interface Served {
   root: string
   connect(): Promise<AgentClient>
 }
+
+const SECRET = mintLinkSecret()
 
 const test = base.extend<{ agent: Served }>({
   // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take a destructuring pattern
@@ -30,15 +33,16 @@ const test = base.extend<{ agent: Served }>({
       logger: silentLogger,
       tempRoot: chooseTempRoot(),
       killGraceMs: 300,
+      linkSecret: SECRET,
     })
     const socketPath = join(dir, 'agent.sock')
-    await server.listen(socketPath)
+    await server.listen({ path: socketPath })
     const clients: AgentClient[] = []
     await use({
       socketPath,
       root,
       connect: async () => {
-        const c = await AgentClient.connect(socketPath)
+        const c = await AgentClient.connect(socketPath, SECRET)
         clients.push(c)
         return c
       },

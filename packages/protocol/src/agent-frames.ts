@@ -16,11 +16,30 @@ export const ChannelId = z
   .nonnegative()
   .max(2 ** 31)
 
-/** runner → agent: first frame on a connection. */
+/** A link challenge: 32 random bytes as 64 lowercase hex digits. */
+export const LinkNonce = z.string().regex(/^[0-9a-f]{64}$/, 'a link nonce is 64 lowercase hex digits')
+
+/** A link proof: HMAC-SHA256 of the peer's challenge under the sandbox's link secret, in hex. */
+export const LinkProof = z.string().regex(/^[0-9a-f]{64}$/, 'a link proof is 64 lowercase hex digits')
+
+/** runner → agent: first frame on a connection; carries the runner's challenge. */
 export const HostHello = z.object({
   t: z.literal('hello'),
   /** Protocol version the runner speaks. */
   protocolVersion: z.number().int().positive(),
+  /** The challenge the agent must answer with `proof` in its hello. */
+  nonce: LinkNonce,
+})
+
+/**
+ * runner → agent: second frame on a connection; proves the runner holds the sandbox's link
+ * secret. Until it arrives and checks out, the agent answers nothing but this connection's
+ * handshake, and never lets the connection displace the runner's current one.
+ */
+export const HostAuth = z.object({
+  t: z.literal('auth'),
+  /** HMAC of the agent's challenge (see `linkProof`). */
+  proof: LinkProof,
 })
 
 /** runner → agent: a request; the agent answers with `result` or `fail` carrying the same id. */
@@ -72,6 +91,7 @@ export const LinkPong = z.object({ t: z.literal('pong'), n: z.number().int() })
 /** Everything the runner sends to an agent. */
 export const HostFrame = z.discriminatedUnion('t', [
   HostHello,
+  HostAuth,
   HostCall,
   HostCredit,
   HostCloseChannel,
@@ -94,6 +114,10 @@ export const AgentHello = z.object({
   pid: z.number().int(),
   /** When the agent started; unchanged across runner reconnects. */
   startedAt: z.number().int(),
+  /** The agent's challenge, which the runner answers with `auth`. */
+  nonce: LinkNonce,
+  /** HMAC of the runner's challenge (see `linkProof`): the agent holds this sandbox's secret. */
+  proof: LinkProof,
 })
 
 /** agent → runner: successful answer to a call. */

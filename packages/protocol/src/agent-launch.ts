@@ -5,22 +5,41 @@ import { z } from 'zod'
 // `--conditions=source`) detached from the runner, with the arguments below, and with an
 // environment that is exactly the sandbox's base environment (never the runner's own:
 // it holds secrets). The agent gives that environment, minus `CONCH_AGENT_*` variables, to
-// sessions that do not ask for `cleanEnv`. The agent outlives its runner: it keeps serving on
-// the socket path, and a new runner connection replaces the previous one.
+// sessions that do not ask for `cleanEnv`. The driver creates the agent's listening socket
+// where sandbox code cannot reach it and passes it as an fd, and writes the sandbox's link
+// secret into a pipe whose read end is another fd; the agent reads it to EOF at start. The agent
+// outlives its runner: it keeps serving, and a new runner connection that proves the secret
+// replaces the previous one.
+
+const Fd = z.coerce.number().int().min(3)
 
 /** Command-line flags of the agent, as `--name value` pairs. */
-export const AgentArgs = z.object({
-  /** Unix socket path to listen on (created by the agent, mode 0600). */
-  socket: z.string().min(1),
-  /** The sandbox's workspace root: file paths `/workspace/...` map here, sessions start here. */
-  root: z.string().min(1),
-  /** Bytes of scrollback kept per session. */
-  scrollbackBytes: z.coerce.number().int().positive().optional(),
-  /** Most sessions the agent keeps open at once (the runner's per-sandbox limit). */
-  maxSessions: z.coerce.number().int().positive().optional(),
-  /** Most background processes the agent runs at once. */
-  maxProcesses: z.coerce.number().int().positive().optional(),
-})
+export const AgentArgs = z
+  .object({
+    /** An inherited listening Unix socket to serve on (what drivers use). */
+    listenFd: Fd.optional(),
+    /** A Unix socket path to bind and serve on instead (tests and benchmarks), mode 0600. */
+    socket: z.string().min(1).optional(),
+    /** An inherited fd to read the link secret from, to EOF. */
+    secretFd: Fd,
+    /** The sandbox's workspace root: file paths `/workspace/...` map here, sessions start here. */
+    root: z.string().min(1),
+    /** Bytes of scrollback kept per session. */
+    scrollbackBytes: z.coerce.number().int().positive().optional(),
+    /** Most sessions the agent keeps open at once (the runner's per-sandbox limit). */
+    maxSessions: z.coerce.number().int().positive().optional(),
+    /** Most background processes the agent runs at once. */
+    maxProcesses: z.coerce.number().int().positive().optional(),
+    /** Uid that shells and processes run as (the agent itself keeps its own); default: the agent's. */
+    sandboxUid: z.coerce.number().int().nonnegative().optional(),
+    /** Gid that shells and processes run as; default: the agent's. */
+    sandboxGid: z.coerce.number().int().nonnegative().optional(),
+    /** A cgroup.procs file every shell and process moves itself into before it runs. */
+    workCgroup: z.string().startsWith('/').optional(),
+  })
+  .refine((a) => (a.listenFd === undefined) !== (a.socket === undefined), {
+    message: 'give exactly one of --listenFd and --socket',
+  })
 /** Agent arguments. */
 export type AgentArgs = z.infer<typeof AgentArgs>
 

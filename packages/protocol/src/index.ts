@@ -14,6 +14,7 @@ export {
   AgentSessionClosed,
   ChannelId,
   HOST_FRAME_TYPES,
+  HostAuth,
   HostCall,
   HostCloseChannel,
   HostCredit,
@@ -21,8 +22,10 @@ export {
   HostEnd,
   HostFrame,
   HostHello,
+  LinkNonce,
   LinkPing,
   LinkPong,
+  LinkProof,
 } from './agent-frames.ts'
 export { AGENT_ENV_PREFIX, AgentArgs, argvToRecord, WORKSPACE_PATH } from './agent-launch.ts'
 export {

@@ -6,12 +6,14 @@
 // The runner runs as its own process (the real CLI), so the client and the runner do not share
 // an event loop. The direct-agent figures come from a second agent started the way the local
 // driver starts it, driven with the runner's own AgentLink.
+
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { BEARER_SUBPROTOCOL_PREFIX, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import { mintLinkSecret } from '@conch/protocol/link-proof'
 import pino from 'pino'
 import { WebSocket } from 'ws'
 import { AgentLink } from '../src/agent-link.ts'
@@ -187,9 +189,11 @@ async function main(): Promise<void> {
       limits: {},
       scrollbackBytes: 8 * 1024 * 1024,
       maxSessions: 64,
+      linkSecret: mintLinkSecret(),
     }
     directAgent = await driver.startAgent(await driver.create(spec), spec)
     const link = await AgentLink.open(await driver.connect(directAgent, 15_000), {
+      secret: spec.linkSecret,
       logger: pino({ level: 'silent' }),
     })
     const ch = link.openChannel()

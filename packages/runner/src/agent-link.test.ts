@@ -3,9 +3,12 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { encodeFrame, FrameDecoder, LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
+import { linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
 import { AgentLink, type ChannelEvent } from './agent-link.ts'
+
+const SECRET = mintLinkSecret()
 
 /** A small agent peer on a real Unix socket: speaks the real frames, with a scripted method table. */
 class PeerAgent implements AsyncDisposable {
@@ -35,6 +38,8 @@ class PeerAgent implements AsyncDisposable {
               agentVersion: '0.0.0',
               pid: 1,
               startedAt: 5,
+              nonce: '0'.repeat(64),
+              proof: linkProof(SECRET, 'agent', String(frame.nonce)),
             })
           } else if (frame.t === 'credit') {
             this.credit += Number(frame.bytes)
@@ -82,7 +87,7 @@ describe('AgentLink', () => {
       if (f.method === 'session.env.get') p.send({ t: 'result', id: f.id, result: { value: 'v' } })
       else p.send({ t: 'fail', id: f.id, error: { code: 'SESSION_NOT_FOUND', message: 'no session x' } })
     })
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     expect(link.hello).toMatchObject({ pid: 1, startedAt: 5 })
     await expect(link.call('session.env.get', { session: 'default', name: 'A' })).resolves.toEqual({
       value: 'v',
@@ -97,7 +102,7 @@ describe('AgentLink', () => {
     await using peer = await PeerAgent.start((p, f) =>
       p.send({ t: 'result', id: f.id, result: { value: 42 } }),
     )
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     await expect(link.call('session.env.get', { session: 'default', name: 'A' })).rejects.toMatchObject({
       code: 'INTERNAL',
     })
@@ -111,7 +116,7 @@ describe('AgentLink', () => {
       p.send({ t: 'data', ch: 'x' })
       p.send({ t: 'result', id: f.id, result: {} })
     })
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     await expect(link.call('session.delete', { session: 's' })).resolves.toEqual({})
     link.close()
   })
@@ -127,7 +132,7 @@ describe('AgentLink', () => {
       }
       p.send({ t: 'end', ch, exitCode: 0, timedOut: false, durationMs: 1 })
     })
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     const channel = link.openChannel()
     const events: ChannelEvent[] = []
     const ended = new Promise<void>((resolve) => {
@@ -150,7 +155,7 @@ describe('AgentLink', () => {
 
   it('fails pending calls and open channels with CONNECTION_LOST when the agent goes away', async () => {
     await using peer = await PeerAgent.start((p) => p.socket?.destroy())
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     const channel = link.openChannel()
     const terminal = new Promise<ChannelEvent>((resolve) => channel.consume(resolve))
     await expect(link.call('agent.info', {})).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
@@ -166,7 +171,7 @@ describe('AgentLink', () => {
     await using peer = await PeerAgent.start((_p, f) => {
       if (f.t === 'pong') pong(f)
     })
-    const link = await AgentLink.open(await peer.connect(), { logger })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     peer.send({ t: 'ping', n: 7 })
     await expect(ponged).resolves.toEqual({ t: 'pong', n: 7 })
     link.close()

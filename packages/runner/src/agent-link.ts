@@ -1,7 +1,10 @@
 // The runner's client for one agent connection.
 //
 // One byte stream (Unix socket or vsock) carries length-prefixed frames both ways. The runner
-// opens with `hello` and waits for the agent's `hello`. Calls carry a numeric id and settle on
+// opens with `hello` carrying a challenge and waits for the agent's `hello`, whose proof shows
+// the agent holds this sandbox's link secret; it then answers the agent's challenge with `auth`.
+// A peer that cannot prove the secret (another sandbox's agent, anything else on the socket) is
+// dropped before any call is sent. Calls carry a numeric id and settle on
 // one `result` or `fail`; their results are parsed with the method's schema. Output flows on
 // channels the runner numbers: each channel buffers its events until a consumer takes it, ends
 // with exactly one terminal event (`closed`, `end` or `error`), and is flow-controlled by
@@ -30,6 +33,7 @@ import {
   PROTOCOL_VERSION,
   type WireError,
 } from '@conch/protocol'
+import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { RunnerError } from './runner-error.ts'
@@ -62,6 +66,8 @@ export interface AgentLinkOptions {
   heartbeatIntervalMs?: number
   /** How long to wait for the agent's hello. */
   helloTimeoutMs?: number
+  /** The sandbox's link secret, which the agent must prove it holds. */
+  secret: string
   /** Called for every byte of channel payload received (metrics). */
   onBytes?: (n: number) => void
 }
@@ -252,6 +258,7 @@ export class AgentLink {
   static async open(stream: Duplex, options: AgentLinkOptions): Promise<AgentLink> {
     const link = new AgentLink(stream, options)
     const timeoutMs = options.helloTimeoutMs ?? 10_000
+    const nonce = linkNonce()
     try {
       link.hello = await new Promise<AgentHelloInfo>((resolve, reject) => {
         const timer = setTimeout(
@@ -269,7 +276,7 @@ export class AgentLink {
           clearTimeout(timer)
           reject(error)
         }
-        link.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION })
+        link.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
       })
     } catch (error) {
       link.close()
@@ -283,6 +290,14 @@ export class AgentLink {
         `the agent speaks protocol ${link.hello.protocolVersion}; this runner speaks ${PROTOCOL_VERSION}`,
       )
     }
+    if (!checkLinkProof(options.secret, 'agent', nonce, link.hello.proof)) {
+      link.close()
+      throw new RunnerError(
+        'AGENT_UNAVAILABLE',
+        "the process on the agent socket could not prove it is this sandbox's agent; the sandbox cannot be reached",
+      )
+    }
+    link.send({ t: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
     return link
   }
 

@@ -4,10 +4,16 @@
 // drops while the agent lives, counts runs per sandbox for the queue limit, and destroys idle
 // sandboxes. Agents are never stopped by the runner's own shutdown: they are detached.
 import type { CreateSandboxRequest, SandboxInfo, SessionInfo, SessionOptions } from '@conch/protocol'
+import { mintLinkSecret } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import { AgentLink } from './agent-link.ts'
 import { randomId } from './credentials.ts'
-import type { DriverSandbox, SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
+import {
+  type DriverSandbox,
+  linkSecretOf,
+  type SandboxDriver,
+  type SandboxSpec,
+} from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
@@ -182,6 +188,7 @@ export class SandboxManager {
       limits: request.limits ?? {},
       scrollbackBytes: this.#o.limits.scrollbackBytes,
       maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret: mintLinkSecret(),
     }
     const handle = await driver.create(spec)
     const record: SandboxRecord = {
@@ -308,6 +315,7 @@ export class SandboxManager {
     try {
       const stream = await driver.connect(handle, timeoutMs)
       link = await AgentLink.open(stream, {
+        secret: linkSecretOf(handle),
         logger: this.#o.logger.child({ sandboxId: runtime.id }),
         heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
         onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),

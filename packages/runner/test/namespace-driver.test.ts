@@ -92,10 +92,12 @@ describe('namespace driver', () => {
     await using runner = await nsRunner()
     const id = await createSandbox(runner)
     const out = (
-      await exec(runner, id, 'id -u; id -g; grep -E "^(CapEff|CapPrm|CapBnd|NoNewPrivs)" /proc/self/status')
+      await exec(runner, id, 'id -u; id -g; grep -E "^(CapEff|CapPrm|CapAmb|NoNewPrivs)" /proc/self/status')
     ).stdout
+    // The bounding set keeps the agent's few namespace-local capabilities; with no_new_privs and
+    // nothing permitted, effective or ambient, no exec can raise them.
     expect(out).toBe(
-      '1000\n1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n',
+      '1000\n1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n',
     )
   })
 

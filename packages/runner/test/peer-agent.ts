@@ -9,7 +9,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { encodeFrame, FrameDecoder, PROTOCOL_VERSION } from '@conch/protocol'
-import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from '../src/drivers/sandbox-driver.ts'
+import { linkProof } from '@conch/protocol/link-proof'
+import {
+  type DriverSandbox,
+  type Liveness,
+  linkSecretOf,
+  type SandboxDriver,
+  type SandboxSpec,
+} from '../src/drivers/sandbox-driver.ts'
 
 interface Session {
   id: string
@@ -25,12 +32,14 @@ export class PeerAgent {
   readonly server: Server
   readonly path: string
   readonly root: string
+  readonly #secret: string
   readonly sessions = new Map<string, Session>()
   socket: Socket | null = null
 
-  constructor(path: string, root: string) {
+  constructor(path: string, root: string, secret: string) {
     this.path = path
     this.root = root
+    this.#secret = secret
     this.server = createServer((socket) => this.#serve(socket))
   }
 
@@ -63,6 +72,8 @@ export class PeerAgent {
             agentVersion: 'peer',
             pid: process.pid,
             startedAt: 1,
+            nonce: '0'.repeat(64),
+            proof: linkProof(this.#secret, 'agent', String((f as unknown as { nonce: string }).nonce)),
           })
         } else if (f.t === 'call') {
           try {
@@ -193,11 +204,15 @@ export class PeerDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const root = join(this.#dir, spec.id)
     mkdirSync(root, { recursive: true })
-    return { id: spec.id, workdir: root, state: { socketPath: join(this.#dir, `${spec.id}.sock`) } }
+    return {
+      id: spec.id,
+      workdir: root,
+      state: { socketPath: join(this.#dir, `${spec.id}.sock`), linkSecret: spec.linkSecret },
+    }
   }
 
   async startAgent(sandbox: DriverSandbox): Promise<DriverSandbox> {
-    const peer = new PeerAgent(String(sandbox.state.socketPath), sandbox.workdir)
+    const peer = new PeerAgent(String(sandbox.state.socketPath), sandbox.workdir, linkSecretOf(sandbox))
     await peer.listen()
     this.peers.set(sandbox.id, peer)
     return sandbox

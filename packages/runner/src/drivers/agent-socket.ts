@@ -1,16 +1,19 @@
-// Connecting to an agent's Unix socket from the host. Right after a start the agent may not
-// listen yet, so a failed connect is retried with a short backoff until the deadline, as long
-// as the sandbox is still alive; a dead sandbox fails at once with its reason.
+// Connecting to an agent's Unix socket from the host. The socket lives in a directory only the
+// runner controls (see agent-endpoint.ts), and is checked before every connect. A failed
+// connect is retried with a short backoff until the deadline, as long as the sandbox is still
+// alive; a dead sandbox fails at once with its reason, and a socket that is not the runner's
+// fails at once too.
 import { connect as netConnect, type Socket } from 'node:net'
 import { RunnerError } from '../runner-error.ts'
+import { withAgentSocket } from './agent-endpoint.ts'
 import type { Liveness } from './sandbox-driver.ts'
 
 /** What `connectToAgent` needs to know about the sandbox. */
 export interface AgentSocketTarget {
   /** Sandbox id, for messages. */
   sandboxId: string
-  /** The agent's socket path on the host. */
-  socketPath: string
+  /** The directory holding the agent's socket on the host. */
+  socketDir: string
   /** Where the agent's log is, for messages. */
   logHint: string
   /** Whether the sandbox still runs. */
@@ -23,8 +26,9 @@ export async function connectToAgent(target: AgentSocketTarget, timeoutMs: numbe
   let delay = 2
   for (;;) {
     try {
-      return await connectOnce(target.socketPath)
+      return await withAgentSocket(target.socketDir, connectOnce)
     } catch (error) {
+      if (error instanceof RunnerError) throw error
       const live = await target.isAlive()
       if (!live.alive) {
         throw new RunnerError(

@@ -39,25 +39,27 @@ const ETC_ENTRIES = [
   'timezone',
 ]
 
-/** The socket directory inside the sandbox. */
-export const GUEST_RUN_DIR = '/run/conch'
+/**
+ * Capabilities the agent keeps inside the sandbox's user namespace (nothing on the host): start
+ * shells as the sandbox user, signal their processes, and manage the workspace files they own.
+ * Shells lose every capability when they switch to the sandbox user.
+ */
+const AGENT_CAPS = ['CAP_SETUID', 'CAP_SETGID', 'CAP_KILL', 'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER']
 
 /** Everything the command line depends on. */
 export interface BwrapLayout {
   /** The fd (in bwrap) of the user namespace to join. */
   usernsFd: number
-  /** Sandbox uid and gid. */
-  uid: number
   /** Hostname inside. */
   hostname: string
   /** The workspace directory on the host (bound at /workspace). */
   workspace: string
-  /** The socket directory on the host (bound at /run/conch). */
-  runDir: string
   /** Generated /etc files on the host, by name (passwd, group...). */
   etcFiles: Record<string, string>
   /** The agent's files. */
   runtime: AgentRuntime
+  /** Single host files bound at guest paths (the work cgroup's files). */
+  extraBinds: { host: string; guest: string; writable: boolean }[]
   /** The complete environment of the sandbox's first process. */
   env: Record<string, string>
   /** The command run inside, after the options. */
@@ -77,7 +79,6 @@ function mirror(path: string, guest: string = path): string[] {
 
 /** The bwrap argv (without the bwrap path itself). */
 export function bwrapArgs(layout: BwrapLayout): string[] {
-  const uid = String(layout.uid)
   const args = [
     '--userns',
     String(layout.usernsFd),
@@ -86,14 +87,17 @@ export function bwrapArgs(layout: BwrapLayout): string[] {
     '--unshare-ipc',
     '--unshare-uts',
     '--unshare-cgroup-try',
+    // The agent runs as root of the sandbox's user namespace, so the sandbox user (its shells)
+    // can neither ptrace nor signal it.
     '--uid',
-    uid,
+    '0',
     '--gid',
-    uid,
+    '0',
     '--hostname',
     layout.hostname,
     '--cap-drop',
     'ALL',
+    ...AGENT_CAPS.flatMap((cap) => ['--cap-add', cap]),
     '--new-session',
     '--clearenv',
   ]
@@ -106,7 +110,8 @@ export function bwrapArgs(layout: BwrapLayout): string[] {
   args.push('--perms', '01777', '--tmpfs', '/dev/shm', '--perms', '01777', '--tmpfs', '/tmp')
   for (const m of layout.runtime.mounts) args.push('--ro-bind', m.host, m.guest)
   for (const [target, path] of layout.runtime.symlinks) args.push('--symlink', target, path)
-  args.push('--bind', layout.workspace, '/workspace', '--bind', layout.runDir, GUEST_RUN_DIR)
+  args.push('--bind', layout.workspace, '/workspace')
+  for (const b of layout.extraBinds) args.push(b.writable ? '--bind' : '--ro-bind', b.host, b.guest)
   args.push('--remount-ro', '/', '--chdir', '/workspace', '--', ...layout.command)
   return args
 }

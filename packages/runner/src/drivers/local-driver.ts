@@ -3,28 +3,26 @@
 // code runs as the runner's user, sees the host's files and network, and limits are recorded but
 // not enforced. It exists for development; the namespace driver is the real sandbox.
 import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
 import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { descendantsOf } from './proc-stat.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-
-/** The longest Unix socket path we create (sun_path holds 108 bytes on Linux, including NUL). */
-const MAX_SOCKET_PATH = 100
 
 /** The local driver's handle state. */
 const LocalState = z.object({
   /** Folder holding the workspace and the agent log. */
   dir: z.string(),
-  /** The agent's Unix socket. */
-  socketPath: z.string(),
+  /** The directory (0700, the runner's) holding the agent's socket. */
+  socketDir: z.string(),
+  /** The sandbox's link secret. */
+  linkSecret: z.string(),
   /** The agent's pid, once started. */
   pid: z.number().int().positive().optional(),
 })
@@ -83,7 +81,7 @@ export class LocalDriver implements SandboxDriver {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     const workdir = join(dir, 'workspace')
     mkdirSync(workdir, { recursive: true, mode: 0o700 })
-    const state: LocalState = { dir, socketPath: this.#socketPath(spec.id) }
+    const state: LocalState = { dir, socketDir: join(dir, 'link'), linkSecret: spec.linkSecret }
     return { id: spec.id, workdir, state }
   }
 
@@ -91,7 +89,7 @@ export class LocalDriver implements SandboxDriver {
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = LocalState.parse(sandbox.state)
     const entry = this.#agentEntry ?? resolveAgentEntry()
-    rmSync(state.socketPath, { force: true })
+    const endpoint = await bindAgentSocket(state.socketDir)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
       const env: Record<string, string> = {
@@ -106,8 +104,10 @@ export class LocalDriver implements SandboxDriver {
         [
           '--conditions=source',
           entry,
-          '--socket',
-          state.socketPath,
+          '--listenFd',
+          '3',
+          '--secretFd',
+          '4',
           '--root',
           sandbox.workdir,
           '--scrollbackBytes',
@@ -115,7 +115,7 @@ export class LocalDriver implements SandboxDriver {
           '--maxSessions',
           String(spec.maxSessions),
         ],
-        { detached: true, stdio: ['ignore', logFd, logFd], env, cwd: sandbox.workdir },
+        { detached: true, stdio: ['ignore', logFd, logFd, endpoint.fd, 'pipe'], env, cwd: sandbox.workdir },
       )
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('error', (error) =>
@@ -127,12 +127,14 @@ export class LocalDriver implements SandboxDriver {
         )
         child.once('spawn', () => resolve(child.pid ?? 0))
       })
+      sendLinkSecret(child, 4, state.linkSecret)
       child.once('exit', (code, signal) => {
         this.#exits.set(pid, signal ? `agent killed by ${signal}` : `agent exited with code ${code}`)
       })
       child.unref()
       return { ...sandbox, state: { ...state, pid } }
     } finally {
+      endpoint.close()
       closeSync(logFd)
     }
   }
@@ -143,7 +145,7 @@ export class LocalDriver implements SandboxDriver {
     return connectToAgent(
       {
         sandboxId: sandbox.id,
-        socketPath: state.socketPath,
+        socketDir: state.socketDir,
         logHint: 'agent.log in its folder',
         isAlive: () => this.isAlive(sandbox),
       },
@@ -197,19 +199,6 @@ export class LocalDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = LocalState.parse(sandbox.state)
-    rmSync(state.socketPath, { force: true })
     rmSync(state.dir, { recursive: true, force: true })
-  }
-
-  #socketPath(id: string): string {
-    const preferred = join(this.#stateDir, 'sockets', `${id}.sock`)
-    if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) {
-      mkdirSync(join(this.#stateDir, 'sockets'), { recursive: true, mode: 0o700 })
-      return preferred
-    }
-    const tag = createHash('sha256').update(this.#stateDir).digest('hex').slice(0, 12)
-    const dir = join(tmpdir(), `conch-${tag}`)
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
-    return join(dir, `${id}.sock`)
   }
 }

@@ -18,7 +18,6 @@
 // kills the sandbox's pid 1, which takes its whole pid namespace down, and every process left
 // in its cgroups. Destroy also removes the folder and the cgroups.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
 import {
   chownSync,
   closeSync,
@@ -29,14 +28,14 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
-import { bwrapArgs, GUEST_RUN_DIR } from './bwrap-args.ts'
+import { bwrapArgs } from './bwrap-args.ts'
 import {
   CGROUP_V1_ROOT,
   cgroupPids,
@@ -47,9 +46,7 @@ import {
 } from './cgroup-v1.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-
-/** The longest Unix socket path we create (sun_path holds 108 bytes on Linux, including NUL). */
-const MAX_SOCKET_PATH = 100
+import { createWorkCgroup, GUEST_WORK_CGROUP, sandboxMemoryLimit } from './work-cgroup.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -63,12 +60,14 @@ const NamespaceState = z.object({
   dir: z.string(),
   /** The workspace on the host. */
   workspace: z.string(),
-  /** The socket folder on the host, bound at /run/conch. */
-  runDir: z.string(),
-  /** The agent's socket on the host. */
-  socketPath: z.string(),
-  /** cgroup v1 dirs of the sandbox. */
+  /** The folder (0700, the runner's, never mounted in the sandbox) holding the agent's socket. */
+  socketDir: z.string(),
+  /** The sandbox's link secret. */
+  linkSecret: z.string(),
+  /** cgroup v1 dirs of the sandbox, children before parents. */
   cgroups: z.array(z.string()),
+  /** The memory group its commands run in (see work-cgroup.ts), when memory is limited. */
+  workCgroup: z.string().optional(),
   /** Pid of the sandbox's first process (bwrap), once started. */
   pid: z.number().int().positive().optional(),
   /** Its start time from /proc/<pid>/stat, so a recycled pid is not mistaken for it. */
@@ -143,14 +142,31 @@ export class NamespaceDriver implements SandboxDriver {
     const workspace = join(dir, 'workspace')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
     chownSync(workspace, this.#uid, this.#uid)
-    const runDir = this.#runDir(dir, spec.id)
-    mkdirSync(runDir, { recursive: true, mode: 0o700 })
-    chownSync(runDir, this.#uid, this.#uid)
+    ensurePrivateDir(join(dir, 'link'))
     mkdirSync(join(dir, 'etc'), { recursive: true, mode: 0o755 })
     for (const [name, text] of Object.entries(this.#etcFiles()))
       writeFileSync(join(dir, 'etc', name), text, { mode: 0o644 })
-    const cgroups = createCgroups(this.#cgroupRoot, spec.id, spec.limits)
-    const state: NamespaceState = { dir, workspace, runDir, socketPath: join(runDir, 'agent.sock'), cgroups }
+    const memory = spec.limits.memoryBytes
+    const groups = createCgroups(
+      this.#cgroupRoot,
+      spec.id,
+      memory === undefined ? spec.limits : { ...spec.limits, memoryBytes: sandboxMemoryLimit(memory) },
+    )
+    const memoryDir = groups.find((d) => d.startsWith(join(this.#cgroupRoot, 'memory')))
+    const work =
+      memory === undefined || memoryDir === undefined
+        ? undefined
+        : createWorkCgroup(memoryDir, memory, this.#uid, this.#uid)
+    // A child group first, so destroy removes it before its parent.
+    const cgroups = work === undefined ? groups : [work, ...groups]
+    const state: NamespaceState = {
+      dir,
+      workspace,
+      socketDir: join(dir, 'link'),
+      linkSecret: spec.linkSecret,
+      cgroups,
+      ...(work === undefined ? {} : { workCgroup: work }),
+    }
     return { id: spec.id, workdir: GUEST_WORKSPACE, state }
   }
 
@@ -159,7 +175,7 @@ export class NamespaceDriver implements SandboxDriver {
     const state = NamespaceState.parse(sandbox.state)
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry)
     const runtime = this.#runtime
-    rmSync(state.socketPath, { force: true })
+    const endpoint = await bindAgentSocket(state.socketDir)
     const usernsFd = await this.#userNamespace()
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
@@ -174,8 +190,15 @@ export class NamespaceDriver implements SandboxDriver {
         runtime.node,
         '--conditions=source',
         runtime.entry,
-        '--socket',
-        `${GUEST_RUN_DIR}/agent.sock`,
+        '--listenFd',
+        '4',
+        '--secretFd',
+        '5',
+        '--sandboxUid',
+        String(this.#uid),
+        '--sandboxGid',
+        String(this.#uid),
+        ...(state.workCgroup === undefined ? [] : ['--workCgroup', GUEST_WORK_CGROUP.procs]),
         '--root',
         GUEST_WORKSPACE,
         '--scrollbackBytes',
@@ -188,14 +211,27 @@ export class NamespaceDriver implements SandboxDriver {
       )
       const args = bwrapArgs({
         usernsFd: 3,
-        uid: this.#uid,
         hostname: 'sandbox',
         workspace: state.workspace,
-        runDir: state.runDir,
         etcFiles,
         runtime,
+        extraBinds:
+          state.workCgroup === undefined
+            ? []
+            : [
+                {
+                  host: join(state.workCgroup, 'cgroup.procs'),
+                  guest: GUEST_WORK_CGROUP.procs,
+                  writable: true,
+                },
+                {
+                  host: join(state.workCgroup, 'memory.oom_control'),
+                  guest: GUEST_WORK_CGROUP.oomControl,
+                  writable: false,
+                },
+              ],
         env,
-        // The agent must not inherit the namespace fd (fd 3).
+        // The agent must not inherit the namespace fd (fd 3); it keeps 4 (socket) and 5 (secret).
         command: ['/bin/sh', '-c', 'exec "$@" 3<&-', 'sh', ...agent],
       })
       const id = String(this.#uid)
@@ -215,9 +251,10 @@ export class NamespaceDriver implements SandboxDriver {
           findBinary('bwrap')!,
           ...args,
         ],
-        { detached: true, stdio: ['ignore', logFd, logFd, usernsFd], env: {}, cwd: '/' },
+        { detached: true, stdio: ['ignore', logFd, logFd, usernsFd, endpoint.fd, 'pipe'], env: {}, cwd: '/' },
       )
       const pid = await spawned(child)
+      sendLinkSecret(child, 5, state.linkSecret)
       child.once('exit', (code, signal) => {
         this.#exits.set(pid, signal ? `sandbox killed by ${signal}` : `sandbox exited with code ${code}`)
       })
@@ -225,6 +262,7 @@ export class NamespaceDriver implements SandboxDriver {
       const startTime = procStat(pid)?.startTime
       return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
     } finally {
+      endpoint.close()
       closeSync(logFd)
       closeSync(usernsFd)
     }
@@ -236,7 +274,7 @@ export class NamespaceDriver implements SandboxDriver {
     return connectToAgent(
       {
         sandboxId: sandbox.id,
-        socketPath: state.socketPath,
+        socketDir: state.socketDir,
         logHint: `agent.log in ${state.dir}`,
         isAlive: () => this.isAlive(sandbox),
       },
@@ -292,7 +330,6 @@ export class NamespaceDriver implements SandboxDriver {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     removeCgroups(state.cgroups)
-    rmSync(state.runDir, { recursive: true, force: true })
     rmSync(state.dir, { recursive: true, force: true })
   }
 
@@ -331,13 +368,6 @@ export class NamespaceDriver implements SandboxDriver {
       hostname: 'sandbox\n',
       hosts: '127.0.0.1 localhost\n::1 localhost ip6-localhost\n127.0.1.1 sandbox\n',
     }
-  }
-
-  #runDir(dir: string, id: string): string {
-    const preferred = join(dir, 'run')
-    if (Buffer.byteLength(join(preferred, 'agent.sock')) <= MAX_SOCKET_PATH) return preferred
-    const tag = createHash('sha256').update(this.#stateDir).digest('hex').slice(0, 12)
-    return join(tmpdir(), `conch-${tag}`, id)
   }
 }
 

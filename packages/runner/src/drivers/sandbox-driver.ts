@@ -9,6 +9,8 @@
 //   microVM    handle = { vmPid, cid, port, image }        stream = vsock (AF_VSOCK, or a host proxy socket)
 import type { Duplex } from 'node:stream'
 import type { Isolation, SandboxLimits } from '@conch/protocol'
+import { z } from 'zod'
+import { RunnerError } from '../runner-error.ts'
 
 /** What a driver needs to build a sandbox. */
 export interface SandboxSpec {
@@ -22,6 +24,23 @@ export interface SandboxSpec {
   scrollbackBytes: number
   /** Most sessions the agent may keep open (the runner's per-sandbox limit). */
   maxSessions: number
+  /** The sandbox's link secret (64 hex digits): the driver stores it in its state and hands it to the agent. */
+  linkSecret: string
+}
+
+/** What every driver's state holds besides its own facts: the link secret, for reconnecting. */
+const DriverLinkState = z.object({ linkSecret: z.string().regex(/^[0-9a-f]{64}$/) })
+
+/** The link secret stored in a sandbox's driver state; AGENT_UNAVAILABLE when there is none. */
+export function linkSecretOf(sandbox: DriverSandbox): string {
+  const parsed = DriverLinkState.safeParse(sandbox.state)
+  if (!parsed.success) {
+    throw new RunnerError(
+      'AGENT_UNAVAILABLE',
+      `sandbox ${sandbox.id} has no link secret (it was made by an older runner); destroy it and create a new one`,
+    )
+  }
+  return parsed.data.linkSecret
 }
 
 /** A driver's handle on one sandbox: serialisable, stored by the runner, passed back on every call. */
