@@ -47,3 +47,18 @@ export function clampTimeout(requestedMs: number | undefined, fallbackMs: number
   const ms = requestedMs ?? fallbackMs
   return Math.min(Math.max(ms, LIMITS.minCommandTimeoutMs), maxMs)
 }
+
+/**
+ * Limits every isolated sandbox gets unless its create request sets them: code inside a
+ * sandbox must not be able to take the host's memory, CPU, processes or disk.
+ */
+export const DEFAULT_SANDBOX_LIMITS = {
+  /** 1 GiB of memory for the sandbox's commands (tmpfs files in /tmp and /dev/shm count). */
+  memoryBytes: 1024 * 1024 * 1024,
+  /** One CPU. */
+  cpus: 1,
+  /** 1024 processes and threads. */
+  pids: 1024,
+  /** 8 GiB of workspace. */
+  diskBytes: 8 * 1024 * 1024 * 1024,
+} as const

@@ -3,7 +3,13 @@
 // restart (marking the ones whose agent died as `dead`, with the reason), reconnects when a link
 // drops while the agent lives, counts runs per sandbox for the queue limit, and destroys idle
 // sandboxes. Agents are never stopped by the runner's own shutdown: they are detached.
-import type { CreateSandboxRequest, SandboxInfo, SessionInfo, SessionOptions } from '@conch/protocol'
+import {
+  type CreateSandboxRequest,
+  DEFAULT_SANDBOX_LIMITS,
+  type SandboxInfo,
+  type SessionInfo,
+  type SessionOptions,
+} from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import { AgentLink } from './agent-link.ts'
@@ -181,11 +187,22 @@ export class SandboxManager {
         `unknown driver "${driverName}"; this runner has: ${[...this.#o.drivers.keys()].join(', ')}`,
       )
     }
+    // An isolating driver gives every sandbox the default limits; a driver that isolates
+    // nothing enforces nothing, so it gets only what was asked (and refuses that below).
+    const limits =
+      driver.isolation === 'none' ? (request.limits ?? {}) : { ...DEFAULT_SANDBOX_LIMITS, ...request.limits }
+    const unenforceable = driver.limitsProblem(limits)
+    if (unenforceable) {
+      throw new RunnerError(
+        'BAD_REQUEST',
+        `the ${driver.name} driver cannot enforce these limits: ${unenforceable}`,
+      )
+    }
     const id = randomId('sb_', 16)
     const spec: SandboxSpec = {
       id,
       env: request.env ?? {},
-      limits: request.limits ?? {},
+      limits,
       scrollbackBytes: this.#o.limits.scrollbackBytes,
       maxSessions: this.#o.limits.maxSessionsPerSandbox,
       linkSecret: mintLinkSecret(),

@@ -201,6 +201,10 @@ export class PeerDriver implements SandboxDriver {
   readonly peers = new Map<string, PeerAgent>()
   readonly #dir = mkdtempSync(join(tmpdir(), 'conch-peer-'))
 
+  limitsProblem(limits: object): string | null {
+    return Object.keys(limits).length === 0 ? null : 'the peer driver enforces no limits'
+  }
+
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const root = join(this.#dir, spec.id)
     mkdirSync(root, { recursive: true })

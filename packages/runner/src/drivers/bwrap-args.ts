@@ -5,6 +5,7 @@
 // the agent's runtime read-only under /opt/conch. Nothing else of the host is mounted. The root
 // is read-only once built. The environment is cleared and set to exactly `env`.
 import { lstatSync, readlinkSync } from 'node:fs'
+import { dirname } from 'node:path'
 import type { AgentRuntime } from './agent-runtime.ts'
 
 /** Top-level system entries bound read-only (or re-created as the same symlink). */
@@ -58,6 +59,10 @@ export interface BwrapLayout {
   etcFiles: Record<string, string>
   /** The agent's files. */
   runtime: AgentRuntime
+  /** Size of /tmp in bytes; unbounded when absent. */
+  tmpBytes?: number
+  /** Size of /dev/shm in bytes; unbounded when absent. */
+  shmBytes?: number
   /** Single host files bound at guest paths (the work cgroup's files). */
   extraBinds: { host: string; guest: string; writable: boolean }[]
   /** The complete environment of the sandbox's first process. */
@@ -107,10 +112,14 @@ export function bwrapArgs(layout: BwrapLayout): string[] {
   for (const name of ETC_ENTRIES) args.push(...mirror(`/etc/${name}`))
   for (const [name, host] of Object.entries(layout.etcFiles)) args.push('--ro-bind', host, `/etc/${name}`)
   args.push('--proc', '/proc', '--dev', '/dev')
-  args.push('--perms', '01777', '--tmpfs', '/dev/shm', '--perms', '01777', '--tmpfs', '/tmp')
+  const size = (bytes: number | undefined): string[] => (bytes === undefined ? [] : ['--size', String(bytes)])
+  args.push('--perms', '01777', ...size(layout.shmBytes), '--tmpfs', '/dev/shm')
+  args.push('--perms', '01777', ...size(layout.tmpBytes), '--tmpfs', '/tmp')
   for (const m of layout.runtime.mounts) args.push('--ro-bind', m.host, m.guest)
   for (const [target, path] of layout.runtime.symlinks) args.push('--symlink', target, path)
   args.push('--bind', layout.workspace, '/workspace')
+  for (const dir of new Set(layout.extraBinds.map((b) => dirname(b.guest))))
+    args.push('--perms', '0755', '--dir', dir)
   for (const b of layout.extraBinds) args.push(b.writable ? '--bind' : '--ro-bind', b.host, b.guest)
   args.push('--remount-ro', '/', '--chdir', '/workspace', '--', ...layout.command)
   return args

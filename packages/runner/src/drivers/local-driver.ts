@@ -8,6 +8,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { fileURLToPath } from 'node:url'
+import type { SandboxLimits } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
@@ -74,6 +75,14 @@ export class LocalDriver implements SandboxDriver {
     this.#agentEntry = options.agentEntry
     this.#path = options.path ?? process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'
     this.#nodePath = options.nodePath ?? process.execPath
+  }
+
+  /** The local driver enforces no limit at all, so it accepts none. */
+  limitsProblem(limits: SandboxLimits): string | null {
+    const asked = Object.keys(limits).filter((k) => limits[k as keyof SandboxLimits] !== undefined)
+    return asked.length === 0
+      ? null
+      : `the local driver cannot enforce limits (${asked.join(', ')}); drop them or use an isolating driver`
   }
 
   /** Prepares `<stateDir>/sandboxes/<id>/workspace`. */

@@ -30,6 +30,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
+import type { SandboxLimits } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
@@ -47,6 +48,7 @@ import {
 import { childrenOf, procStat } from './proc-stat.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { createWorkCgroup, GUEST_WORK_CGROUP, sandboxMemoryLimit } from './work-cgroup.ts'
+import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -60,6 +62,10 @@ const NamespaceState = z.object({
   dir: z.string(),
   /** The workspace on the host. */
   workspace: z.string(),
+  /** The generated /etc files on the host. */
+  etcDir: z.string(),
+  /** Whether the workspace is on the sandbox's own loop-mounted disk (see workspace-disk.ts). */
+  disk: z.boolean(),
   /** The folder (0700, the runner's, never mounted in the sandbox) holding the agent's socket. */
   socketDir: z.string(),
   /** The sandbox's link secret. */
@@ -134,18 +140,30 @@ export class NamespaceDriver implements SandboxDriver {
     return cgroupProblem(this.#cgroupRoot, controllersFor(spec.limits))
   }
 
+  /** Why these limits cannot be enforced here (a missing cgroup controller, no loop devices), or null. */
+  limitsProblem(limits: SandboxLimits): string | null {
+    return (
+      cgroupProblem(this.#cgroupRoot, controllersFor(limits)) ??
+      (limits.diskBytes === undefined ? null : diskProblem())
+    )
+  }
+
   /** Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups. */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
-    const workspace = join(dir, 'workspace')
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    ensurePrivateDir(join(dir, 'link'))
+    const disk =
+      spec.limits.diskBytes === undefined ? undefined : createDisk(dir, spec.limits.diskBytes, this.#uid)
+    const workspace = disk?.workspace ?? join(dir, 'workspace')
+    const etcDir = disk?.etc ?? join(dir, 'etc')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
     chownSync(workspace, this.#uid, this.#uid)
-    ensurePrivateDir(join(dir, 'link'))
-    mkdirSync(join(dir, 'etc'), { recursive: true, mode: 0o755 })
+    mkdirSync(etcDir, { recursive: true, mode: 0o755 })
     for (const [name, text] of Object.entries(this.#etcFiles()))
-      writeFileSync(join(dir, 'etc', name), text, { mode: 0o644 })
+      writeFileSync(join(etcDir, name), text, { mode: 0o644 })
     const memory = spec.limits.memoryBytes
     const groups = createCgroups(
       this.#cgroupRoot,
@@ -162,6 +180,8 @@ export class NamespaceDriver implements SandboxDriver {
     const state: NamespaceState = {
       dir,
       workspace,
+      etcDir,
+      disk: disk !== undefined,
       socketDir: join(dir, 'link'),
       linkSecret: spec.linkSecret,
       cgroups,
@@ -207,14 +227,19 @@ export class NamespaceDriver implements SandboxDriver {
         String(spec.maxSessions),
       ]
       const etcFiles = Object.fromEntries(
-        Object.keys(this.#etcFiles()).map((n) => [n, join(state.dir, 'etc', n)]),
+        Object.keys(this.#etcFiles()).map((n) => [n, join(state.etcDir, n)]),
       )
+      const memory = spec.limits.memoryBytes
       const args = bwrapArgs({
         usernsFd: 3,
         hostname: 'sandbox',
         workspace: state.workspace,
         etcFiles,
         runtime,
+        // /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget.
+        ...(memory === undefined
+          ? {}
+          : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }),
         extraBinds:
           state.workCgroup === undefined
             ? []
@@ -330,6 +355,7 @@ export class NamespaceDriver implements SandboxDriver {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     removeCgroups(state.cgroups)
+    if (state.disk) removeDisk(state.dir)
     rmSync(state.dir, { recursive: true, force: true })
   }
 

@@ -69,6 +69,11 @@ export interface SandboxDriver {
   readonly isolation: Isolation
   /** One sentence on what the driver does and does not isolate; shown on every sandbox. */
   readonly description: string
+  /**
+   * Why this driver cannot enforce `limits` on this host, or null when it can. The runner
+   * refuses to create a sandbox with a limit its driver would not enforce.
+   */
+  limitsProblem(limits: SandboxLimits): string | null
   /** Prepares a sandbox (workspace, cgroup, VM image) without starting its agent. */
   create(spec: SandboxSpec): Promise<DriverSandbox>
   /** Starts the agent, detached from the runner; resolves with the updated handle. */

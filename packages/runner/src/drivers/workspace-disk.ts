@@ -1,0 +1,102 @@
+// A sandbox's disk: a sparse ext4 image of the sandbox's `diskBytes`, loop-mounted (nodev,
+// nosuid) at `<sandbox dir>/disk`. It holds `workspace/`, owned by the sandbox user and bound
+// at /workspace, and `etc/`, the generated /etc files bound read-only. A full workspace gets
+// ENOSPC inside the sandbox and costs the host no more than the limit. Because the sandbox's
+// binds come from this filesystem, /proc/self/mountinfo inside names paths of the image
+// (`/workspace`), not the runner's state dir. The mount outlives a runner restart; destroy
+// unmounts it and deletes the image.
+import { spawnSync } from 'node:child_process'
+import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { RunnerError } from '../runner-error.ts'
+
+/** Programs the disk needs, looked up in the system folders. */
+const TOOLS = ['mkfs.ext4', 'mount', 'umount'] as const
+
+/** Folders searched for the tools. */
+const SBIN_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin']
+
+/** Smallest disk that holds an ext4 journal and a usable workspace. */
+export const MIN_DISK_BYTES = 64 * 1024 * 1024
+
+/** Where a sandbox's disk lives. */
+export interface WorkspaceDisk {
+  /** The sparse image file. */
+  image: string
+  /** Where it is mounted. */
+  mount: string
+  /** The workspace folder on it. */
+  workspace: string
+  /** The generated /etc files' folder on it. */
+  etc: string
+}
+
+function tool(name: (typeof TOOLS)[number]): string | null {
+  for (const dir of SBIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
+  return null
+}
+
+/** Why disk limits cannot be enforced here, or null when they can. */
+export function diskProblem(): string | null {
+  if (process.getuid?.() !== 0) return 'a disk limit needs a runner running as root (it loop-mounts an image)'
+  for (const name of TOOLS) {
+    if (!tool(name)) return `${name} is not installed; install e2fsprogs and mount (util-linux)`
+  }
+  if (!existsSync('/dev/loop-control'))
+    return '/dev/loop-control is missing, so no loop device can be attached'
+  return null
+}
+
+function run(name: (typeof TOOLS)[number], args: string[]): void {
+  const path = tool(name)
+  const result = path ? spawnSync(path, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) : null
+  if (!result || result.status !== 0) {
+    const detail = result
+      ? (result.stderr || result.error?.message || `exit ${result.status}`).trim()
+      : 'not found'
+    throw new RunnerError('AGENT_UNAVAILABLE', `${name} ${args.join(' ')} failed: ${detail}`)
+  }
+}
+
+/** The disk's paths for a sandbox folder. */
+export function diskPaths(dir: string): WorkspaceDisk {
+  const mount = join(dir, 'disk')
+  return { image: join(dir, 'disk.img'), mount, workspace: join(mount, 'workspace'), etc: join(mount, 'etc') }
+}
+
+/** Creates, formats and mounts a `bytes` disk in `dir`, with the workspace owned by `uid`. */
+export function createDisk(dir: string, bytes: number, uid: number): WorkspaceDisk {
+  const disk = diskPaths(dir)
+  const fd = openSync(disk.image, 'w', 0o600)
+  try {
+    ftruncateSync(fd, bytes)
+  } finally {
+    closeSync(fd)
+  }
+  // No reserved blocks: the whole limit is the sandbox's. Lazy init keeps formatting at ~50 ms.
+  run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', disk.image])
+  mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
+  run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
+  mkdirSync(disk.workspace, { mode: 0o755 })
+  chownSync(disk.workspace, uid, uid)
+  mkdirSync(disk.etc, { mode: 0o755 })
+  return disk
+}
+
+/** True when something is mounted at `path`. */
+function mounted(path: string): boolean {
+  return spawnSync('mountpoint', ['-q', path]).status === 0
+}
+
+/** Unmounts the disk (lazily when still busy) and deletes the image. */
+export function removeDisk(dir: string): void {
+  const disk = diskPaths(dir)
+  if (existsSync(disk.mount) && mounted(disk.mount)) {
+    try {
+      run('umount', [disk.mount])
+    } catch {
+      run('umount', ['-l', disk.mount])
+    }
+  }
+  rmSync(disk.image, { force: true })
+}
