@@ -8,34 +8,10 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ErrorBody, RunResult, SandboxInfo } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
-import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
-import { createSandbox, startRunner, type TestRunner, type TestRunnerOptions } from './runner-fixture.ts'
+import { exec, nsRunner } from './namespace-runner.ts'
+import { createSandbox } from './runner-fixture.ts'
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url))
-
-async function nsRunner(options: TestRunnerOptions = {}): Promise<TestRunner> {
-  const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'conch-ns-'))
-  const driver = new NamespaceDriver({ stateDir })
-  const problem = driver.problem({ limits: { memoryBytes: 1, cpus: 1 } })
-  if (problem) throw new Error(`this host cannot run namespace sandboxes: ${problem}`)
-  return startRunner({
-    ...options,
-    stateDir,
-    driver,
-    removeStateDir: options.removeStateDir ?? !options.stateDir,
-  })
-}
-
-async function exec(runner: TestRunner, id: string, command: string, sessionId?: string): Promise<RunResult> {
-  const res = await runner.app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/exec`,
-    headers: runner.auth,
-    payload: { command, ...(sessionId ? { sessionId } : {}) },
-  })
-  if (res.statusCode !== 200) throw new Error(`exec ${command}: ${res.statusCode} ${res.body}`)
-  return RunResult.parse(res.json())
-}
 
 describe('namespace driver', () => {
   it('runs a shell at /workspace whose cd and export persist, and says it is namespace-isolated', async () => {
