@@ -1,0 +1,125 @@
+// Attacks from inside a sandbox on what serves it and on the host's resources: signal, ptrace
+// or read the agent; exhaust memory, /tmp and the workspace disk. Every attack must fail or be
+// contained, and the agent must keep serving the sandbox afterwards.
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { DEFAULT_SANDBOX_LIMITS, SandboxInfo } from '@conch/protocol'
+import { describe, expect, it } from 'vitest'
+import { exec, nsRunner } from '../namespace-runner.ts'
+import { createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
+
+const MiB = 1024 * 1024
+
+/** Shell that prints the pid of the agent as the sandbox sees it. */
+const FIND_AGENT =
+  'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null | grep -q "agent/src/main.ts" && echo ${p#/proc/}; done | head -1'
+
+async function info(runner: TestRunner, id: string): Promise<SandboxInfo> {
+  const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+  return SandboxInfo.parse(res.json())
+}
+
+describe('attack: reach the agent from inside the sandbox', () => {
+  it('cannot signal, ptrace or read the agent, which keeps serving', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner)
+    const pid = (await exec(runner, id, FIND_AGENT)).stdout.trim()
+    expect(pid).toMatch(/^\d+$/)
+    const r = await exec(
+      runner,
+      id,
+      [
+        `kill -9 ${pid} 2>&1; echo kill=$?`,
+        `kill -STOP ${pid} 2>&1; echo stop=$?`,
+        `cat /proc/${pid}/environ > /dev/null 2>&1; echo environ=$?`,
+        `ls /proc/${pid}/fd > /dev/null 2>&1; echo fd=$?`,
+        // ptrace(PTRACE_ATTACH = 16) and ptrace(PTRACE_SEIZE = 0x4206) through the raw syscall (101).
+        `perl -e '$r = syscall(101, 16, ${pid}, 0, 0); print "attach=$r $!\\n"; $r = syscall(101, 0x4206, ${pid}, 0, 0); print "seize=$r $!\\n"'`,
+        `grep -E "^Uid" /proc/${pid}/status`,
+      ].join('; '),
+    )
+    expect(r.stdout).toMatch(/kill=1\n/)
+    expect(r.stdout).toMatch(/stop=1\n/)
+    expect(r.stdout).toMatch(/environ=1\n/)
+    expect(r.stdout).toMatch(/fd=[12]\n/)
+    expect(r.stdout).toMatch(/attach=-1 Operation not permitted\n/)
+    expect(r.stdout).toMatch(/seize=-1 Operation not permitted\n/)
+    expect(r.stdout).toMatch(/Uid:\t0\t0\t0\t0/)
+    expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
+    expect((await info(runner, id)).status).toBe('running')
+  })
+})
+
+describe('attack: exhaust the host from inside the sandbox', () => {
+  it('OOM-kills a memory hog inside its limit; the agent, the shell and its state survive', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
+    await exec(runner, id, 'export KEPT=yes; cd /tmp', 'default')
+    const hog = await exec(
+      runner,
+      id,
+      `perl -e '$x = "a" x (512 * 1024 * 1024); print "survived\\n"'`,
+      'default',
+    )
+    expect(hog.stdout).not.toContain('survived')
+    expect(hog.exitCode).toBe(137)
+    expect(await exec(runner, id, 'echo $KEPT $(pwd)', 'default')).toMatchObject({ stdout: 'yes /tmp\n' })
+    expect((await exec(runner, id, 'grep oom_kill /run/conch/memory.oom_control')).stdout).toMatch(
+      /oom_kill [1-9]/,
+    )
+    expect((await info(runner, id)).status).toBe('running')
+  })
+
+  it('keeps /tmp and /dev/shm inside the memory budget: filling them gets ENOSPC, not host RAM', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner, { limits: { memoryBytes: 256 * MiB } })
+    const r = await exec(
+      runner,
+      id,
+      'head -c 400M /dev/zero 2>&1 > /tmp/fill; echo tmp=$?; head -c 400M /dev/zero 2>&1 > /dev/shm/fill; echo shm=$?; df -B1 --output=size /tmp /dev/shm | tail -2',
+    )
+    expect(r.stdout).toMatch(/No space left on device\ntmp=1\n/)
+    expect(r.stdout).toMatch(/No space left on device\nshm=1\n/)
+    const sizes = r.stdout.trim().split('\n').slice(-2).map(Number)
+    expect(sizes).toEqual([128 * MiB, 64 * MiB])
+    expect((await exec(runner, id, 'rm /tmp/fill /dev/shm/fill; echo ok')).stdout).toBe('ok\n')
+  })
+
+  it('enforces the workspace disk limit: a write past it gets ENOSPC and the host file stays bounded', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner, { limits: { diskBytes: 64 * MiB } })
+    const r = await exec(runner, id, 'head -c 100M /dev/zero 2>&1 > /workspace/fill; echo rc=$?')
+    expect(r.stdout).toMatch(/No space left on device\nrc=1\n/)
+    const image = join(runner.stateDir, 'sandboxes', id, 'disk.img')
+    expect(statSync(image).blocks * 512).toBeLessThanOrEqual(64 * MiB)
+    expect(
+      (await exec(runner, id, 'rm /workspace/fill && echo 1 > /workspace/small && cat small')).stdout,
+    ).toBe('1\n')
+  })
+
+  it('gives a sandbox created without limits the protective defaults, enforced in its cgroups', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner)
+    expect((await info(runner, id)).limits).toEqual(DEFAULT_SANDBOX_LIMITS)
+    const cgroup = '/sys/fs/cgroup'
+    const read = (path: string): string => String(Number(readFileSync(path, 'utf8')))
+    expect(read(join(cgroup, 'memory/conch', id, 'work/memory.limit_in_bytes'))).toBe(String(1024 * MiB))
+    expect(read(join(cgroup, 'pids/conch', id, 'pids.max'))).toBe('1024')
+    expect(read(join(cgroup, 'cpu/conch', id, 'cpu.cfs_quota_us'))).toBe('100000')
+    expect((await exec(runner, id, 'df -B1 --output=size /workspace | tail -1')).stdout.trim()).toMatch(
+      /^\d+$/,
+    )
+  })
+
+  it('refuses limits the local driver cannot enforce, with a 400 that says why', async () => {
+    await using runner = await startRunner()
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: { limits: { memoryBytes: 256 * MiB } },
+    })
+    expect(res.statusCode).toBe(400)
+    expect(res.json().error.message).toMatch(/local driver cannot enforce limits \(memoryBytes\)/)
+  })
+})
