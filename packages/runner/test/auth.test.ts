@@ -29,7 +29,7 @@ async function runnerWithSandboxes(now = () => 1_000_000) {
       idleTimeoutMs: null,
       createdAt: 1,
       deadReason: 'test',
-      driverState: { dir: '/nowhere', socketPath: '/nowhere/s.sock' },
+      driverState: { dir: '/nowhere', socketDir: '/nowhere/link', linkSecret: '0'.repeat(64) },
     })
   }
   store.close()

@@ -88,7 +88,7 @@ describe('sandboxes (local driver, real agent)', () => {
           deadReason: 'agent killed by SIGKILL',
         })
       },
-      { timeout: 4_000 },
+      { timeout: 15_000 },
     )
     const exec = await runner.app.inject({
       method: 'POST',
