@@ -1,31 +1,55 @@
 import { z } from 'zod'
 import { FileInfo, SandboxPath } from './file.ts'
-import { Encoding, Env, EnvName, Offset, SessionId, TimeoutMs } from './primitives.ts'
+import { Encoding, EnvName, Offset, SessionId, TimeoutMs } from './primitives.ts'
 import { ProcessInfo } from './process.ts'
-import { SandboxInfo } from './sandbox.ts'
+import { BoundedEnv, SandboxInfo } from './sandbox.ts'
 import { HistoryEntry, SessionInfo } from './session.ts'
 
+/** Standard base64 (RFC 4648 section 4), padding optional. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/
+
+/** True when `text` is standard base64; the check `stdinEncoding: base64` bodies get. */
+export function isBase64(text: string): boolean {
+  return BASE64.test(text)
+}
+
+/** Adds a `stdin` issue when `stdinEncoding` is base64 and `stdin` is not. */
+function checkStdin(
+  body: { stdin?: string | undefined; stdinEncoding?: Encoding | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  if (body.stdinEncoding === 'base64' && body.stdin !== undefined && !isBase64(body.stdin)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['stdin'],
+      message: 'not valid base64 (stdinEncoding is base64: use A-Z a-z 0-9 + / with optional = padding)',
+    })
+  }
+}
+
 /** Body of `POST /v1/sandboxes/:id/exec`: one command, in a fresh process or in a session's shell. */
-export const ExecRequest = z.object({
-  /** Command text, run by `bash -c` (or in the session's shell when `sessionId` is set). */
-  command: z.string(),
-  /** Working directory of a fresh process. */
-  cwd: z.string().min(1).max(4096).optional(),
-  /** Variables added to a fresh process's environment. */
-  env: Env.optional(),
-  /** Data for stdin; without it stdin is /dev/null. */
-  stdin: z.string().optional(),
-  /** Encoding of `stdin`; default `utf8`. */
-  stdinEncoding: Encoding.optional(),
-  /** Timeout, clamped between 1 s and the runner's maximum. */
-  timeoutMs: TimeoutMs.optional(),
-  /** Encoding of stdout/stderr in the result; default `utf8`. */
-  encoding: Encoding.optional(),
-  /** Run in this session's shell instead of a fresh process (state persists). */
-  sessionId: SessionId.optional(),
-  /** Answer with NDJSON `ExecEvent`s while it runs instead of one buffered result. */
-  stream: z.boolean().optional(),
-})
+export const ExecRequest = z
+  .object({
+    /** Command text, run by `bash -c` (or in the session's shell when `sessionId` is set). */
+    command: z.string(),
+    /** Working directory of a fresh process. */
+    cwd: z.string().min(1).max(4096).optional(),
+    /** Variables added to a fresh process's environment (at most 1024 variables, 256 KiB). */
+    env: BoundedEnv.optional(),
+    /** Data for stdin; without it stdin is /dev/null. */
+    stdin: z.string().optional(),
+    /** Encoding of `stdin`; default `utf8`. */
+    stdinEncoding: Encoding.optional(),
+    /** Timeout, clamped between 1 s and the runner's maximum. */
+    timeoutMs: TimeoutMs.optional(),
+    /** Encoding of stdout/stderr in the result; default `utf8`. */
+    encoding: Encoding.optional(),
+    /** Run in this session's shell instead of a fresh process (state persists). */
+    sessionId: SessionId.optional(),
+    /** Answer with NDJSON `ExecEvent`s while it runs instead of one buffered result. */
+    stream: z.boolean().optional(),
+  })
+  .superRefine(checkStdin)
 /** Exec options. */
 export type ExecRequest = z.infer<typeof ExecRequest>
 
@@ -101,18 +125,20 @@ export const SetValueRequest = z.object({ value: z.string().refine((v) => !v.inc
 export const AliasMap = z.object({ aliases: z.record(z.string(), z.string()) })
 
 /** Body of `POST .../sessions/:sessionId/run`: a buffered run in the session's shell. */
-export const SessionRunRequest = z.object({
-  /** Command text. */
-  command: z.string(),
-  /** Timeout, clamped. */
-  timeoutMs: TimeoutMs.optional(),
-  /** Data for stdin. */
-  stdin: z.string().optional(),
-  /** Encoding of `stdin`. */
-  stdinEncoding: Encoding.optional(),
-  /** Encoding of the result's output. */
-  encoding: Encoding.optional(),
-})
+export const SessionRunRequest = z
+  .object({
+    /** Command text. */
+    command: z.string(),
+    /** Timeout, clamped. */
+    timeoutMs: TimeoutMs.optional(),
+    /** Data for stdin. */
+    stdin: z.string().optional(),
+    /** Encoding of `stdin`. */
+    stdinEncoding: Encoding.optional(),
+    /** Encoding of the result's output. */
+    encoding: Encoding.optional(),
+  })
+  .superRefine(checkStdin)
 /** A REST session run. */
 export type SessionRunRequest = z.infer<typeof SessionRunRequest>
 

@@ -1,6 +1,69 @@
 import { z } from 'zod'
 import { Env, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 
+const MiB = 1024 * 1024
+
+/**
+ * Bounds on what a create request may ask for. The minimums are what a sandbox needs to start
+ * its agent and run bash; the maximums keep a request from asking for more than a host has or
+ * than the kernel takes in one argument list (the environment becomes sandbox arguments).
+ */
+export const SANDBOX_BOUNDS = {
+  /** Smallest memory limit: bash, coreutils and a small build step fit in it. */
+  minMemoryBytes: 64 * MiB,
+  /** Largest memory limit (1 TiB). */
+  maxMemoryBytes: 1024 * 1024 * MiB,
+  /** Smallest CPU limit in cores: below it the agent takes seconds to answer. */
+  minCpus: 0.05,
+  /** Largest CPU limit in cores. */
+  maxCpus: 256,
+  /** Smallest process limit: the agent's threads, a shell and a pipeline. */
+  minPids: 32,
+  /** Largest process limit (the kernel's highest pid_max). */
+  maxPids: 4_194_304,
+  /** Smallest workspace: the ext4 disk image the workspace lives on needs room for its journal. */
+  minDiskBytes: 64 * MiB,
+  /** Largest workspace (16 TiB, ext4's limit for a 4 KiB block size). */
+  maxDiskBytes: 16 * 1024 * 1024 * MiB,
+  /** Most environment variables in one request. */
+  maxEnvVars: 1024,
+  /** Most bytes of environment (names, values and `=`) in one request. */
+  maxEnvBytes: 256 * 1024,
+  /** Most metadata labels. */
+  maxMetadataKeys: 64,
+  /** Longest metadata key, in characters. */
+  maxMetadataKeyLength: 128,
+  /** Longest metadata value, in characters. */
+  maxMetadataValueLength: 1024,
+  /** Most metadata bytes (keys and values, UTF-8). */
+  maxMetadataBytes: 16 * 1024,
+} as const
+
+const mib = (bytes: number): string => `${bytes / MiB} MiB`
+const utf8 = new TextEncoder()
+/** UTF-8 length of a string (TextEncoder, so the schema also runs in browsers). */
+const utf8Length = (s: string): number => utf8.encode(s).byteLength
+
+/** Environment variables for a sandbox or a command, bounded in count and total size. */
+export const BoundedEnv = Env.superRefine((env, ctx) => {
+  const names = Object.keys(env)
+  if (names.length > SANDBOX_BOUNDS.maxEnvVars) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${names.length} variables; at most ${SANDBOX_BOUNDS.maxEnvVars} are accepted`,
+    })
+    return
+  }
+  let bytes = 0
+  for (const name of names) bytes += utf8Length(name) + utf8Length(env[name] ?? '') + 1
+  if (bytes > SANDBOX_BOUNDS.maxEnvBytes) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${bytes} bytes of variables; at most ${SANDBOX_BOUNDS.maxEnvBytes} are accepted (put large values in a file)`,
+    })
+  }
+})
+
 /** How strongly a driver isolates a sandbox from the host. */
 export const Isolation = z.enum(['none', 'namespace', 'vm'])
 /** An isolation level. */
@@ -8,40 +71,109 @@ export type Isolation = z.infer<typeof Isolation>
 
 /** Resource limits of a sandbox; drivers without isolation record them but cannot enforce them. */
 export const SandboxLimits = z.object({
-  /** Memory limit in bytes. */
-  memoryBytes: z.number().int().positive().optional(),
-  /** CPU limit in cores (0.5 = half a core). */
-  cpus: z.number().positive().max(256).optional(),
-  /** Process count limit. */
-  pids: z.number().int().positive().optional(),
-  /** Workspace size limit in bytes. */
-  diskBytes: z.number().int().positive().optional(),
+  /** Memory limit in bytes, from 64 MiB to 1 TiB. */
+  memoryBytes: z
+    .number()
+    .int()
+    .min(
+      SANDBOX_BOUNDS.minMemoryBytes,
+      `at least ${SANDBOX_BOUNDS.minMemoryBytes} (${mib(SANDBOX_BOUNDS.minMemoryBytes)})`,
+    )
+    .max(SANDBOX_BOUNDS.maxMemoryBytes, `at most ${SANDBOX_BOUNDS.maxMemoryBytes} (1 TiB)`)
+    .optional(),
+  /** CPU limit in cores (0.5 = half a core), from 0.05 to 256. */
+  cpus: z
+    .number()
+    .min(SANDBOX_BOUNDS.minCpus, `at least ${SANDBOX_BOUNDS.minCpus} cores`)
+    .max(SANDBOX_BOUNDS.maxCpus, `at most ${SANDBOX_BOUNDS.maxCpus} cores`)
+    .optional(),
+  /** Process and thread count limit, from 32. */
+  pids: z
+    .number()
+    .int()
+    .min(SANDBOX_BOUNDS.minPids, `at least ${SANDBOX_BOUNDS.minPids} (the agent and a shell need them)`)
+    .max(SANDBOX_BOUNDS.maxPids, `at most ${SANDBOX_BOUNDS.maxPids}`)
+    .optional(),
+  /** Workspace size limit in bytes, from 64 MiB to 16 TiB. */
+  diskBytes: z
+    .number()
+    .int()
+    .min(
+      SANDBOX_BOUNDS.minDiskBytes,
+      `at least ${SANDBOX_BOUNDS.minDiskBytes} (${mib(SANDBOX_BOUNDS.minDiskBytes)})`,
+    )
+    .max(SANDBOX_BOUNDS.maxDiskBytes, `at most ${SANDBOX_BOUNDS.maxDiskBytes} (16 TiB)`)
+    .optional(),
 })
 /** Sandbox limits. */
 export type SandboxLimits = z.infer<typeof SandboxLimits>
+
+/** Free-form labels on a sandbox, bounded in count, key length, value length and total size. */
+export const Metadata = z
+  .record(
+    z
+      .string()
+      .min(1, 'metadata keys may not be empty')
+      .max(
+        SANDBOX_BOUNDS.maxMetadataKeyLength,
+        `metadata keys are at most ${SANDBOX_BOUNDS.maxMetadataKeyLength} characters`,
+      ),
+    z
+      .string()
+      .max(
+        SANDBOX_BOUNDS.maxMetadataValueLength,
+        `metadata values are at most ${SANDBOX_BOUNDS.maxMetadataValueLength} characters`,
+      ),
+  )
+  .superRefine((metadata, ctx) => {
+    const keys = Object.keys(metadata)
+    if (keys.length > SANDBOX_BOUNDS.maxMetadataKeys) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${keys.length} keys; at most ${SANDBOX_BOUNDS.maxMetadataKeys} are accepted`,
+      })
+      return
+    }
+    let bytes = 0
+    for (const key of keys) bytes += utf8Length(key) + utf8Length(metadata[key] ?? '')
+    if (bytes > SANDBOX_BOUNDS.maxMetadataBytes) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${bytes} bytes of metadata; at most ${SANDBOX_BOUNDS.maxMetadataBytes} are accepted`,
+      })
+    }
+  })
 
 /** Body of `POST /v1/sandboxes`. */
 export const CreateSandboxRequest = z.object({
   /** Driver name; defaults to the runner's configured driver. */
   driver: z.string().min(1).max(64).optional(),
-  /** Base environment of every session in the sandbox. */
-  env: Env.optional(),
+  /** Base environment of every session in the sandbox (at most 1024 variables, 256 KiB). */
+  env: BoundedEnv.optional(),
   /** Resource limits. */
   limits: SandboxLimits.optional(),
   /** Destroy the sandbox after this long without API activity. */
   idleTimeoutMs: TimeoutMs.optional(),
-  /** Free-form labels, returned as given. */
-  metadata: z.record(z.string(), z.string().max(1024)).optional(),
+  /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
+  metadata: Metadata.optional(),
 })
 /** Sandbox creation options. */
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>
+
+/** A sandbox's lifecycle status. */
+export const SandboxStatus = z.enum(['starting', 'running', 'unreachable', 'dead', 'destroyed'])
+/** A sandbox status. */
+export type SandboxStatus = z.infer<typeof SandboxStatus>
 
 /** A sandbox. */
 export const SandboxInfo = z.object({
   /** Sandbox id. */
   id: SandboxId,
-  /** `running` while its agent answers; `dead` when the agent died (see `deadReason`). */
-  status: z.enum(['starting', 'running', 'dead', 'destroyed']),
+  /**
+   * `running` while its agent answers; `unreachable` while its agent lives but does not answer
+   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   */
+  status: SandboxStatus,
   /** Driver that created it. */
   driver: z.string(),
   /** What isolates it from the host. */
@@ -56,7 +188,7 @@ export const SandboxInfo = z.object({
   metadata: z.record(z.string(), z.string()),
   /** When it was created. */
   createdAt: Timestamp,
-  /** Why the agent is gone, when status is `dead`. */
+  /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: z.string().nullable(),
 })
 /** A sandbox. */

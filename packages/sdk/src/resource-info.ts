@@ -32,8 +32,11 @@ export interface SandboxLimits {
 export interface SandboxInfo {
   /** Sandbox id (`sb_...`). */
   id: string
-  /** `running` while its agent answers; `dead` when the agent died (see `deadReason`). */
-  status: 'starting' | 'running' | 'dead' | 'destroyed'
+  /**
+   * `running` while its agent answers; `unreachable` while its agent lives but does not answer
+   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   */
+  status: 'starting' | 'running' | 'unreachable' | 'dead' | 'destroyed'
   /** Driver that created it. */
   driver: string
   /** What isolates it from the host. */
@@ -48,7 +51,7 @@ export interface SandboxInfo {
   metadata: Record<string, string>
   /** When it was created (ms since the epoch). */
   createdAt: number
-  /** Why the agent is gone, when status is `dead`. */
+  /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: string | null
 }
 

@@ -55,7 +55,7 @@ const limits = obj({
 /** `SandboxInfo`. */
 export const sandboxInfo: Shape<SandboxInfo> = obj({
   id: sandboxId,
-  status: oneOf(['starting', 'running', 'dead', 'destroyed']),
+  status: oneOf(['starting', 'running', 'unreachable', 'dead', 'destroyed']),
   driver: str(),
   isolation: oneOf(['none', 'namespace', 'vm']),
   description: str(),
