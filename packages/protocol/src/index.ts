@@ -94,6 +94,7 @@ export {
   Health,
   HistoryList,
   HistoryParams,
+  isBase64,
   KillRequest,
   MkdirRequest,
   NamedParams,
@@ -118,8 +119,10 @@ export {
   CreateSandboxRequest,
   CreateTokenRequest,
   Isolation,
+  SANDBOX_BOUNDS,
   SandboxInfo,
   SandboxLimits,
+  SandboxStatus,
 } from './sandbox.ts'
 export {
   DEFAULT_SESSION_ID,
