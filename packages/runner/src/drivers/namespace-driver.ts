@@ -46,6 +46,7 @@ import {
   removeCgroups,
 } from './cgroup-v1.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
+import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { createWorkCgroup, GUEST_WORK_CGROUP, sandboxMemoryLimit } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
@@ -93,6 +94,8 @@ export interface NamespaceDriverOptions {
   nodePath?: string
   /** Where cgroup v1 controllers are mounted; default /sys/fs/cgroup. */
   cgroupRoot?: string
+  /** Where the agent's runtime image is kept and mounted (see runtime-image.ts). */
+  runtimeCacheDir?: string
 }
 
 /** The first of `dirs/name` that exists. */
@@ -116,7 +119,8 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #nodePath: string
   readonly #cgroupRoot: string
   readonly #exits = new Map<number, string>()
-  #runtime: AgentRuntime | undefined
+  readonly #runtimeCache: string
+  #runtime: Promise<AgentRuntime> | undefined
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -125,6 +129,7 @@ export class NamespaceDriver implements SandboxDriver {
     this.#agentEntry = options.agentEntry
     this.#nodePath = options.nodePath ?? process.execPath
     this.#cgroupRoot = options.cgroupRoot ?? CGROUP_V1_ROOT
+    this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
   }
 
   /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
@@ -193,8 +198,14 @@ export class NamespaceDriver implements SandboxDriver {
   /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = NamespaceState.parse(sandbox.state)
-    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry)
-    const runtime = this.#runtime
+    this.#runtime ??= mountRuntimeImage(
+      locateAgentRuntime(this.#nodePath, this.#agentEntry),
+      this.#runtimeCache,
+    )
+    this.#runtime.catch(() => {
+      this.#runtime = undefined
+    })
+    const runtime = await this.#runtime
     const endpoint = await bindAgentSocket(state.socketDir)
     const usernsFd = await this.#userNamespace()
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)

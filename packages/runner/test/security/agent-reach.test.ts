@@ -3,12 +3,14 @@
 // contained, and the agent must keep serving the sandbox afterwards.
 import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { DEFAULT_SANDBOX_LIMITS, SandboxInfo } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
 
 const MiB = 1024 * 1024
+const REPO = fileURLToPath(new URL('../../../..', import.meta.url)).replace(/\/$/, '')
 
 /** Shell that prints the pid of the agent as the sandbox sees it. */
 const FIND_AGENT =
@@ -47,6 +49,19 @@ describe('attack: reach the agent from inside the sandbox', () => {
     expect(r.stdout).toMatch(/Uid:\t0\t0\t0\t0/)
     expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
     expect((await info(runner, id)).status).toBe('running')
+  })
+})
+
+describe('attack: learn the host layout from inside the sandbox', () => {
+  it('finds no host path (state dir, sandbox dir, checkout) in /proc/self/mountinfo', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner)
+    const mountinfo = (await exec(runner, id, 'cat /proc/self/mountinfo')).stdout
+    expect(mountinfo).toContain(' /workspace ')
+    expect(mountinfo).toContain(' /opt/conch/node ')
+    expect(mountinfo).not.toContain(runner.stateDir)
+    expect(mountinfo).not.toContain(REPO)
+    expect(mountinfo).not.toContain('.pnpm')
   })
 })
 
