@@ -124,6 +124,7 @@ export {
   SandboxLimits,
   SandboxStatus,
 } from './sandbox.ts'
+export { SandboxUsage } from './sandbox-usage.ts'
 export {
   DEFAULT_SESSION_ID,
   HistoryEntry,

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { Env, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
+import { SandboxUsage } from './sandbox-usage.ts'
 
 const MiB = 1024 * 1024
 
@@ -190,6 +191,8 @@ export const SandboxInfo = z.object({
   createdAt: Timestamp,
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: z.string().nullable(),
+  /** What it uses now; null when its driver does not measure usage (absent from older runners). */
+  usage: SandboxUsage.nullable().optional(),
 })
 /** A sandbox. */
 export type SandboxInfo = z.infer<typeof SandboxInfo>
