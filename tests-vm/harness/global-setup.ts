@@ -1,0 +1,46 @@
+// Boots the tier's one VM before any test file runs and stops it after the last. Files reach it
+// through `inject('vm')`. The serial console is written to test-results/vm-serial.log at the
+// end, so a failure anywhere in the tier can be read against what the guest printed.
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { TestProject } from 'vitest/node'
+import { bootVm, REPO_ROOT } from './vm.ts'
+
+/** What test files learn about the VM. */
+export interface VmConnection {
+  /** The runner's URL on the host. */
+  url: string
+  /** The runner's API key. */
+  apiKey: string
+  /** `kvm` or `tcg`. */
+  accelerator: string
+  /** The guest's `booted` line: its cgroup filesystem type and controllers. */
+  bootLine: string
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The VM booted for this run. */
+    vm: VmConnection
+  }
+}
+
+/** Where the serial console of the run is kept. */
+const SERIAL_LOG = join(REPO_ROOT, 'test-results', 'vm-serial.log')
+
+/** Boots the VM, provides it to the test files and returns the teardown. */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const vm = await bootVm({ runnerArgs: ['--log-level', 'warn'] })
+  process.stderr.write(`[vm] runner ready under ${vm.accelerator} in ${vm.bootMs} ms; ${vm.bootLine}\n`)
+  project.provide('vm', {
+    url: vm.url,
+    apiKey: vm.apiKey,
+    accelerator: vm.accelerator,
+    bootLine: vm.bootLine,
+  })
+  return async () => {
+    mkdirSync(join(REPO_ROOT, 'test-results'), { recursive: true })
+    writeFileSync(SERIAL_LOG, vm.serialLog())
+    await vm.close()
+  }
+}
