@@ -80,8 +80,10 @@ function runnerEnv(apiKey: string, marker: string): NodeJS.ProcessEnv {
   }
   const [markerName, markerValue] = marker.split('=') as [string, string]
   env.CONCH_API_KEY = apiKey
-  // The suite runs against the runner's default driver unless CONCH_E2E_DRIVER names one.
+  // The suite runs against the runner's default driver unless CONCH_E2E_DRIVER names one; the
+  // local driver is then allowed even as root (the suite tests the API, not isolation).
   if (process.env.CONCH_E2E_DRIVER) env.CONCH_DRIVER = process.env.CONCH_E2E_DRIVER
+  if (process.env.CONCH_E2E_DRIVER === 'local') env.CONCH_UNSAFE_LOCAL = '1'
   env[markerName] = markerValue
   return env
 }

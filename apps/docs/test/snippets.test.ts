@@ -83,9 +83,10 @@ const it = test.extend<{ runner: Runner }>({
           '--log-level',
           'warn',
         ],
-        // The snippets show the SDK, not isolation; the local driver's agents stop with their state dir.
+        // The snippets show the SDK, not isolation; the local driver's agents stop with their
+        // state dir, so it is allowed here even as root.
         {
-          env: { ...cleanEnv(), CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local' },
+          env: { ...cleanEnv(), CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local', CONCH_UNSAFE_LOCAL: '1' },
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       )

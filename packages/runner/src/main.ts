@@ -5,10 +5,13 @@
 import { relative } from 'node:path'
 import pino from 'pino'
 import { buildApp, REDACTED_PATHS } from './app.ts'
+import { ConfigError } from './config-error.ts'
 import { generateApiKey, hashSecret } from './credentials.ts'
+import { chooseDrivers, type DriverChoice } from './driver-choice.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
-import { ConfigError, configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { StateDirError } from './state-dir.ts'
 import { lockStateDir } from './state-dir-lock.ts'
 import { StateStore } from './state-store.ts'
 
@@ -62,13 +65,28 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== 'runner') fail(`unknown command "${command ?? ''}"\n\n${USAGE}`)
   let config: RunnerConfig
+  let store: StateStore
+  let choice: DriverChoice
   try {
     config = parseRunnerConfig(rest, process.env, process.cwd())
+    store = StateStore.open(config.stateDir)
+    // Requests choose only among the drivers the operator allowed; nothing falls back to no
+    // isolation unless the operator asked for it by name.
+    const namespace = new NamespaceDriver({ stateDir: config.stateDir })
+    choice = chooseDrivers({
+      driver: config.driver,
+      drivers: config.drivers,
+      unsafeLocal: config.unsafeLocal,
+      root: process.getuid?.() === 0,
+      candidates: {
+        namespace: { driver: namespace, problem: namespace.problem() },
+        local: { driver: new LocalDriver({ stateDir: config.stateDir }), problem: null },
+      },
+    })
   } catch (error) {
-    if (error instanceof ConfigError) fail(error.message)
+    if (error instanceof ConfigError || error instanceof StateDirError) fail(error.message)
     throw error
   }
-  const store = StateStore.open(config.stateDir)
   let unlock: () => void
   try {
     unlock = lockStateDir(config.stateDir)
@@ -76,18 +94,11 @@ async function main(argv: string[]): Promise<void> {
     fail((error as Error).message, 1)
   }
   const { hashes, newKey } = apiKeyHashes(config, store)
-  // Both drivers are registered, so a request may pick either; --driver picks the default.
-  // `auto` isolates whenever the host can (root, bubblewrap, cgroup v1) and says so when not.
-  const local = new LocalDriver({ stateDir: config.stateDir })
-  const namespace = new NamespaceDriver({ stateDir: config.stateDir })
-  const drivers = [local, namespace]
-  const problem = config.driver === 'local' ? null : namespace.problem()
-  if (problem && config.driver === 'namespace') fail(`--driver namespace: ${problem}`, 1)
-  const driver = config.driver === 'local' || problem ? local : namespace
+  const driver = choice.defaultDriver
   const app = buildApp({
     store,
     apiKeyHashes: hashes,
-    drivers,
+    drivers: choice.allowed,
     defaultDriver: driver.name,
     corsOrigins: config.corsOrigins,
     limits: config.limits,
@@ -97,13 +108,12 @@ async function main(argv: string[]): Promise<void> {
       stream: pino.destination(2),
     },
   })
-  if (problem)
-    app.log.warn(
-      { reason: problem },
-      'the namespace driver cannot run on this host, so sandboxes use the local driver',
-    )
+  for (const warning of choice.warnings) app.log.warn(warning)
   const level = driver.isolation === 'none' ? 'warn' : 'info'
-  app.log[level]({ driver: driver.name, isolation: driver.isolation }, driver.description)
+  app.log[level](
+    { driver: driver.name, isolation: driver.isolation, allowedDrivers: choice.allowed.map((d) => d.name) },
+    `default driver ${driver.name} (isolation: ${driver.isolation}): ${driver.description}`,
+  )
 
   let stopping = false
   const stop = (signal: string): void => {

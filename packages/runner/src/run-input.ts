@@ -1,4 +1,4 @@
-import { clampTimeout, type Encoding, LIMITS, type RunResult } from '@conch/protocol'
+import { clampTimeout, type Encoding, isBase64, LIMITS, type RunResult } from '@conch/protocol'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 
@@ -20,9 +20,16 @@ export function clampCallTimeout(timeoutMs: number | undefined, limits: RunnerLi
   return timeoutMs === undefined ? undefined : clampTimeout(timeoutMs, timeoutMs, limits.maxCommandTimeoutMs)
 }
 
-/** stdin as base64 for the agent, after checking its size. */
+/** stdin as base64 for the agent, after checking that base64 input is base64 and its size. */
 export function stdinToBase64(stdin: string | undefined, encoding: Encoding | undefined): string | undefined {
   if (stdin === undefined) return undefined
+  // Buffer.from skips characters that are not base64, so bad input would reach bash changed.
+  if (encoding === 'base64' && !isBase64(stdin)) {
+    throw new RunnerError(
+      'BAD_REQUEST',
+      'stdin is not valid base64 (stdinEncoding is base64: use A-Z a-z 0-9 + / with optional = padding)',
+    )
+  }
   const bytes = encoding === 'base64' ? Buffer.from(stdin, 'base64') : Buffer.from(stdin, 'utf8')
   if (bytes.byteLength > LIMITS.maxStdinBytes) {
     throw new RunnerError(

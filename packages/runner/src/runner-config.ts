@@ -1,6 +1,10 @@
 import { isAbsolute, join } from 'node:path'
 import { z } from 'zod'
+import { ConfigError } from './config-error.ts'
+import { DRIVERS_BY_STRENGTH } from './driver-choice.ts'
 import { RunnerLimits } from './runner-limits.ts'
+
+export { ConfigError } from './config-error.ts'
 
 /** The port `conch runner` listens on when none is given. */
 export const DEFAULT_PORT = 7878
@@ -13,8 +17,28 @@ export const RunnerConfig = z.object({
   port: z.coerce.number().int().min(0).max(65_535).default(DEFAULT_PORT),
   /** Folder holding the database, sandbox roots and agent logs. */
   stateDir: z.string().min(1).default('.conch'),
-  /** Default sandbox driver; `auto` is `namespace` where the host supports it, else `local`. */
-  driver: z.enum(['auto', 'local', 'namespace']).default('auto'),
+  /** Default sandbox driver; `auto` is the strongest allowed driver (see driver-choice.ts). */
+  driver: z.enum(['auto', ...DRIVERS_BY_STRENGTH]).default('auto'),
+  /** Comma-separated drivers a create request may choose; by default every isolating driver that works here. */
+  drivers: z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((d) => d.trim())
+        .filter((d) => d.length > 0),
+    )
+    .pipe(
+      z
+        .array(z.enum(DRIVERS_BY_STRENGTH, { error: `drivers are ${DRIVERS_BY_STRENGTH.join(', ')}` }))
+        .min(1, `name at least one of ${DRIVERS_BY_STRENGTH.join(', ')}`),
+    )
+    .optional(),
+  /** Allow the local driver (no isolation) while the runner runs as root; for development only. */
+  unsafeLocal: z
+    .enum(['1', 'true', '0', 'false'], { error: 'use 1 or true to allow, 0 or false to refuse' })
+    .transform((v) => v === '1' || v === 'true')
+    .default(false),
   /** pino log level. */
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Comma-separated origins whose browser pages may call the REST API (`*` for any); none by default. */
@@ -36,23 +60,27 @@ export const RunnerConfig = z.object({
 /** Runner configuration. */
 export type RunnerConfig = z.infer<typeof RunnerConfig>
 
-/** Bad flags or environment; the message names the setting and what it accepts. */
-export class ConfigError extends Error {
-  /** Creates a config error with a message for the operator. */
-  constructor(message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
-
 interface Setting {
   key: string
   limit: boolean
+  /** A switch: the flag alone means true. */
+  boolean: boolean
   flag: string
   env: string
 }
 
-const TOP = ['host', 'port', 'stateDir', 'driver', 'logLevel', 'corsOrigins', 'apiKey'] as const
+const TOP = [
+  'host',
+  'port',
+  'stateDir',
+  'driver',
+  'drivers',
+  'unsafeLocal',
+  'logLevel',
+  'corsOrigins',
+  'apiKey',
+] as const
+const BOOLEAN_KEYS: ReadonlySet<string> = new Set(['unsafeLocal'])
 const LIMIT_KEYS = Object.keys(RunnerLimits.shape)
 
 const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
@@ -62,11 +90,18 @@ const SETTINGS: Setting[] = [
   ...TOP.filter((k) => k !== 'apiKey').map((key) => ({
     key,
     limit: false,
+    boolean: BOOLEAN_KEYS.has(key),
     flag: `--${kebab(key)}`,
     env: `CONCH_${snake(key)}`,
   })),
-  { key: 'apiKey', limit: false, flag: '', env: 'CONCH_API_KEY' },
-  ...LIMIT_KEYS.map((key) => ({ key, limit: true, flag: `--${kebab(key)}`, env: `CONCH_${snake(key)}` })),
+  { key: 'apiKey', limit: false, boolean: false, flag: '', env: 'CONCH_API_KEY' },
+  ...LIMIT_KEYS.map((key) => ({
+    key,
+    limit: true,
+    boolean: false,
+    flag: `--${kebab(key)}`,
+    env: `CONCH_${snake(key)}`,
+  })),
 ]
 
 /** One line per flag, for `conch runner --help`. */
@@ -77,7 +112,8 @@ export function configUsage(): string {
 }
 
 /**
- * Parses flags (`--name value` or `--name=value`) over `CONCH_*` variables over defaults.
+ * Parses flags (`--name value`, `--name=value`, or `--name` alone for a switch) over `CONCH_*`
+ * variables over defaults.
  * A relative state dir is resolved against `cwd`. Throws ConfigError naming the bad setting.
  */
 export function parseRunnerConfig(
@@ -104,7 +140,7 @@ export function parseRunnerConfig(
     const name = eq > 0 ? arg.slice(0, eq) : arg
     const setting = SETTINGS.find((s) => s.flag === name)
     if (!setting) throw new ConfigError(`unknown flag ${name}; run conch runner --help for the flags`)
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i]
+    const value = eq > 0 ? arg.slice(eq + 1) : setting.boolean ? '1' : argv[++i]
     if (value === undefined || (eq < 0 && value.startsWith('--'))) {
       throw new ConfigError(`flag ${name} needs a value`)
     }

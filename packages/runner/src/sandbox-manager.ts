@@ -1,8 +1,15 @@
 // The sandbox manager owns every sandbox's runtime: its stored record, its driver and its live
 // agent link. It creates sandboxes through a driver, reconnects to their agents after a runner
-// restart (marking the ones whose agent died as `dead`, with the reason), reconnects when a link
-// drops while the agent lives, counts runs per sandbox for the queue limit, and destroys idle
-// sandboxes. Agents are never stopped by the runner's own shutdown: they are detached.
+// restart, reconnects when a link drops while the agent lives, counts runs per sandbox for the
+// queue limit, and destroys idle sandboxes. Agents are never stopped by the runner's own
+// shutdown: they are detached.
+//
+// No sandbox can hold up the runner or another sandbox. A restart checks which agents are gone
+// (marked `dead`, with the reason) and then reconnects to the others in the background, each
+// attempt with its own deadline (the agent's hello included). An agent that lives but does not
+// answer (stopped, wedged, or a socket that accepts and says nothing) makes its sandbox
+// `unreachable`, with the reason; API calls on it fail at once with AGENT_UNAVAILABLE, and the
+// manager retries with a growing delay until the agent answers (`running` again) or dies.
 import {
   type CreateSandboxRequest,
   DEFAULT_SANDBOX_LIMITS,
@@ -25,8 +32,16 @@ import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxRecord, StateStore } from './state-store.ts'
 
+/** Deadline for a new sandbox's agent to start and answer. */
 const CONNECT_TIMEOUT_MS = 15_000
-const RECONNECT_WAIT_MS = 5_000
+/** Deadline of one reconnect attempt to an agent that already ran, its hello included. */
+const REACH_TIMEOUT_MS = 5_000
+/** Deadline of a liveness check at startup; a driver that takes longer is left to the reconnect. */
+const LIVENESS_TIMEOUT_MS = 250
+/** First delay before retrying an unreachable agent; it doubles up to the maximum. */
+const RETRY_FIRST_MS = 1_000
+/** Longest delay between retries of an unreachable agent. */
+const RETRY_MAX_MS = 15_000
 
 /** What the manager needs. */
 export interface SandboxManagerOptions {
@@ -58,6 +73,8 @@ export class SandboxRuntime {
   lastActivity: number
   #link: AgentLink | null = null
   #connecting: Promise<AgentLink> | null = null
+  #retryTimer: NodeJS.Timeout | undefined
+  #retryDelayMs = RETRY_FIRST_MS
   readonly #manager: SandboxManager
 
   /** Created by the manager. */
@@ -77,19 +94,53 @@ export class SandboxRuntime {
     return this.#link?.open ? this.#link : null
   }
 
-  /** The agent link; waits for a reconnect in progress, fails when the sandbox is dead. */
+  /**
+   * The agent link. Waits for a reconnect in progress; fails at once with SANDBOX_NOT_RUNNING
+   * when the sandbox is dead and with AGENT_UNAVAILABLE while it is unreachable.
+   */
   async link(): Promise<AgentLink> {
     if (this.#link?.open) return this.#link
-    if (this.record.status === 'dead') {
+    const { status, deadReason } = this.record
+    if (status === 'dead') {
       throw new RunnerError(
         'SANDBOX_NOT_RUNNING',
-        `sandbox ${this.id} is dead (${this.record.deadReason ?? 'agent gone'}); create a new sandbox`,
+        `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'}); create a new sandbox`,
       )
     }
-    this.#connecting ??= this.#manager.connect(this, RECONNECT_WAIT_MS).finally(() => {
+    if (status === 'unreachable') {
+      throw new RunnerError(
+        'AGENT_UNAVAILABLE',
+        `sandbox ${this.id} is unreachable: its agent is alive but does not answer (${deadReason ?? 'no answer'}); the runner keeps retrying, so try again later or destroy the sandbox`,
+        { details: { status, reason: deadReason } },
+      )
+    }
+    return this.reach(REACH_TIMEOUT_MS)
+  }
+
+  /** One attempt to reach the agent, shared by every caller while it runs. */
+  reach(timeoutMs: number): Promise<AgentLink> {
+    this.#connecting ??= this.#manager.reach(this, timeoutMs).finally(() => {
       this.#connecting = null
     })
     return this.#connecting
+  }
+
+  /** Runs `attempt` after the current backoff delay (unless one is already due); doubles the delay. */
+  retryLater(attempt: () => void): void {
+    if (this.#retryTimer) return
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined
+      attempt()
+    }, this.#retryDelayMs)
+    this.#retryTimer.unref()
+    this.#retryDelayMs = Math.min(this.#retryDelayMs * 2, RETRY_MAX_MS)
+  }
+
+  /** Cancels a pending retry and resets the backoff. */
+  stopRetrying(): void {
+    clearTimeout(this.#retryTimer)
+    this.#retryTimer = undefined
+    this.#retryDelayMs = RETRY_FIRST_MS
   }
 
   /** Installs a fresh link. */
@@ -97,8 +148,9 @@ export class SandboxRuntime {
     this.#link = link
   }
 
-  /** Closes the link without touching the agent. */
+  /** Closes the link and cancels retries without touching the agent. */
   detach(): void {
+    this.stopRetrying()
     const link = this.#link
     this.#link = null
     link?.close()
@@ -140,34 +192,55 @@ export class SandboxManager {
     this.#idleTimer.unref()
   }
 
-  /** True once `restore()` finished. */
+  /** True once every stored sandbox had its first reconnect attempt. */
   get ready(): boolean {
     return this.#ready
   }
 
   /** Counts by status, for metrics. */
   countByStatus(): Record<string, number> {
-    const out: Record<string, number> = { starting: 0, running: 0, dead: 0 }
+    const out: Record<string, number> = { starting: 0, running: 0, unreachable: 0, dead: 0 }
     for (const s of this.#sandboxes.values()) out[s.record.status] = (out[s.record.status] ?? 0) + 1
     return out
   }
 
-  /** Reconnects to every stored sandbox whose agent is alive; marks the others dead. */
+  /**
+   * Marks the stored sandboxes whose agent is gone as dead, then reconnects to the others in the
+   * background and returns: startup never waits on an agent. `ready` turns true once every
+   * first attempt settled; the unreachable keep being retried.
+   */
   async restore(): Promise<void> {
-    await Promise.all(
-      [...this.#sandboxes.values()]
-        .filter((s) => s.record.status !== 'dead')
-        .map(async (s) => {
-          try {
-            await this.connect(s, CONNECT_TIMEOUT_MS)
-            this.#o.logger.info({ sandboxId: s.id }, 'reconnected to a running agent')
-          } catch (error) {
-            const reason = error instanceof RunnerError ? error.message : 'agent unreachable'
-            this.#markDead(s, reason)
-          }
-        }),
-    )
-    this.#ready = true
+    const stored = [...this.#sandboxes.values()].filter((s) => s.record.status !== 'dead')
+    await Promise.all(stored.map((s) => this.#markIfGone(s)))
+    const attempts = stored
+      .filter((s) => s.record.status !== 'dead')
+      .map((s) =>
+        s.reach(REACH_TIMEOUT_MS).then(
+          () => this.#o.logger.info({ sandboxId: s.id }, 'reconnected to a running agent'),
+          () => {},
+        ),
+      )
+    void Promise.all(attempts).then(() => {
+      this.#ready = true
+    })
+  }
+
+  /** Marks a sandbox dead when its driver says, within a short deadline, that the agent is gone. */
+  async #markIfGone(runtime: SandboxRuntime): Promise<void> {
+    const driver = this.#o.drivers.get(runtime.record.driver)
+    if (!driver) return
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), LIVENESS_TIMEOUT_MS)
+    })
+    try {
+      const live = await Promise.race([driver.isAlive(this.#handle(runtime.record)), late])
+      if (live && !live.alive) this.#markDead(runtime, live.reason ?? 'agent gone')
+    } catch {
+      // A handle the driver cannot read is reported by the reconnect attempt.
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   /** Creates a sandbox and starts its agent; resolves once the agent answered hello. */
@@ -182,9 +255,11 @@ export class SandboxManager {
     const driverName = request.driver ?? this.#o.defaultDriver
     const driver = this.#o.drivers.get(driverName)
     if (!driver) {
+      const allowed = [...this.#o.drivers.keys()]
       throw new RunnerError(
         'BAD_REQUEST',
-        `unknown driver "${driverName}"; this runner has: ${[...this.#o.drivers.keys()].join(', ')}`,
+        `driver "${driverName}" is not allowed on this runner; allowed: ${allowed.join(', ')} (the operator sets them with --drivers)`,
+        { details: { allowed } },
       )
     }
     // An isolating driver gives every sandbox the default limits; a driver that isolates
@@ -317,11 +392,43 @@ export class SandboxManager {
     this.#o.store.deleteSession(runtime.id, sessionId)
   }
 
-  /** Connects (or reconnects) a runtime to its agent. */
+  /**
+   * One attempt to reach a sandbox's agent for `reach()`: on failure a sandbox whose agent lives
+   * becomes unreachable and is retried later; on success it is running again.
+   */
+  async reach(runtime: SandboxRuntime, timeoutMs: number): Promise<AgentLink> {
+    try {
+      const link = await this.connect(runtime, timeoutMs)
+      runtime.stopRetrying()
+      return link
+    } catch (error) {
+      if (this.#closing || !this.#sandboxes.has(runtime.id) || runtime.record.status === 'dead') throw error
+      const reason = error instanceof RunnerError ? error.message : 'the agent could not be reached'
+      this.#markUnreachable(runtime, reason)
+      // A driver this runner no longer offers will not come back by retrying.
+      if (this.#o.drivers.has(runtime.record.driver)) {
+        runtime.retryLater(() => {
+          if (this.#closing || !this.#sandboxes.has(runtime.id) || runtime.record.status === 'dead') return
+          runtime.reach(REACH_TIMEOUT_MS).then(
+            () => this.#o.logger.info({ sandboxId: runtime.id }, 'agent answers again; sandbox running'),
+            () => {},
+          )
+        })
+      }
+      throw error
+    }
+  }
+
+  /** Connects (or reconnects) a runtime to its agent within `timeoutMs`, the agent's hello included. */
   async connect(runtime: SandboxRuntime, timeoutMs: number): Promise<AgentLink> {
+    const deadline = Date.now() + timeoutMs
     const driver = this.#o.drivers.get(runtime.record.driver)
-    if (!driver)
-      throw new RunnerError('AGENT_UNAVAILABLE', `driver "${runtime.record.driver}" is not configured`)
+    if (!driver) {
+      throw new RunnerError(
+        'AGENT_UNAVAILABLE',
+        `sandbox ${runtime.id} was made by the ${runtime.record.driver} driver, which this runner does not allow (--drivers ${[...this.#o.drivers.keys()].join(',')}); restart the runner with it allowed, or destroy the sandbox`,
+      )
+    }
     const handle = this.#handle(runtime.record)
     const live = await driver.isAlive(handle)
     if (!live.alive) {
@@ -335,6 +442,7 @@ export class SandboxManager {
         secret: linkSecretOf(handle),
         logger: this.#o.logger.child({ sandboxId: runtime.id }),
         heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
+        helloTimeoutMs: Math.max(1, deadline - Date.now()),
         onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
       })
     } catch (error) {
@@ -345,6 +453,10 @@ export class SandboxManager {
         throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} is dead: ${after.reason}`)
       }
       throw error
+    }
+    if (this.#closing || this.#sandboxes.get(runtime.id) !== runtime) {
+      link.close()
+      throw new RunnerError('SANDBOX_NOT_FOUND', `sandbox ${runtime.id} was destroyed while connecting`)
     }
     link.on({
       sessionClosed: (frame) => {
@@ -383,6 +495,18 @@ export class SandboxManager {
     runtime.detach()
     this.#o.store.setSandboxStatus(runtime.id, 'dead', reason)
     this.#o.logger.warn({ sandboxId: runtime.id, reason }, 'sandbox agent is gone; marked dead')
+  }
+
+  #markUnreachable(runtime: SandboxRuntime, reason: string): void {
+    const { record } = runtime
+    if (record.status === 'unreachable' && record.deadReason === reason) return
+    record.status = 'unreachable'
+    record.deadReason = reason
+    this.#o.store.setSandboxStatus(runtime.id, 'unreachable', reason)
+    this.#o.logger.warn(
+      { sandboxId: runtime.id, reason },
+      'sandbox agent does not answer; marked unreachable, retrying',
+    )
   }
 
   #handle(record: SandboxRecord): DriverSandbox {

@@ -1,17 +1,17 @@
 // The runner's durable state: one SQLite database (node:sqlite, WAL) in the state dir.
 // Every multi-row change runs in one transaction, so a crash leaves either the old or the new
 // state. Secrets are never stored: API keys and tokens are kept as SHA-256 hashes.
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync, type StatementSync } from 'node:sqlite'
-import type { Isolation, SandboxLimits } from '@conch/protocol'
+import type { Isolation, SandboxLimits, SandboxStatus } from '@conch/protocol'
+import { prepareStateDir, StateDirError } from './state-dir.ts'
 
 /** A sandbox as stored; `driverState` is the driver's opaque handle (socket path, pid, cid…). */
 export interface SandboxRecord {
   /** Sandbox id. */
   id: string
-  /** Lifecycle status. */
-  status: 'starting' | 'running' | 'dead'
+  /** Lifecycle status (never `destroyed`: a destroyed sandbox is deleted). */
+  status: Exclude<SandboxStatus, 'destroyed'>
   /** Driver name. */
   driver: string
   /** Isolation level of the driver. */
@@ -30,7 +30,7 @@ export interface SandboxRecord {
   idleTimeoutMs: number | null
   /** Creation time. */
   createdAt: number
-  /** Why the agent is gone. */
+  /** Why the agent is gone (`dead`) or does not answer (`unreachable`). */
   deadReason: string | null
   /** The driver's handle, JSON. */
   driverState: Record<string, unknown>
@@ -95,13 +95,21 @@ export class StateStore {
     db.exec(SCHEMA)
   }
 
-  /** Opens (or creates) `runner.db` in `stateDir`, in WAL mode. */
+  /** Opens (or creates) `runner.db` in `stateDir`, in WAL mode; StateDirError when it cannot. */
   static open(stateDir: string): StateStore {
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 })
-    const db = new DatabaseSync(join(stateDir, 'runner.db'))
-    db.exec('PRAGMA journal_mode = WAL')
-    db.exec('PRAGMA synchronous = NORMAL')
-    return new StateStore(db)
+    prepareStateDir(stateDir)
+    const path = join(stateDir, 'runner.db')
+    try {
+      const db = new DatabaseSync(path)
+      db.exec('PRAGMA journal_mode = WAL')
+      db.exec('PRAGMA synchronous = NORMAL')
+      return new StateStore(db)
+    } catch (error) {
+      throw new StateDirError(
+        `cannot open the database ${path}: ${(error as Error).message}; move it away to start afresh, or pass another --state-dir`,
+        { cause: error },
+      )
+    }
   }
 
   /** An in-memory store, for tests. */
@@ -165,7 +173,7 @@ export class StateStore {
     )
   }
 
-  /** Updates a sandbox's status (and the reason when it is dead). */
+  /** Updates a sandbox's status (and the reason when it is dead or unreachable). */
   setSandboxStatus(id: string, status: SandboxRecord['status'], deadReason: string | null = null): void {
     this.#stmt('UPDATE sandboxes SET status = ?, dead_reason = ? WHERE id = ?').run(status, deadReason, id)
   }

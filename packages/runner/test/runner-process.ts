@@ -60,10 +60,12 @@ export async function runnerProcess(
   extra: string[] = [],
 ): Promise<Cli & { url: string }> {
   // The local driver unless a test passes --driver: its agents are found by their state dir when
-  // a test kills the runner. The namespace driver has its own tests.
+  // a test kills the runner. These tests are about the API, not isolation, so they allow the
+  // local driver as root; the namespace driver and driver choice have their own tests.
   const run = cli(['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn', ...extra], {
     CONCH_API_KEY: apiKey,
     CONCH_DRIVER: 'local',
+    CONCH_UNSAFE_LOCAL: '1',
   })
   const [, url] = await run.waitFor(/listening on (http:\/\/[\d.:]+)/)
   return Object.assign(run, { url: url! })
@@ -76,15 +78,18 @@ export async function rssOf(pid: number): Promise<number> {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
 }
 
-/** Stops every agent recorded in a state dir and removes the dir (teardown for CLI tests). */
+/** Stops every agent recorded in a state dir, with the driver that made it, and removes the dir. */
 export async function destroyStateDir(stateDir: string): Promise<void> {
   const { LocalDriver } = await import('../src/drivers/local-driver.ts')
+  const { NamespaceDriver } = await import('../src/drivers/namespace-driver.ts')
   const { StateStore } = await import('../src/state-store.ts')
   const { rmSync } = await import('node:fs')
-  const driver = new LocalDriver({ stateDir })
+  const drivers = { local: new LocalDriver({ stateDir }), namespace: new NamespaceDriver({ stateDir }) }
   const store = StateStore.open(stateDir)
-  for (const s of store.listSandboxes())
+  for (const s of store.listSandboxes()) {
+    const driver = s.driver === 'namespace' ? drivers.namespace : drivers.local
     await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
+  }
   store.close()
   rmSync(stateDir, { recursive: true, force: true })
 }

@@ -33,8 +33,10 @@ export async function startRunnerChild(): Promise<RunnerChild> {
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CONCH_')) env[k] = v
   env.CONCH_API_KEY = apiKey
   // These tests are about the SDK, not isolation: the local driver's agents are found and
-  // stopped by their state dir when the runner is killed. tests-e2e covers the default driver.
+  // stopped by their state dir when the runner is killed, so they allow it even as root.
+  // tests-e2e covers the default driver.
   env.CONCH_DRIVER = 'local'
+  env.CONCH_UNSAFE_LOCAL = '1'
   const child: ChildProcess = spawn(
     process.execPath,
     ['--conditions=source', RUNNER_MAIN, 'runner', '--port', '0', '--state-dir', stateDir],
