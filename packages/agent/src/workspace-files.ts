@@ -1,12 +1,20 @@
-// File operations on a sandbox's workspace, every path confined by `WorkspacePaths`.
-// Reads and writes stream, so a large file never sits in memory whole. OS errors become
-// typed agent errors (FILE_NOT_FOUND, IS_A_DIRECTORY, ...) whose messages name the path.
-import { createReadStream, createWriteStream, type ReadStream } from 'node:fs'
-import { lstat, mkdir, readdir, rename, rm, stat } from 'node:fs/promises'
-import { pipeline } from 'node:stream/promises'
+// File operations on a sandbox's workspace, every path confined by `WorkspaceWalker`.
+//
+// Model: each operation walks to its final component through held directory fds and acts on
+// that component through its directory's fd, never through a path string that could be
+// re-resolved. A symlink is followed only where its whole resolution stays in the workspace:
+// read, write, list and `mkdir -p` follow one in the final component; stat, remove and rename
+// act on the link itself. Reads and writes stream through the fd they opened, so a large file
+// never sits in memory whole and a swap mid-transfer cannot redirect it. Only regular files are
+// read or written (a FIFO would hang the agent). OS errors become typed agent errors
+// (FILE_NOT_FOUND, IS_A_DIRECTORY, ...) whose messages name the path.
+import { constants as fsc, type ReadStream, type Stats } from 'node:fs'
+import { type FileHandle, lstat, mkdir, open, readdir, rename, rmdir, unlink } from 'node:fs/promises'
 import type { ErrorCode, FileInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
+import { removeTreeAt } from './remove-tree-at.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
+import { at, DIR_FLAGS, errnoOf, type FOLLOW, followIfLink, WorkspaceWalker } from './workspace-walker.ts'
 
 const ERRNO_CODES: Record<string, ErrorCode> = {
   ENOENT: 'FILE_NOT_FOUND',
@@ -16,33 +24,219 @@ const ERRNO_CODES: Record<string, ErrorCode> = {
   ENOTEMPTY: 'DIRECTORY_NOT_EMPTY',
   EACCES: 'FORBIDDEN',
   EPERM: 'FORBIDDEN',
-  ELOOP: 'PATH_OUTSIDE_SANDBOX',
+  EINVAL: 'BAD_REQUEST',
+}
+
+/** Opens a final file without following a symlink, and without blocking on a FIFO. */
+const FILE_NOFOLLOW = fsc.O_NOFOLLOW | fsc.O_NONBLOCK
+
+/** Who owns what the files API creates. */
+export interface WorkspaceFilesOptions {
+  /** Every file and directory the API creates is chowned to this user (the sandbox user when the agent runs as root). */
+  owner?: { uid: number; gid: number }
 }
 
 /** File operations confined to one workspace. */
 export class WorkspaceFiles {
   readonly #paths: WorkspacePaths
+  readonly #walker: WorkspaceWalker
+  readonly #owner: { uid: number; gid: number } | undefined
 
   /** Operates inside `paths`' root. */
-  constructor(paths: WorkspacePaths) {
+  constructor(paths: WorkspacePaths, options: WorkspaceFilesOptions = {}) {
     this.#paths = paths
+    this.#walker = new WorkspaceWalker(paths.realRoot, [paths.root])
+    this.#owner = options.owner
   }
 
   /** Metadata of a path; symlinks are reported as symlinks, not followed. */
   async stat(path: string): Promise<FileInfo> {
-    const host = this.#paths.resolveEntry(path)
-    return this.#info(host, path)
+    const parts = this.#paths.components(path)
+    return this.#walk(path, parts, async (dir, name) =>
+      this.#info(parts, name === '' ? await dir.stat() : await lstat(at(dir, name))),
+    )
   }
 
   /** The entries of a directory, sorted by name. */
   async list(path: string): Promise<FileInfo[]> {
-    const host = this.#paths.resolve(path)
-    const names = await this.#os(path, () => readdir(host))
+    const parts = this.#paths.components(path)
+    return this.#walk(path, parts, async (dir, name) => {
+      if (name === '') return this.#entries(dir, parts)
+      let opened: FileHandle
+      try {
+        opened = await open(at(dir, name), DIR_FLAGS)
+      } catch (err) {
+        return followIfLink(dir, name, err)
+      }
+      try {
+        return await this.#entries(opened, parts)
+      } finally {
+        await opened.close()
+      }
+    })
+  }
+
+  /** Opens a file for streaming; the stream ends at the file's end. */
+  async read(path: string): Promise<{ info: FileInfo; stream: ReadStream }> {
+    const parts = this.#paths.components(path)
+    return this.#walk(path, parts, async (dir, name) => {
+      if (name === '') throw isDirectory(path)
+      let file: FileHandle
+      try {
+        file = await open(at(dir, name), fsc.O_RDONLY | FILE_NOFOLLOW)
+      } catch (err) {
+        return followIfLink(dir, name, err)
+      }
+      try {
+        const s = await this.#regular(file, path)
+        return { info: this.#info(parts, s), stream: file.createReadStream() }
+      } catch (err) {
+        await file.close()
+        throw err
+      }
+    })
+  }
+
+  /** Writes a file from a stream of chunks, creating missing parent directories. */
+  async write(path: string, chunks: AsyncIterable<Uint8Array>, mode?: number): Promise<FileInfo> {
+    const parts = this.#paths.components(path)
+    const hint = 'write to a file path inside it'
+    if (parts.length === 0) throw isDirectory(path, hint)
+    return this.#walk(
+      path,
+      parts,
+      async (dir, name) => {
+        if (name === '') throw isDirectory(path, hint)
+        let file: FileHandle
+        let created = true
+        try {
+          file = await open(
+            at(dir, name),
+            fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | FILE_NOFOLLOW,
+            mode ?? 0o666,
+          )
+        } catch (err) {
+          if (errnoOf(err) !== 'EEXIST') throw err
+          created = false
+          try {
+            file = await open(at(dir, name), fsc.O_WRONLY | FILE_NOFOLLOW)
+          } catch (err) {
+            return followIfLink(dir, name, err)
+          }
+        }
+        try {
+          if (created) await this.#chown(file)
+          else {
+            await this.#regular(file, path)
+            await file.truncate(0)
+          }
+          await writeAll(file, chunks)
+          return this.#info(parts, await file.stat())
+        } finally {
+          await file.close()
+        }
+      },
+      true,
+    )
+  }
+
+  /** Creates a directory (and its parents with `recursive`, which accepts one that exists). */
+  async mkdir(path: string, recursive = false): Promise<FileInfo> {
+    const parts = this.#paths.components(path)
+    return this.#walk(
+      path,
+      parts,
+      async (dir, name) => {
+        if (name === '') {
+          if (recursive) return this.#info(parts, await dir.stat())
+          throw new AgentError('FILE_EXISTS', `"${path.slice(0, 200)}" already exists`, {
+            path: path.slice(0, 200),
+          })
+        }
+        let created = true
+        try {
+          await mkdir(at(dir, name))
+        } catch (err) {
+          if (errnoOf(err) !== 'EEXIST' || !recursive) throw err
+          created = false
+        }
+        let made: FileHandle
+        try {
+          made = await open(at(dir, name), DIR_FLAGS)
+        } catch (err) {
+          return followIfLink(dir, name, err)
+        }
+        try {
+          if (created) await this.#chown(made)
+          return this.#info(parts, await made.stat())
+        } finally {
+          await made.close()
+        }
+      },
+      recursive,
+    )
+  }
+
+  /** Removes a file, or a directory with `recursive`; the workspace root cannot be removed. */
+  async remove(path: string, recursive = false): Promise<void> {
+    const parts = this.#paths.components(path)
+    if (parts.length === 0)
+      throw new AgentError('FORBIDDEN', 'the workspace root cannot be removed', { path })
+    await this.#walk(path, parts, async (dir, name) => {
+      if (!(await lstat(at(dir, name))).isDirectory()) return unlink(at(dir, name))
+      if (recursive) return removeTreeAt(dir, name)
+      try {
+        await rmdir(at(dir, name))
+      } catch (err) {
+        if (errnoOf(err) !== 'ENOTEMPTY') throw err
+        throw new AgentError(
+          'DIRECTORY_NOT_EMPTY',
+          `"${path.slice(0, 200)}" is not empty; pass recursive: true to remove it with its contents`,
+          { path: path.slice(0, 200) },
+        )
+      }
+    })
+  }
+
+  /** Renames (moves) a path within the workspace; a symlink is moved as a link, never followed. */
+  async rename(from: string, to: string): Promise<FileInfo> {
+    const fromParts = this.#paths.components(from)
+    const toParts = this.#paths.components(to)
+    if (fromParts.length === 0)
+      throw new AgentError('FORBIDDEN', 'the workspace root cannot be renamed', { path: from })
+    if (toParts.length === 0)
+      throw new AgentError('FORBIDDEN', 'the workspace root cannot be replaced; rename to a path below it', {
+        path: to,
+      })
+    return this.#walk(from, fromParts, (fromDir, fromName) =>
+      this.#walk(to, toParts, async (toDir, toName) => {
+        await rename(at(fromDir, fromName), at(toDir, toName))
+        return this.#info(toParts, await lstat(at(toDir, toName)))
+      }),
+    )
+  }
+
+  /** Walks to `parts` of `path` (creating missing parents with `create`), mapping OS errors. */
+  async #walk<T>(
+    path: string,
+    parts: readonly string[],
+    final: (dir: FileHandle, name: string) => Promise<T | typeof FOLLOW>,
+    create = false,
+  ): Promise<T> {
+    try {
+      return await this.#walker.walk(path, parts, create ? { onCreateDir: (d) => this.#chown(d) } : {}, final)
+    } catch (err) {
+      throw osError(err, path)
+    }
+  }
+
+  async #entries(dir: FileHandle, parts: readonly string[]): Promise<FileInfo[]> {
+    const names = await readdir(at(dir, ''))
     names.sort()
     const out: FileInfo[] = []
     for (const name of names) {
       try {
-        out.push(await this.#info(`${host}/${name}`, `${path}/${name}`))
+        out.push(this.#info([...parts, name], await lstat(at(dir, name))))
       } catch {
         // An entry removed between readdir and lstat is simply not listed.
       }
@@ -50,69 +244,25 @@ export class WorkspaceFiles {
     return out
   }
 
-  /** Opens a file for streaming; the stream ends at the file's end. */
-  async read(path: string): Promise<{ info: FileInfo; stream: ReadStream }> {
-    const host = this.#paths.resolve(path)
-    const s = await this.#os(path, () => stat(host))
-    if (s.isDirectory())
-      throw new AgentError('IS_A_DIRECTORY', `"${path}" is a directory; list it instead of reading it`, {
-        path,
-      })
-    const info = await this.#info(host, path)
-    return { info, stream: createReadStream(host) }
-  }
-
-  /** Writes a file from a stream of chunks, creating missing parent directories. */
-  async write(path: string, chunks: AsyncIterable<Uint8Array>, mode?: number): Promise<FileInfo> {
-    const host = this.#paths.resolve(path)
-    if (this.#paths.isRoot(host))
-      throw new AgentError('IS_A_DIRECTORY', 'the workspace root is a directory', { path })
-    await this.#os(path, () => mkdir(host.slice(0, host.lastIndexOf('/')), { recursive: true }))
-    // Checked again now that the parents exist: a command in the sandbox may have swapped a
-    // directory for a symlink between the first check and the mkdir.
-    this.#paths.resolve(path)
-    await this.#os(path, () => pipeline(chunks, createWriteStream(host, mode === undefined ? {} : { mode })))
-    return this.#info(host, path)
-  }
-
-  /** Creates a directory (and its parents with `recursive`). */
-  async mkdir(path: string, recursive = false): Promise<FileInfo> {
-    const host = this.#paths.resolve(path)
-    await this.#os(path, () => mkdir(host, { recursive }))
-    return this.#info(host, path)
-  }
-
-  /** Removes a file, or a directory with `recursive`; the workspace root cannot be removed. */
-  async remove(path: string, recursive = false): Promise<void> {
-    const host = this.#paths.resolveEntry(path)
-    if (this.#paths.isRoot(host))
-      throw new AgentError('FORBIDDEN', 'the workspace root cannot be removed', { path })
-    const s = await this.#os(path, () => lstat(host))
-    if (s.isDirectory() && !recursive) {
-      const entries = await this.#os(path, () => readdir(host))
-      if (entries.length > 0) {
-        throw new AgentError(
-          'DIRECTORY_NOT_EMPTY',
-          `"${path}" is not empty; pass recursive: true to remove it with its contents`,
-          { path },
-        )
-      }
+  /** The stats of an open file, which must be a regular file. */
+  async #regular(file: FileHandle, path: string): Promise<Stats> {
+    const s = await file.stat()
+    if (s.isDirectory()) throw isDirectory(path)
+    if (!s.isFile()) {
+      throw new AgentError(
+        'FORBIDDEN',
+        `"${path.slice(0, 200)}" is not a regular file (a FIFO, socket or device); the files API reads and writes regular files only`,
+        { path: path.slice(0, 200) },
+      )
     }
-    await this.#os(path, () => rm(host, { recursive: true, force: false }))
+    return s
   }
 
-  /** Renames (moves) a path within the workspace. */
-  async rename(from: string, to: string): Promise<FileInfo> {
-    const hostFrom = this.#paths.resolveEntry(from)
-    const hostTo = this.#paths.resolveEntry(to)
-    if (this.#paths.isRoot(hostFrom))
-      throw new AgentError('FORBIDDEN', 'the workspace root cannot be renamed', { path: from })
-    await this.#os(from, () => rename(hostFrom, hostTo))
-    return this.#info(hostTo, to)
+  async #chown(handle: FileHandle): Promise<void> {
+    if (this.#owner !== undefined) await handle.chown(this.#owner.uid, this.#owner.gid)
   }
 
-  async #info(host: string, path: string): Promise<FileInfo> {
-    const s = await this.#os(path, () => lstat(host))
+  #info(parts: readonly string[], s: Stats): FileInfo {
     const type = s.isFile()
       ? 'file'
       : s.isDirectory()
@@ -120,29 +270,35 @@ export class WorkspaceFiles {
         : s.isSymbolicLink()
           ? 'symlink'
           : 'other'
-    const sandboxPath = this.#paths.toSandboxPath(host)
+    const path = this.#paths.sandboxPath(parts)
     return {
-      path: sandboxPath,
-      name: sandboxPath.slice(sandboxPath.lastIndexOf('/') + 1),
+      path,
+      name: path.slice(path.lastIndexOf('/') + 1),
       type,
       size: s.size,
       mode: s.mode & 0o7777,
       mtimeMs: Math.floor(s.mtimeMs),
     }
   }
+}
 
-  async #os<T>(path: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn()
-    } catch (err) {
-      throw osError(err, path)
-    }
+/** Writes every chunk at the file's position, looping over short writes. */
+async function writeAll(file: FileHandle, chunks: AsyncIterable<Uint8Array>): Promise<void> {
+  for await (const chunk of chunks) {
+    let done = 0
+    while (done < chunk.length) done += (await file.write(chunk, done, chunk.length - done)).bytesWritten
   }
+}
+
+function isDirectory(path: string, hint = 'list it instead of reading it'): AgentError {
+  return new AgentError('IS_A_DIRECTORY', `"${path.slice(0, 200)}" is a directory; ${hint}`, {
+    path: path.slice(0, 200),
+  })
 }
 
 function osError(err: unknown, path: string): Error {
   if (err instanceof AgentError) return err
-  const errno = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : ''
+  const errno = errnoOf(err)
   const code = ERRNO_CODES[errno]
   if (!code) return err instanceof Error ? err : new Error(String(err))
   const what: Partial<Record<ErrorCode, string>> = {
@@ -152,7 +308,7 @@ function osError(err: unknown, path: string): Error {
     FILE_EXISTS: 'already exists',
     DIRECTORY_NOT_EMPTY: 'is a directory that is not empty; pass recursive: true',
     FORBIDDEN: 'is not accessible to the agent (permission denied)',
-    PATH_OUTSIDE_SANDBOX: 'leads through too many symlinks',
+    BAD_REQUEST: 'cannot be moved there (into itself?)',
   }
   return new AgentError(
     code,

@@ -1,10 +1,10 @@
-// Maps sandbox paths to host paths, confined to the workspace root.
+// Maps sandbox paths to the workspace root, lexically.
 //
 // Model: the files API names paths as the sandbox sees them: absolute under `/workspace`, or
-// relative to it. A path is normalised lexically first (so `..` cannot climb above the root),
-// then the deepest existing ancestor is resolved with realpath and must still lie inside the
-// root's realpath (so a symlink cannot lead out). Paths that fail either check get
-// PATH_OUTSIDE_SANDBOX and are never touched.
+// relative to it. A path is normalised lexically into components below the root (so `..` cannot
+// climb above it); anything else gets PATH_OUTSIDE_SANDBOX. Symlinks are not looked at here:
+// `WorkspaceWalker` resolves the components one opened directory at a time. `resolve` serves the
+// shells' working directories, which are strings handed to a spawned process.
 import { realpathSync } from 'node:fs'
 import { posix, sep } from 'node:path'
 import { WORKSPACE_PATH } from '@conch/protocol'
@@ -14,51 +14,40 @@ import { AgentError } from './agent-error.ts'
 export class WorkspacePaths {
   /** The workspace root as given. */
   readonly root: string
-  readonly #realRoot: string
+  /** The workspace root with its symlinks resolved. */
+  readonly realRoot: string
 
   /** `root` must exist. */
   constructor(root: string) {
     this.root = root
-    this.#realRoot = realpathSync(root)
+    this.realRoot = realpathSync(root)
   }
 
-  /** The host path for a sandbox path; throws PATH_OUTSIDE_SANDBOX when it would escape. */
+  /** The components of a sandbox path below the root (`[]` for the root itself); throws PATH_OUTSIDE_SANDBOX. */
+  components(sandboxPath: string): string[] {
+    const relative = this.#relative(sandboxPath)
+    return relative === '' ? [] : relative.split('/')
+  }
+
+  /** The sandbox path (`/workspace/...`) of components below the root. */
+  sandboxPath(components: readonly string[]): string {
+    return components.length === 0 ? WORKSPACE_PATH : `${WORKSPACE_PATH}/${components.join('/')}`
+  }
+
+  /** The host path for a sandbox directory, checked with realpath; throws PATH_OUTSIDE_SANDBOX when it would escape. */
   resolve(sandboxPath: string): string {
     const relative = this.#relative(sandboxPath)
-    const host = relative === '' ? this.#realRoot : `${this.#realRoot}${sep}${relative}`
+    const host = relative === '' ? this.realRoot : `${this.realRoot}${sep}${relative}`
     this.#assertInside(host, sandboxPath)
     return host
   }
 
-  /**
-   * The host path of the entry itself, without following a symlink in its last component:
-   * for stat, remove and rename, which act on a link rather than on its target.
-   */
-  resolveEntry(sandboxPath: string): string {
-    const relative = this.#relative(sandboxPath)
-    if (relative === '') return this.#realRoot
-    const host = `${this.#realRoot}${sep}${relative}`
-    this.#assertInside(host.slice(0, host.lastIndexOf(sep)), sandboxPath)
-    return host
-  }
-
-  /** The sandbox path (`/workspace/...`) for a host path inside the root. */
-  toSandboxPath(hostPath: string): string {
-    if (hostPath === this.#realRoot) return WORKSPACE_PATH
-    return `${WORKSPACE_PATH}/${hostPath.slice(this.#realRoot.length + 1)}`
-  }
-
-  /** Whether a host path is the workspace root itself. */
-  isRoot(hostPath: string): boolean {
-    return hostPath === this.#realRoot
-  }
-
   #relative(sandboxPath: string): string {
-    if (sandboxPath.includes('\0')) throw outside(sandboxPath)
+    if (sandboxPath.includes('\0')) throw outsideError(sandboxPath)
     const absolute = sandboxPath.startsWith('/') ? sandboxPath : `${WORKSPACE_PATH}/${sandboxPath}`
     const normal = posix.normalize(absolute)
     if (normal === WORKSPACE_PATH || normal === `${WORKSPACE_PATH}/`) return ''
-    if (!normal.startsWith(`${WORKSPACE_PATH}/`)) throw outside(sandboxPath)
+    if (!normal.startsWith(`${WORKSPACE_PATH}/`)) throw outsideError(sandboxPath)
     return normal.slice(WORKSPACE_PATH.length + 1).replace(/\/+$/, '')
   }
 
@@ -70,20 +59,25 @@ export class WorkspacePaths {
         real = realpathSync(probe)
       } catch {
         const parent = probe.slice(0, probe.lastIndexOf(sep))
-        if (parent.length < this.#realRoot.length) throw outside(sandboxPath)
+        if (parent.length < this.realRoot.length) throw outsideError(sandboxPath)
         probe = parent
         continue
       }
-      if (real !== this.#realRoot && !real.startsWith(`${this.#realRoot}${sep}`)) throw outside(sandboxPath)
+      if (real !== this.realRoot && !real.startsWith(`${this.realRoot}${sep}`))
+        throw outsideError(sandboxPath)
       return
     }
   }
 }
 
-function outside(sandboxPath: string): AgentError {
+/** PATH_OUTSIDE_SANDBOX for `sandboxPath`; `how` says what leads out (a `..`, a symlink). */
+export function outsideError(sandboxPath: string, how?: string): AgentError {
+  const path = sandboxPath.slice(0, 200)
+  const why =
+    how === undefined ? 'is outside the sandbox workspace' : `leads out of the sandbox workspace (${how})`
   return new AgentError(
     'PATH_OUTSIDE_SANDBOX',
-    `path "${sandboxPath.slice(0, 200)}" is outside the sandbox workspace; use a path under ${WORKSPACE_PATH}`,
-    { path: sandboxPath.slice(0, 200) },
+    `path "${path}" ${why}; use a path under ${WORKSPACE_PATH} whose symlinks stay under ${WORKSPACE_PATH}`,
+    { path },
   )
 }
