@@ -56,7 +56,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
   })
   const server: AgentServer = new AgentServer({
     paths,
-    files: new WorkspaceFiles(paths),
+    files: new WorkspaceFiles(paths, deps.sandboxUser === undefined ? {} : { owner: deps.sandboxUser }),
     processes: new BackgroundProcesses(deps.spawn, deps.clock, deps.maxProcesses, deps.scrollbackBytes),
     sessions,
     baseEnv: deps.baseEnv,
