@@ -40,6 +40,20 @@ export const LIMITS = {
   defaultTokenTtlMs: 900_000,
   /** Longest lifetime a sandbox-scoped token may have. */
   maxTokenTtlMs: 86_400_000,
+  /** Default cap on the runner's open connections (HTTP and WebSocket); lowered to fit its open-file limit. */
+  maxConnections: 4_096,
+  /** Default cap on open connections from one client address. */
+  maxConnectionsPerClient: 1_024,
+  /** Default cap on shell WebSockets open on one session. */
+  maxSocketsPerSession: 32,
+  /** Time a new connection has to make an authenticated request before the runner closes it. */
+  unauthenticatedTimeoutMs: 10_000,
+  /** Time a client has to send a request's headers. */
+  headersTimeoutMs: 10_000,
+  /** Time a client has to send a whole request, body included (not the time to answer it). */
+  requestTimeoutMs: 60_000,
+  /** Time an idle keep-alive connection stays open; above common load balancers' 60 s idle timeout. */
+  keepAliveTimeoutMs: 72_000,
 } as const
 
 /** Clamps a requested timeout between the minimum and `maxMs`, falling back to `fallbackMs`. */

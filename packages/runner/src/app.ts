@@ -2,7 +2,9 @@
 // listens and never reads the environment: `main.ts` does both and hands everything in here.
 import { PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { ConnectionGuard } from './connection-guard.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
+import { connectionCap, readOpenFileLimit } from './open-file-limit.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
 import { corsPlugin } from './plugins/cors-plugin.ts'
 import { execPlugin } from './plugins/exec-plugin.ts'
@@ -42,6 +44,8 @@ export interface BuildAppOptions {
   now?: () => number
   /** Origins whose browser pages may call the REST API (`*` for any); none by default. */
   corsOrigins?: readonly string[]
+  /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
+  openFileLimit?: number | null
 }
 
 /** Log options that keep secrets out of the log. */
@@ -74,11 +78,28 @@ function errorCodeOf(error: { code?: unknown; statusCode?: unknown; validation?:
  * to stored sandboxes). The instance is thenable, so it is returned from a plain function.
  */
 export function buildApp(options: BuildAppOptions): RunnerApp {
+  const limits = defaultLimits(options.limits)
+  const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
   const app = Fastify({
     logger: options.logger ?? false,
     requestIdHeader: 'x-request-id',
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,
+    // No idle timeout while a request is being answered: a buffered run may be silent for up to
+    // maxCommandTimeoutMs. Slow or never-finished requests are bounded by the header and request
+    // timeouts, idle keep-alive connections by the keep-alive timeout, and connections that never
+    // authenticate by the connection guard.
+    connectionTimeout: 0,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      headersTimeout,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // Node checks the header and request timeouts on this interval; a quarter of the shorter
+      // one keeps the overshoot small.
+      connectionsCheckingInterval: Math.min(5_000, Math.max(25, Math.floor(headersTimeout / 4))),
+    },
   })
   // Many HTTP clients send `content-type: application/json` on every request, bodiless DELETEs
   // included; an empty JSON body is read as no body, and each route's schema decides.
@@ -95,8 +116,21 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
       done(new RunnerError('BAD_REQUEST', 'the request body is not valid JSON'), undefined)
     }
   })
-  const limits = defaultLimits(options.limits)
   const now = options.now ?? Date.now
+  const openFileLimit = options.openFileLimit === undefined ? readOpenFileLimit() : options.openFileLimit
+  const maxConnections = connectionCap(limits.maxConnections, openFileLimit, limits.maxSandboxes)
+  if (maxConnections < limits.maxConnections) {
+    app.log.warn(
+      { maxConnections, configured: limits.maxConnections, openFileLimit },
+      `the open-file limit (${openFileLimit}) allows ${maxConnections} connections; raise the runner's hard limit (LimitNOFILE=, --ulimit nofile=, ulimit -Hn) for more`,
+    )
+  }
+  new ConnectionGuard({
+    maxConnections,
+    maxConnectionsPerClient: limits.maxConnectionsPerClient,
+    unauthenticatedTimeoutMs: limits.unauthenticatedTimeoutMs,
+    log: app.log,
+  }).attach(app.server)
   const drivers = new Map(options.drivers.map((d) => [d.name, d]))
   const defaultDriver = options.defaultDriver ?? options.drivers[0]?.name ?? 'local'
   let manager: SandboxManager | null = null

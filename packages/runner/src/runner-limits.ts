@@ -23,6 +23,20 @@ export const RunnerLimits = z.object({
   heartbeatIntervalMs: positive.default(LIMITS.heartbeatIntervalMs),
   /** Bytes of scrollback an agent keeps per session. */
   scrollbackBytes: positive.default(LIMITS.scrollbackBytes),
+  /** Open connections at once, HTTP and WebSocket (RATE_LIMITED beyond); lowered to fit the open-file limit. */
+  maxConnections: positive.default(LIMITS.maxConnections),
+  /** Open connections from one client address (RATE_LIMITED beyond). */
+  maxConnectionsPerClient: positive.default(LIMITS.maxConnectionsPerClient),
+  /** Shell WebSockets open on one session (RATE_LIMITED beyond). */
+  maxSocketsPerSession: positive.default(LIMITS.maxSocketsPerSession),
+  /** Time a new connection has to make an authenticated request; then it is closed. */
+  unauthenticatedTimeoutMs: positive.default(LIMITS.unauthenticatedTimeoutMs),
+  /** Time a client has to send a request's headers; then the connection is closed. */
+  headersTimeoutMs: positive.default(LIMITS.headersTimeoutMs),
+  /** Time a client has to send a whole request; then it gets a 408 and the connection is closed. */
+  requestTimeoutMs: positive.default(LIMITS.requestTimeoutMs),
+  /** Time an idle keep-alive connection stays open. */
+  keepAliveTimeoutMs: positive.default(LIMITS.keepAliveTimeoutMs),
 })
 /** Runner limits after defaults. */
 export type RunnerLimits = z.infer<typeof RunnerLimits>

@@ -5,6 +5,7 @@
 // Secrets are hashed and compared in constant time; they are never logged.
 import { BEARER_SUBPROTOCOL_PREFIX, SANDBOX_TOKEN_PREFIX } from '@conch/protocol'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { markAuthenticated } from '../connection-guard.ts'
 import { hashesEqual, hashSecret, matchesAnyHash } from '../credentials.ts'
 import type { Access } from '../route-table.ts'
 import type { RunnerContext } from '../runner-context.ts'
@@ -100,6 +101,8 @@ export async function authPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
     const params = request.params as Record<string, string | undefined> | undefined
     authorize(principal, access, params?.id)
     request.principal = principal
+    // The connection has proved a credential, so the guard's unauthenticated deadline lifts.
+    markAuthenticated(request.raw.socket)
   })
 }
 // Share the hook with sibling plugins instead of encapsulating it (what fastify-plugin does).
