@@ -46,6 +46,8 @@ export interface CgroupsV2Options {
   localEvents?: boolean
   /** How long `kill` waits for cgroup.events to say the group emptied; default 5 s. */
   killTimeoutMs?: number
+  /** Told of every write to a cgroup file, in order (debug logging; tests check the order). */
+  trace?: (path: string, value: string) => void
 }
 
 /** The leaf the runner moves into when it starts inside the delegated dir. */
@@ -80,6 +82,7 @@ export class CgroupsV2 implements Cgroups {
   readonly #createsSubtree: boolean
   readonly #localEvents: boolean
   readonly #killTimeoutMs: number
+  readonly #trace: ((path: string, value: string) => void) | undefined
   #prepared = false
 
   /** Uses the given mount and delegated dir; nothing is written until `create` (or `prepare`). */
@@ -89,6 +92,7 @@ export class CgroupsV2 implements Cgroups {
     this.#createsSubtree = options.createsSubtree
     this.#localEvents = options.localEvents ?? false
     this.#killTimeoutMs = options.killTimeoutMs ?? 5_000
+    this.#trace = options.trace
   }
 
   /** Names a controller the limits need that the delegated dir's parent does not offer. */
@@ -117,8 +121,7 @@ export class CgroupsV2 implements Cgroups {
       const available = words(dir, 'cgroup.controllers')
       const enabled = words(dir, 'cgroup.subtree_control')
       const wanted = V2_CONTROLLERS.filter((c) => available.includes(c) && !enabled.includes(c))
-      if (wanted.length > 0)
-        writeCgroupFile(dir, 'cgroup.subtree_control', wanted.map((c) => `+${c}`).join(' '))
+      if (wanted.length > 0) this.#write(dir, 'cgroup.subtree_control', wanted.map((c) => `+${c}`).join(' '))
     }
     this.#prepared = true
   }
@@ -146,7 +149,7 @@ export class CgroupsV2 implements Cgroups {
     }
     // Limits on the sandbox group first, then the leaves: no process has joined yet.
     this.#writeSandboxLimits(group, spec.limits)
-    if (memory) writeCgroupFile(dir, 'cgroup.subtree_control', '+memory')
+    if (memory) this.#write(dir, 'cgroup.subtree_control', '+memory')
     mkdirSync(join(dir, 'agent'), { recursive: true })
     if (work !== null) {
       mkdirSync(work, { recursive: true })
@@ -176,7 +179,7 @@ export class CgroupsV2 implements Cgroups {
     if (!existsSync(dir)) return
     const emptied = this.#waitEmpty(group)
     if (existsSync(join(dir, 'cgroup.kill'))) {
-      writeCgroupFile(dir, 'cgroup.kill', '1')
+      this.#write(dir, 'cgroup.kill', '1')
     } else {
       for (const pid of this.pids(group)) {
         try {
@@ -224,24 +227,24 @@ export class CgroupsV2 implements Cgroups {
   /** memory.max (commands + agent reserve), memory.swap.max, pids.max, cpu.max and io.max. */
   #writeSandboxLimits(group: SandboxCgroup, limits: CgroupLimits): void {
     const dir = this.#sandboxDir(group)
-    writeCgroupFile(dir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
+    this.#write(dir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
     if (limits.memoryBytes !== undefined) {
-      writeCgroupFile(dir, 'memory.max', String(limits.memoryBytes + group.agentReserveBytes))
+      this.#write(dir, 'memory.max', String(limits.memoryBytes + group.agentReserveBytes))
       // The file exists only where swap is accounted; no swap means a hog meets its limit in RAM.
-      if (existsSync(join(dir, 'memory.swap.max'))) writeCgroupFile(dir, 'memory.swap.max', '0')
+      if (existsSync(join(dir, 'memory.swap.max'))) this.#write(dir, 'memory.swap.max', '0')
     }
     if (limits.cpus !== undefined) {
-      writeCgroupFile(dir, 'cpu.max', `${cpuQuotaUs(limits.cpus)} ${CPU_PERIOD_US}`)
+      this.#write(dir, 'cpu.max', `${cpuQuotaUs(limits.cpus)} ${CPU_PERIOD_US}`)
     }
-    if (limits.io !== undefined) writeCgroupFile(dir, 'io.max', ioMaxLine(limits.io))
+    if (limits.io !== undefined) this.#write(dir, 'io.max', ioMaxLine(limits.io))
   }
 
   /** The commands' memory.max and memory.swap.max. */
   #writeWorkLimits(group: SandboxCgroup, limits: CgroupLimits): void {
     if (group.work === null || limits.memoryBytes === undefined) return
-    writeCgroupFile(group.work.dir, 'memory.max', String(limits.memoryBytes))
+    this.#write(group.work.dir, 'memory.max', String(limits.memoryBytes))
     if (existsSync(join(group.work.dir, 'memory.swap.max')))
-      writeCgroupFile(group.work.dir, 'memory.swap.max', '0')
+      this.#write(group.work.dir, 'memory.swap.max', '0')
   }
 
   /** Resolves once cgroup.events says `populated 0`; INTERNAL with the survivors after the timeout. */
@@ -294,7 +297,7 @@ export class CgroupsV2 implements Cgroups {
     // The kernel takes one pid per write.
     for (const pid of pids) {
       try {
-        writeCgroupFile(leaf, 'cgroup.procs', String(pid))
+        this.#write(leaf, 'cgroup.procs', String(pid))
       } catch (error) {
         // A process that exited between the read and the write is not in the way.
         if (readProcs(dir).includes(pid)) throw error
@@ -318,6 +321,12 @@ export class CgroupsV2 implements Cgroups {
       chain.push(dir)
     }
     return chain
+  }
+
+  /** Writes one cgroup file and tells the tracer. */
+  #write(dir: string, name: string, value: string): void {
+    writeCgroupFile(dir, name, value)
+    this.#trace?.(join(dir, name), value)
   }
 
   /** The sandbox group (the last of `dirs`). */

@@ -152,6 +152,8 @@ export interface CgroupDetectOptions {
   systemd?: boolean
   /** The runner's uid; default its real one. */
   uid?: number
+  /** Whether the runner may write into a dir; default access(2) with W_OK. */
+  writable?: (dir: string) => boolean
 }
 
 /** The controllers conch uses on v2, in the order they are enabled. */
@@ -250,7 +252,7 @@ export function detectCgroups(options: CgroupDetectOptions = {}): CgroupHost {
     const ownGroup = systemd && path !== '/'
     const delegated = ownGroup ? runnerGroup : join(unified.point, 'conch')
     const uid = options.uid ?? process.getuid?.() ?? 0
-    if (uid !== 0 && !writable(ownGroup ? delegated : unified.point)) {
+    if (uid !== 0 && !(options.writable ?? writable)(ownGroup ? delegated : unified.point)) {
       return {
         version: null,
         problem: ownGroup
