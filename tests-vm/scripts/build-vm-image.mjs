@@ -40,8 +40,8 @@ const PACKAGES = ['bash', 'coreutils', 'bubblewrap', 'util-linux', 'procps', 'ip
 /** The kernel metapackage; its one dependency names the versioned kernel package. */
 const KERNEL_PACKAGE = 'linux-image-cloud-amd64'
 
-/** Modules /init loads: the cloud kernel builds virtio as modules. */
-const MODULES = ['virtio_pci', 'virtio_net']
+/** Modules /init loads: the cloud kernel builds virtio, loop devices (the namespace driver's disks) and overlayfs as modules. */
+const MODULES = ['virtio_pci', 'virtio_net', 'loop', 'overlay']
 
 /** Files of the kernel package copied into the image, so `modprobe` finds the modules above. */
 const MODULE_PATHS = [
@@ -53,6 +53,8 @@ const MODULE_PATHS = [
   'kernel/net/core/failover.ko',
   'kernel/drivers/net/net_failover.ko',
   'kernel/drivers/net/virtio_net.ko',
+  'kernel/drivers/block/loop.ko',
+  'kernel/fs/overlayfs/overlay.ko',
   'modules.builtin',
   'modules.builtin.modinfo',
   'modules.order',
