@@ -121,6 +121,8 @@ export class WorkspaceFiles {
           try {
             file = await open(at(dir, name), fsc.O_WRONLY | FILE_NOFOLLOW)
           } catch (err) {
+            // A FIFO with no reader refuses a non-blocking writer.
+            if (errnoOf(err) === 'ENXIO') throw notRegular(path)
             return followIfLink(dir, name, err)
           }
         }
@@ -248,13 +250,7 @@ export class WorkspaceFiles {
   async #regular(file: FileHandle, path: string): Promise<Stats> {
     const s = await file.stat()
     if (s.isDirectory()) throw isDirectory(path)
-    if (!s.isFile()) {
-      throw new AgentError(
-        'FORBIDDEN',
-        `"${path.slice(0, 200)}" is not a regular file (a FIFO, socket or device); the files API reads and writes regular files only`,
-        { path: path.slice(0, 200) },
-      )
-    }
+    if (!s.isFile()) throw notRegular(path)
     return s
   }
 
@@ -294,6 +290,14 @@ function isDirectory(path: string, hint = 'list it instead of reading it'): Agen
   return new AgentError('IS_A_DIRECTORY', `"${path.slice(0, 200)}" is a directory; ${hint}`, {
     path: path.slice(0, 200),
   })
+}
+
+function notRegular(path: string): AgentError {
+  return new AgentError(
+    'FORBIDDEN',
+    `"${path.slice(0, 200)}" is not a regular file (a FIFO, socket or device); the files API reads and writes regular files only`,
+    { path: path.slice(0, 200) },
+  )
 }
 
 function osError(err: unknown, path: string): Error {

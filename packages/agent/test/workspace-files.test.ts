@@ -4,6 +4,7 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
@@ -104,5 +105,37 @@ describe('workspace files', () => {
   it('protects the workspace root', async () => {
     await expect(files.remove('/workspace', true)).rejects.toMatchObject({ code: 'FORBIDDEN' })
     await expect(files.read('/workspace')).rejects.toMatchObject({ code: 'IS_A_DIRECTORY' })
+  })
+})
+
+describe('ownership', () => {
+  const owner = { uid: 1000, gid: 1000 }
+  const ownerOf = (path: string) => {
+    const s = statSync(join(root, path))
+    return { uid: s.uid, gid: s.gid }
+  }
+
+  it('gives every file and directory it creates to the owner, parents included', async () => {
+    const owned = new WorkspaceFiles(new WorkspacePaths(root), { owner })
+    await owned.write('/workspace/a/b/c.txt', chunks('x'))
+    await owned.mkdir('/workspace/m/n', true)
+    await owned.mkdir('/workspace/single')
+    for (const path of ['a', 'a/b', 'a/b/c.txt', 'm', 'm/n', 'single']) expect(ownerOf(path)).toEqual(owner)
+  })
+
+  it('keeps the owner of what it renames or overwrites', async () => {
+    writeFileSync(join(root, 'root-owned.txt'), 'r')
+    const owned = new WorkspaceFiles(new WorkspacePaths(root), { owner })
+    await owned.write('/workspace/root-owned.txt', chunks('rewritten'))
+    expect(ownerOf('root-owned.txt')).toEqual({ uid: process.getuid?.(), gid: process.getgid?.() })
+    await owned.write('/workspace/mine.txt', chunks('m'))
+    await owned.rename('/workspace/mine.txt', '/workspace/moved.txt')
+    expect(ownerOf('moved.txt')).toEqual(owner)
+  })
+
+  it('leaves what it creates to the agent without an owner', async () => {
+    await files.write('/workspace/a/b.txt', chunks('x'))
+    expect(ownerOf('a/b.txt')).toEqual({ uid: process.getuid?.(), gid: process.getgid?.() })
+    expect(ownerOf('a')).toEqual({ uid: process.getuid?.(), gid: process.getgid?.() })
   })
 })
