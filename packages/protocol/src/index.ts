@@ -116,6 +116,7 @@ export {
 export { RunResult } from './run-result.ts'
 export {
   AccessToken,
+  BoundedEnv,
   CreateSandboxRequest,
   CreateTokenRequest,
   Isolation,

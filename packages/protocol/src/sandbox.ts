@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Env, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
+import { Env, EnvName, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 import { SandboxUsage } from './sandbox-usage.ts'
 
 const MiB = 1024 * 1024
@@ -14,11 +14,14 @@ export const SANDBOX_BOUNDS = {
   minMemoryBytes: 64 * MiB,
   /** Largest memory limit (1 TiB). */
   maxMemoryBytes: 1024 * 1024 * MiB,
-  /** Smallest CPU limit in cores: below it the agent takes seconds to answer. */
-  minCpus: 0.05,
+  /**
+   * Smallest CPU limit in cores. The agent needs about 0.7 CPU-seconds to start: at 0.1 cores
+   * that is about 7 s of the runner's 15 s start deadline; at 0.05 it misses the deadline.
+   */
+  minCpus: 0.1,
   /** Largest CPU limit in cores. */
   maxCpus: 256,
-  /** Smallest process limit: the agent's threads, a shell and a pipeline. */
+  /** Smallest process limit: the agent's threads, a shell, a pipeline and a few background jobs. */
   minPids: 32,
   /** Largest process limit (the kernel's highest pid_max). */
   maxPids: 4_194_304,
@@ -45,8 +48,11 @@ const utf8 = new TextEncoder()
 /** UTF-8 length of a string (TextEncoder, so the schema also runs in browsers). */
 const utf8Length = (s: string): number => utf8.encode(s).byteLength
 
-/** Environment variables for a sandbox or a command, bounded in count and total size. */
-export const BoundedEnv = Env.superRefine((env, ctx) => {
+/**
+ * Environment variables for a sandbox or a command, bounded in count and total size. Names are
+ * checked here rather than as record keys, so a bad name's message says what names may be.
+ */
+export const BoundedEnv = z.record(z.string(), Env.valueType).superRefine((env, ctx) => {
   const names = Object.keys(env)
   if (names.length > SANDBOX_BOUNDS.maxEnvVars) {
     ctx.addIssue({
@@ -56,7 +62,13 @@ export const BoundedEnv = Env.superRefine((env, ctx) => {
     return
   }
   let bytes = 0
-  for (const name of names) bytes += utf8Length(name) + utf8Length(env[name] ?? '') + 1
+  for (const name of names) {
+    const named = EnvName.safeParse(name)
+    if (!named.success) {
+      ctx.addIssue({ code: 'custom', path: [name], message: named.error.issues[0]?.message ?? 'bad name' })
+    }
+    bytes += utf8Length(name) + utf8Length(env[name] ?? '') + 1
+  }
   if (bytes > SANDBOX_BOUNDS.maxEnvBytes) {
     ctx.addIssue({
       code: 'custom',
@@ -82,7 +94,7 @@ export const SandboxLimits = z.object({
     )
     .max(SANDBOX_BOUNDS.maxMemoryBytes, `at most ${SANDBOX_BOUNDS.maxMemoryBytes} (1 TiB)`)
     .optional(),
-  /** CPU limit in cores (0.5 = half a core), from 0.05 to 256. */
+  /** CPU limit in cores (0.5 = half a core), from 0.1 to 256. */
   cpus: z
     .number()
     .min(SANDBOX_BOUNDS.minCpus, `at least ${SANDBOX_BOUNDS.minCpus} cores`)

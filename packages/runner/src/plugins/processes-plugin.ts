@@ -1,13 +1,28 @@
+import { BoundedEnv } from '@conch/protocol'
 import type { FastifyInstance } from 'fastify'
 import { channelToNdjson } from '../ndjson-stream.ts'
 import { bindRoutes } from '../route-table.ts'
 import type { RunnerContext } from '../runner-context.ts'
+import { RunnerError } from '../runner-error.ts'
+
+/** BAD_REQUEST unless a process's environment is within the bounds a sandbox's is. */
+function checkEnv(env: Record<string, string> | undefined): void {
+  if (env === undefined) return
+  const parsed = BoundedEnv.safeParse(env)
+  if (parsed.success) return
+  const issue = parsed.error.issues[0]
+  const path = ['env', ...(issue?.path ?? []).map(String)].join('.')
+  throw new RunnerError('BAD_REQUEST', `invalid body: ${path}: ${issue?.message ?? 'not accepted'}`)
+}
 
 /** Background processes: start, list, get, output since an offset, NDJSON stream, kill, wait. */
 export async function processesPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
   const link = (id: string) => ctx.manager.get(id).link()
   bindRoutes(app, {
-    startProcess: async ({ params, body }) => (await link(params.id)).call('process.start', body),
+    startProcess: async ({ params, body }) => {
+      checkEnv(body.env)
+      return (await link(params.id)).call('process.start', body)
+    },
     listProcesses: async ({ params }) => (await link(params.id)).call('process.list', {}),
     getProcess: async ({ params }) => (await link(params.id)).call('process.get', { id: params.processId }),
     processOutput: async ({ params, query }) => {
