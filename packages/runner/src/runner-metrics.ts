@@ -1,4 +1,13 @@
+import type { SandboxUsage } from '@conch/protocol'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+/** One sandbox's usage, as `/metrics` reports it. */
+export interface SandboxUsageSample {
+  /** Sandbox id (the `sandbox` label). */
+  sandboxId: string
+  /** Its usage. */
+  usage: SandboxUsage
+}
 
 /** The runner's Prometheus metrics, on a registry of its own (one per app). */
 export class RunnerMetrics {
@@ -18,6 +27,16 @@ export class RunnerMetrics {
   readonly errors: Counter<'code'>
   /** Shell WebSockets open. */
   readonly shellSockets: Gauge
+  /** Memory each sandbox uses now. */
+  readonly sandboxMemory: Gauge<'sandbox'>
+  /** The most memory each sandbox has used at once. */
+  readonly sandboxMemoryPeak: Gauge<'sandbox'>
+  /** CPU time each sandbox has used. */
+  readonly sandboxCpu: Gauge<'sandbox'>
+  /** Processes and threads in each sandbox. */
+  readonly sandboxPids: Gauge<'sandbox'>
+  /** OOM kills in each sandbox. */
+  readonly sandboxOomKills: Gauge<'sandbox'>
 
   /** Creates the metrics; `collect` callbacks read live counts when scraped. */
   constructor(collect: { sandboxes: () => Record<string, number>; sessions: () => number }) {
@@ -65,5 +84,38 @@ export class RunnerMetrics {
       registers,
     })
     this.shellSockets = new Gauge({ name: 'conch_shell_sockets', help: 'Shell WebSockets open', registers })
+    const perSandbox = (name: string, help: string): Gauge<'sandbox'> =>
+      new Gauge({ name, help, labelNames: ['sandbox'], registers })
+    this.sandboxMemory = perSandbox('conch_sandbox_memory_bytes', 'Memory a sandbox uses now')
+    this.sandboxMemoryPeak = perSandbox(
+      'conch_sandbox_memory_peak_bytes',
+      'The most memory a sandbox has used at once',
+    )
+    this.sandboxCpu = perSandbox('conch_sandbox_cpu_seconds', 'CPU time a sandbox has used (user and system)')
+    this.sandboxPids = perSandbox('conch_sandbox_pids', 'Processes and threads in a sandbox')
+    this.sandboxOomKills = perSandbox(
+      'conch_sandbox_oom_kills',
+      'Processes killed because a sandbox hit its memory limit',
+    )
+  }
+
+  /** Replaces the per-sandbox gauges with these samples, so destroyed sandboxes drop out. */
+  setUsage(samples: readonly SandboxUsageSample[]): void {
+    const gauges = [
+      this.sandboxMemory,
+      this.sandboxMemoryPeak,
+      this.sandboxCpu,
+      this.sandboxPids,
+      this.sandboxOomKills,
+    ]
+    for (const gauge of gauges) gauge.reset()
+    for (const { sandboxId, usage } of samples) {
+      const labels = { sandbox: sandboxId }
+      this.sandboxMemory.set(labels, usage.memoryBytes)
+      if (usage.memoryPeakBytes !== null) this.sandboxMemoryPeak.set(labels, usage.memoryPeakBytes)
+      this.sandboxCpu.set(labels, usage.cpuSeconds)
+      this.sandboxPids.set(labels, usage.pids)
+      this.sandboxOomKills.set(labels, usage.oomKills)
+    }
   }
 }

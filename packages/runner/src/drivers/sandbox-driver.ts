@@ -8,7 +8,7 @@
 //   namespace  handle = { pid, socketPath, root, cgroup }   stream = Unix socket into the netns-less mount
 //   microVM    handle = { vmPid, cid, port, image }        stream = vsock (AF_VSOCK, or a host proxy socket)
 import type { Duplex } from 'node:stream'
-import type { Isolation, SandboxLimits } from '@conch/protocol'
+import type { Isolation, SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 
@@ -86,4 +86,6 @@ export interface SandboxDriver {
   stop(sandbox: DriverSandbox): Promise<void>
   /** Stops the agent and deletes the workspace and every trace of the sandbox. */
   destroy(sandbox: DriverSandbox): Promise<void>
+  /** What the sandbox uses now (its cgroups' counters); null once its groups are gone. Drivers that cannot measure leave it out. */
+  usage?(sandbox: DriverSandbox): Promise<SandboxUsage | null>
 }
