@@ -28,7 +28,7 @@ export function hostTarget(
 
 /** A runner on `stateDir`; disposing it destroys its sandboxes and the dir, unless it was restarted. */
 async function hostRunner(
-  make: (stateDir: string) => SandboxDriver,
+  make: (stateDir: string) => SandboxDriver | Promise<SandboxDriver>,
   stateDir: string,
 ): Promise<ConformanceRunner> {
   const runner = await startRunner({ stateDir, driver: await make(stateDir), keepAgents: true })
@@ -128,7 +128,7 @@ function processesInCgroupsNamed(id: string): number[] {
 function filesNamed(dir: string, id: string): string[] {
   const out: string[] = []
   const walk = (at: string): void => {
-    let entries: import('node:fs').Dirent[]
+    let entries: Dirent[]
     try {
       entries = readdirSync(at, { withFileTypes: true })
     } catch {
