@@ -9,7 +9,15 @@
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
 // and offset. Output credit goes back to the agent only while the socket's send buffer is
 // small, so a slow client slows the command and the runner's memory stays bounded.
+//
+// Run ids are the client's, scoped to its socket: the shell session registry gives each run an
+// id on the agent link that no other run in flight in the session has, and frames carry the
+// client's id back. Another socket's run whose id equals one of this client's runs in flight is
+// not shown under that id. Every bad frame gets an error frame and the socket stays open; only
+// a frame ws refuses (far too large, broken framing) closes it, after an error frame, with a
+// typed reason. A socket opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
+import { isUtf8 } from 'node:buffer'
 import type { Duplex } from 'node:stream'
 import {
   CAPABILITIES,
@@ -32,6 +40,8 @@ import { checkCommand, clampCallTimeout, stdinToBase64 } from './run-input.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
+import type { ShellSessionRegistry } from './shell-session-registry.ts'
+import { ShellWebSocket } from './shell-web-socket.ts'
 
 /** Send-buffer size above which the connection stops granting the agent credit. */
 const HIGH_WATER_BYTES = 512 * 1024
@@ -40,9 +50,34 @@ const STREAMED_RUN = { result: z.object({}) }
 /** Client frames held while the session attaches; more are refused. */
 const MAX_EARLY_FRAMES = 256
 
+/** Longest delay a timer takes (about 24.8 days); a later expiry re-arms. */
+const MAX_TIMER_MS = 2_147_483_647
+
 interface OwnRun {
+  /** The id the client gave the run. */
+  clientId: string
   release: () => void
   started: number
+}
+
+/** What a shell connection serves and with what. */
+export interface ShellConnectionOptions {
+  /** The open WebSocket. */
+  ws: WebSocket
+  /** The runner. */
+  ctx: RunnerContext
+  /** The sandbox whose shell this is. */
+  sandbox: SandboxRuntime
+  /** The parsed query of the upgrade request. */
+  query: ShellQuery
+  /** The request's logger. */
+  log: FastifyBaseLogger
+  /** The raw TCP socket under the WebSocket, corked to batch a tick's frames. */
+  socket?: Duplex | null
+  /** Socket counts and in-flight run ids shared by every shell socket of the runner. */
+  sessions: ShellSessionRegistry
+  /** When the sandbox token the socket opened with expires (epoch ms); null for the API key. */
+  tokenExpiresAt?: number | null
 }
 
 /** Serves one shell WebSocket. Create it once the socket is open, then call `start()`. */
@@ -53,8 +88,15 @@ export class ShellConnection {
   readonly #query: ShellQuery
   readonly #log: FastifyBaseLogger
   readonly #decoder: OutputDecoder
+  readonly #sessions: ShellSessionRegistry
+  readonly #tokenExpiresAt: number | null
+  /** This client's runs in flight, by their id on the agent link. */
   readonly #runs = new Map<string, OwnRun>()
+  /** The agent-link id of each of this client's runs in flight, by the client's id. */
+  readonly #clientRuns = new Map<string, string>()
   readonly #lastRun: Record<StreamName, string | null> = { stdout: null, stderr: null }
+  /** The id the client saw on the last output of each stream (for the decoder's flush). */
+  readonly #lastRunShown: Record<StreamName, string | null> = { stdout: null, stderr: null }
   readonly #lastOffset: Record<StreamName, number> = { stdout: 0, stderr: 0 }
   #link: AgentLink | null = null
   #channel: LinkChannel | null = null
@@ -66,6 +108,8 @@ export class ShellConnection {
   #shellClosed: WireError | null = null
   #alive = true
   #heartbeat: NodeJS.Timeout | undefined
+  #expiry: NodeJS.Timeout | undefined
+  #releaseSocket: (() => void) | null = null
   readonly #onFlushed = (): void => this.#maybeRelease()
   readonly #socket: Duplex | null
   #corked = false
@@ -75,21 +119,17 @@ export class ShellConnection {
   }
 
   /** Binds a connection to an open socket. */
-  constructor(
-    ws: WebSocket,
-    ctx: RunnerContext,
-    sandbox: SandboxRuntime,
-    query: ShellQuery,
-    log: FastifyBaseLogger,
-    socket: Duplex | null = null,
-  ) {
-    this.#socket = socket
-    this.#ws = ws
-    this.#ctx = ctx
-    this.#sandbox = sandbox
-    this.#query = query
-    this.#log = log
-    this.#decoder = new OutputDecoder(query.encoding ?? 'utf8')
+  constructor(options: ShellConnectionOptions) {
+    this.#socket = options.socket ?? null
+    this.#ws = options.ws
+    this.#ctx = options.ctx
+    this.#sandbox = options.sandbox
+    this.#query = options.query
+    this.#log = options.log
+    this.#sessions = options.sessions
+    this.#tokenExpiresAt = options.tokenExpiresAt ?? null
+    this.#decoder = new OutputDecoder(options.query.encoding ?? 'utf8')
+    if (options.ws instanceof ShellWebSocket) options.ws.onBadFrame = (code) => this.#onBadFrame(code)
   }
 
   /** Sends hello, attaches to the session and starts serving frames. */
@@ -113,6 +153,7 @@ export class ShellConnection {
       ws.ping()
     }, this.#ctx.limits.heartbeatIntervalMs)
     this.#heartbeat.unref()
+    this.#armExpiry()
     this.#send({ type: 'hello', protocolVersion: PROTOCOL_VERSION, capabilities: [...CAPABILITIES] })
     try {
       await this.#attach()
@@ -141,6 +182,12 @@ export class ShellConnection {
     const manager = this.#ctx.manager
     let sessionId = this.#query.sessionId
     if (!sessionId) sessionId = (await manager.createSession(this.#sandbox, {})).id
+    if (this.#closed) return
+    this.#releaseSocket = this.#sessions.openSocket(
+      this.#sandbox.id,
+      sessionId,
+      this.#ctx.limits.maxSocketsPerSession,
+    )
     const channel = link.openChannel()
     this.#channel = channel
     const attach = () =>
@@ -162,6 +209,8 @@ export class ShellConnection {
     if (!this.#ctx.store.hasSession(this.#sandbox.id, sessionId))
       manager.noteSession(this.#sandbox, sessionId)
     this.#sessionId = sessionId
+    if (info.running === null && info.queued === 0) this.#sessions.dropDetached(this.#sandbox.id, sessionId)
+    else if (info.running !== null) this.#sessions.noteForeignRun(this.#sandbox.id, sessionId, info.running)
     if (info.status === 'closed' && info.closed) {
       this.#shellClosed = {
         code: 'SHELL_CLOSED',
@@ -186,34 +235,40 @@ export class ShellConnection {
         if (this.#lastRun[stream] !== run) {
           this.#flush(stream)
           this.#lastRun[stream] = run
+          this.#lastRunShown[stream] = this.#shownId(run) ?? null
         }
         this.#lastOffset[stream] = offset + n
         const data = this.#decoder.decode(stream, event.payload)
-        if (data) this.#sendOutput(stream, run, data, offset)
+        if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
         return
       }
-      case 'run_start':
-        this.#send({ type: 'shell_start', id: event.frame.run, offset: event.frame.offset })
+      case 'run_start': {
+        const id = this.#shownId(event.frame.run)
+        if (id) this.#send({ type: 'shell_start', id, offset: event.frame.offset })
         return
+      }
       case 'run_exit': {
         const f = event.frame
         this.#flush('stdout')
         this.#flush('stderr')
-        this.#send({
-          type: 'shell_exit',
-          id: f.run,
-          code: f.code,
-          timedOut: f.timedOut,
-          durationMs: f.durationMs,
-          offset: f.offset,
-        })
-        const own = this.#runs.get(f.run)
+        const id = this.#shownId(f.run)
+        if (id) {
+          this.#send({
+            type: 'shell_exit',
+            id,
+            code: f.code,
+            timedOut: f.timedOut,
+            durationMs: f.durationMs,
+            offset: f.offset,
+          })
+        }
+        const own = this.#forgetRun(f.run)
         if (own) {
-          this.#runs.delete(f.run)
-          own.release()
           this.#ctx.metrics.runs.inc({ via: 'shell', outcome: f.timedOut ? 'timeout' : 'exit' })
           this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
+        } else if (this.#sessionId) {
+          this.#sessions.releaseRun(this.#sandbox.id, this.#sessionId, f.run, this)
         }
         return
       }
@@ -230,6 +285,7 @@ export class ShellConnection {
         }
         this.#send({ type: 'shell_closed', code: f.code, signal: f.signal, reason: f.reason })
         this.#releaseRuns('closed')
+        if (this.#sessionId) this.#sessions.dropDetached(this.#sandbox.id, this.#sessionId)
         return
       }
       case 'end':
@@ -260,7 +316,30 @@ export class ShellConnection {
     const rest = this.#decoder.flush(stream)
     if (!rest) return
     const type = stream === 'stdout' ? 'shell_out' : 'shell_err'
-    this.#send({ type, id: this.#lastRun[stream], data: rest, offset: this.#lastOffset[stream] })
+    this.#send({ type, id: this.#lastRunShown[stream], data: rest, offset: this.#lastOffset[stream] })
+  }
+
+  /**
+   * The id under which this client sees the run `run` of the agent link: its own id for its
+   * own runs, the link id for other clients' runs, and null for output of another client's run
+   * whose id this client is using for a run in flight (its start and exit are not shown).
+   */
+  #shownId(run: string | null): string | null {
+    if (run === null) return null
+    const own = this.#runs.get(run)
+    if (own) return own.clientId
+    return this.#clientRuns.has(run) ? null : run
+  }
+
+  /** Ends this client's run `runId` (link id): frees its queue slot and its id; undefined if not its own. */
+  #forgetRun(runId: string): OwnRun | undefined {
+    const own = this.#runs.get(runId)
+    if (!own) return undefined
+    this.#runs.delete(runId)
+    this.#clientRuns.delete(own.clientId)
+    own.release()
+    if (this.#sessionId) this.#sessions.releaseRun(this.#sandbox.id, this.#sessionId, runId, this)
+    return own
   }
 
   /** Grants credit now while the socket drains; otherwise holds it until a send completes. */
@@ -287,7 +366,24 @@ export class ShellConnection {
       this.#sendError(null, 'INVALID_FRAME', 'binary messages are not frames; send JSON text frames')
       return
     }
-    const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : String(data)
+    // The server skips ws's UTF-8 check (which closes the socket) so that a bad text frame
+    // gets an error frame like any other bad frame.
+    const bytes = Array.isArray(data)
+      ? Buffer.concat(data as Buffer[])
+      : data instanceof ArrayBuffer
+        ? Buffer.from(data)
+        : Buffer.isBuffer(data)
+          ? data
+          : Buffer.from(String(data), 'utf8')
+    if (!isUtf8(bytes)) {
+      this.#sendError(
+        null,
+        'INVALID_FRAME',
+        'the text frame is not valid UTF-8; send JSON encoded as UTF-8 (binary stdin goes base64 with stdinEncoding)',
+      )
+      return
+    }
+    const text = bytes.toString('utf8')
     if (this.#early) {
       if (
         this.#early.length >= MAX_EARLY_FRAMES ||
@@ -321,11 +417,13 @@ export class ShellConnection {
       case 'shell_run':
         this.#run(frame)
         return
-      case 'shell_interrupt':
+      case 'shell_interrupt': {
+        const run = frame.id === undefined ? undefined : (this.#clientRuns.get(frame.id) ?? frame.id)
         this.#link
-          ?.call('session.interrupt', { session: this.#sessionId!, ...(frame.id ? { run: frame.id } : {}) })
+          ?.call('session.interrupt', { session: this.#sessionId!, ...(run ? { run } : {}) })
           .catch((error) => this.#sendFailure(frame.id ?? null, error))
         return
+      }
       case 'ping':
         this.#send(frame.t === undefined ? { type: 'pong' } : { type: 'pong', t: frame.t })
         return
@@ -348,8 +446,12 @@ export class ShellConnection {
       this.#sendError(frame.id, this.#shellClosed.code, this.#shellClosed.message)
       return
     }
-    if (this.#runs.has(frame.id)) {
-      this.#sendError(frame.id, 'BAD_REQUEST', `run id ${frame.id} is already in flight on this connection`)
+    if (this.#clientRuns.has(frame.id)) {
+      this.#sendError(
+        frame.id,
+        'BAD_REQUEST',
+        `run id ${frame.id} is already in flight on this connection; use a new id for each run`,
+      )
       return
     }
     let stdin: string | undefined
@@ -362,12 +464,15 @@ export class ShellConnection {
       this.#sendFailure(frame.id, error)
       return
     }
-    this.#runs.set(frame.id, { release, started: performance.now() })
+    const sessionId = this.#sessionId!
+    const runId = this.#sessions.claimRun(this.#sandbox.id, sessionId, frame.id, this)
+    this.#runs.set(runId, { clientId: frame.id, release, started: performance.now() })
+    this.#clientRuns.set(frame.id, runId)
     this.#link!.call(
       'session.run',
       {
-        session: this.#sessionId!,
-        run: frame.id,
+        session: sessionId,
+        run: runId,
         command: frame.command,
         timeoutMs: clampCallTimeout(frame.timeoutMs, this.#ctx.limits),
         stdin,
@@ -375,11 +480,7 @@ export class ShellConnection {
       },
       STREAMED_RUN,
     ).catch((error) => {
-      const own = this.#runs.get(frame.id)
-      if (own) {
-        this.#runs.delete(frame.id)
-        own.release()
-      }
+      this.#forgetRun(runId)
       this.#sendFailure(frame.id, error)
     })
   }
@@ -423,19 +524,66 @@ export class ShellConnection {
   }
 
   #releaseRuns(outcome: string): void {
-    for (const own of this.#runs.values()) {
-      own.release()
+    for (const runId of [...this.#runs.keys()]) {
+      this.#forgetRun(runId)
       this.#ctx.metrics.runs.inc({ via: 'shell', outcome })
     }
-    this.#runs.clear()
+  }
+
+  /** Closes the socket with UNAUTHORIZED when the token it was opened with expires. */
+  #armExpiry(): void {
+    const expiresAt = this.#tokenExpiresAt
+    if (expiresAt === null || this.#closed) return
+    const left = expiresAt - this.#ctx.now()
+    if (left > 0) {
+      this.#expiry = setTimeout(() => this.#armExpiry(), Math.min(left, MAX_TIMER_MS))
+      this.#expiry.unref()
+      return
+    }
+    this.#sendError(
+      null,
+      'UNAUTHORIZED',
+      `the sandbox token this socket was opened with expired at ${new Date(expiresAt).toISOString()}; mint a new token and reconnect`,
+      { expiredAt: expiresAt },
+    )
+    this.#close(4000 + 401, 'UNAUTHORIZED')
+  }
+
+  /** Answers a frame ws refused before closing: an error frame now, a typed close reason. */
+  #onBadFrame(closeCode: number): string {
+    const limit = this.#ctx.limits.maxClientFrameBytes
+    if (closeCode === 1009) {
+      this.#sendError(
+        null,
+        'FRAME_TOO_LARGE',
+        `a frame far over the ${limit}-byte limit closes the socket; keep frames under it (write large input to a file first)`,
+        { limit },
+      )
+      return 'FRAME_TOO_LARGE'
+    }
+    this.#sendError(
+      null,
+      'INVALID_FRAME',
+      `the client broke WebSocket framing (close code ${closeCode}), so the socket closes; reconnect with a conforming client`,
+    )
+    return 'INVALID_FRAME'
   }
 
   #teardown(): void {
     if (this.#closed) return
     this.#closed = true
     clearInterval(this.#heartbeat)
+    clearTimeout(this.#expiry)
     this.#channel?.close()
-    this.#releaseRuns('detached')
+    // The runs go on in the agent: their ids stay claimed, now for no socket.
+    if (this.#sessionId) this.#sessions.detach(this.#sandbox.id, this.#sessionId, this)
+    for (const own of this.#runs.values()) {
+      own.release()
+      this.#ctx.metrics.runs.inc({ via: 'shell', outcome: 'detached' })
+    }
+    this.#runs.clear()
+    this.#clientRuns.clear()
+    this.#releaseSocket?.()
     this.#sandbox.attached -= 1
     this.#sandbox.lastActivity = this.#ctx.now()
     this.#ctx.metrics.shellSockets.dec()

@@ -227,6 +227,13 @@ export class StateStore {
     )
   }
 
+  /** The ids of a sandbox's recorded sessions, oldest first. */
+  listSessionIds(sandboxId: string): string[] {
+    return this.#stmt('SELECT id FROM sessions WHERE sandbox_id = ? ORDER BY created_at, rowid')
+      .all(sandboxId)
+      .map((row) => String(row.id))
+  }
+
   /** How many sessions a sandbox has. */
   countSessions(sandboxId: string): number {
     const row = this.#stmt('SELECT COUNT(*) AS n FROM sessions WHERE sandbox_id = ?').get(sandboxId)

@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildApp, type RunnerApp } from '../src/app.ts'
+import { type BuildAppOptions, buildApp, type RunnerApp } from '../src/app.ts'
 import { generateApiKey, hashSecret } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import type { SandboxDriver } from '../src/drivers/sandbox-driver.ts'
@@ -42,6 +42,8 @@ export interface TestRunnerOptions {
   removeStateDir?: boolean
   /** Origins allowed to call the REST API from a browser. */
   corsOrigins?: readonly string[]
+  /** fastify logger options (none by default). */
+  logger?: BuildAppOptions['logger']
 }
 
 /** Starts a runner on a temp state dir. */
@@ -57,6 +59,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     limits: options.limits,
     now: options.now,
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()

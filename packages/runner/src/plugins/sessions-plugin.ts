@@ -1,3 +1,4 @@
+import { DEFAULT_SESSION_ID, type SessionInfo } from '@conch/protocol'
 import type { FastifyInstance } from 'fastify'
 import { randomId } from '../credentials.ts'
 import { bindRoutes } from '../route-table.ts'
@@ -9,14 +10,13 @@ import {
   stdinToBase64,
 } from '../run-input.ts'
 import type { RunnerContext } from '../runner-context.ts'
+import { RunnerError } from '../runner-error.ts'
 import type { SandboxRuntime } from '../sandbox-manager.ts'
 
 const OK = { ok: true as const }
 
 /** Sessions: create, list, get, delete, buffered runs, interrupt, env, aliases and history. */
 export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
-  const link = (id: string) => ctx.manager.get(id).link()
-
   /** Runs a buffered command and records its latency and outcome. */
   async function timedRun<T extends { exitCode: number; timedOut: boolean }>(
     sandbox: SandboxRuntime,
@@ -44,11 +44,42 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     ctx.manager.noteSession(sandbox, sessionId)
   }
 
+  /**
+   * The link of the sandbox for a call on session `sessionId`. The agent opens `default` on first
+   * use, so a call on it records it (within the session limit) before it is made.
+   */
+  async function sessionLink(id: string, sessionId: string) {
+    const sandbox = ctx.manager.get(id)
+    const agent = await sandbox.link()
+    if (sessionId === DEFAULT_SESSION_ID) noteSession(sandbox, sessionId)
+    return agent
+  }
+
+  /**
+   * Lists the sessions without opening one. The agent's `session.list` opens `default` when it
+   * is missing, which would take a slot (and fail at the limit); so unless the runner has
+   * recorded `default`, it asks the agent for each recorded session instead.
+   */
+  async function listSessions(id: string): Promise<{ sessions: SessionInfo[] }> {
+    const sandbox = ctx.manager.get(id)
+    const agent = await sandbox.link()
+    if (ctx.store.hasSession(sandbox.id, DEFAULT_SESSION_ID)) return agent.call('session.list', {})
+    const found = await Promise.all(
+      ctx.store.listSessionIds(sandbox.id).map((session) =>
+        agent.call('session.get', { session }).catch((error: unknown) => {
+          if (error instanceof RunnerError && error.code === 'SESSION_NOT_FOUND') return null
+          throw error
+        }),
+      ),
+    )
+    return { sessions: found.filter((s) => s !== null) }
+  }
+
   bindRoutes(app, {
     createSession: async ({ params, body }) => ctx.manager.createSession(ctx.manager.get(params.id), body),
-    listSessions: async ({ params }) => (await link(params.id)).call('session.list', {}),
+    listSessions: async ({ params }) => listSessions(params.id),
     getSession: async ({ params }) =>
-      (await link(params.id)).call('session.get', { session: params.sessionId }),
+      (await sessionLink(params.id, params.sessionId)).call('session.get', { session: params.sessionId }),
     deleteSession: async ({ params }) => {
       const sandbox = ctx.manager.get(params.id)
       await (await sandbox.link()).call('session.delete', { session: params.sessionId })
@@ -76,20 +107,24 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
       return encodeRunResult(result, body.encoding)
     },
     interruptSession: async ({ params }) => {
-      await (await link(params.id)).call('session.interrupt', { session: params.sessionId })
+      await (await sessionLink(params.id, params.sessionId)).call('session.interrupt', {
+        session: params.sessionId,
+      })
       return OK
     },
     listEnv: async ({ params }) =>
-      (await link(params.id)).call('session.env.list', { session: params.sessionId }),
+      (await sessionLink(params.id, params.sessionId)).call('session.env.list', {
+        session: params.sessionId,
+      }),
     getEnv: async ({ params }) => {
-      const { value } = await (await link(params.id)).call('session.env.get', {
+      const { value } = await (await sessionLink(params.id, params.sessionId)).call('session.env.get', {
         session: params.sessionId,
         name: params.name,
       })
       return { name: params.name, value }
     },
     setEnv: async ({ params, body }) => {
-      await (await link(params.id)).call('session.env.set', {
+      await (await sessionLink(params.id, params.sessionId)).call('session.env.set', {
         session: params.sessionId,
         name: params.name,
         value: body.value,
@@ -97,16 +132,18 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
       return OK
     },
     unsetEnv: async ({ params }) => {
-      await (await link(params.id)).call('session.env.unset', {
+      await (await sessionLink(params.id, params.sessionId)).call('session.env.unset', {
         session: params.sessionId,
         name: params.name,
       })
       return OK
     },
     listAliases: async ({ params }) =>
-      (await link(params.id)).call('session.alias.list', { session: params.sessionId }),
+      (await sessionLink(params.id, params.sessionId)).call('session.alias.list', {
+        session: params.sessionId,
+      }),
     addAlias: async ({ params, body }) => {
-      await (await link(params.id)).call('session.alias.add', {
+      await (await sessionLink(params.id, params.sessionId)).call('session.alias.add', {
         session: params.sessionId,
         name: params.name,
         value: body.value,
@@ -114,17 +151,20 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
       return OK
     },
     removeAlias: async ({ params }) => {
-      await (await link(params.id)).call('session.alias.remove', {
+      await (await sessionLink(params.id, params.sessionId)).call('session.alias.remove', {
         session: params.sessionId,
         name: params.name,
       })
       return OK
     },
     history: async ({ params, query }) =>
-      (await link(params.id)).call('session.history', { session: params.sessionId, ...query }),
+      (await sessionLink(params.id, params.sessionId)).call('session.history', {
+        session: params.sessionId,
+        ...query,
+      }),
     replayHistory: async ({ params }) => {
       const sandbox = ctx.manager.get(params.id)
-      const agent = await sandbox.link()
+      const agent = await sessionLink(params.id, params.sessionId)
       const result = await timedRun(sandbox, () =>
         agent.call('session.history.replay', {
           session: params.sessionId,

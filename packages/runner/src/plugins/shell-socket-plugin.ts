@@ -1,20 +1,43 @@
 import { SHELL_SUBPROTOCOL, ShellQuery } from '@conch/protocol'
-import websocket from '@fastify/websocket'
+import websocket, { type WebsocketPluginOptions } from '@fastify/websocket'
 import type { FastifyInstance } from 'fastify'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
 import { ShellConnection } from '../shell-connection.ts'
+import { ShellSessionRegistry } from '../shell-session-registry.ts'
+import { ShellWebSocket } from '../shell-web-socket.ts'
+
+/** The WebSocket class ws's server options take. */
+type WebSocketClass = NonNullable<NonNullable<WebsocketPluginOptions['options']>['WebSocket']>
 
 /** Bytes above the frame limit that still arrive as a frame (and get FRAME_TOO_LARGE); larger ones close the socket. */
 const FRAME_SLACK_BYTES = 1_048_576
 
 /** The shell WebSocket `/v1/sandboxes/:id/shell[?sessionId=&offset=&encoding=]`. */
 export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
+  const sessions = new ShellSessionRegistry()
   await app.register(websocket, {
     options: {
       maxPayload: ctx.limits.maxClientFrameBytes + FRAME_SLACK_BYTES,
       handleProtocols: (protocols: Set<string>) =>
         protocols.has(SHELL_SUBPROTOCOL) ? SHELL_SUBPROTOCOL : false,
+      // The connection checks UTF-8 itself and answers a bad frame with an error frame; ws
+      // would close the socket.
+      skipUTF8Validation: true,
+      // ws's typings want the module's namespace statics on the class; ws only calls `new`.
+      WebSocket: ShellWebSocket as unknown as WebSocketClass,
+    },
+    // A frame ws refuses has already been answered with an error frame and a typed close (see
+    // ShellWebSocket); it is worth one warning line, not a stack trace. A client that vanishes
+    // mid-frame is routine.
+    errorHandler: (error, socket, request) => {
+      const code = (error as { code?: unknown }).code
+      if (typeof code === 'string' && code.startsWith('WS_ERR_')) {
+        request.log.warn({ code, url: request.url.split('?')[0] }, `shell socket closed: ${error.message}`)
+        return
+      }
+      request.log.debug({ code }, `shell socket error: ${error.message}`)
+      socket.terminate()
     },
   })
   // A refused upgrade gets its HTTP error answer, then its socket is closed: nothing else can
@@ -41,12 +64,33 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
             `sandbox ${id} is dead (${sandbox.record.deadReason}); create a new one`,
           )
         }
+        // Refused before the upgrade when the session is already full; the connection counts
+        // the socket for real once it attaches.
+        const { sessionId } = parsed.data
+        const max = ctx.limits.maxSocketsPerSession
+        if (sessionId !== undefined && sessions.sockets(id, sessionId) >= max) {
+          throw new RunnerError(
+            'RATE_LIMITED',
+            `session ${sessionId} of sandbox ${id} already has ${max} shell sockets open (the limit); close one first`,
+            { details: { limit: max } },
+          )
+        }
       },
     },
     (socket, request) => {
       const query = ShellQuery.parse(request.query)
       const sandbox = ctx.manager.get((request.params as { id: string }).id)
-      const connection = new ShellConnection(socket, ctx, sandbox, query, request.log, request.raw.socket)
+      const principal = request.principal
+      const connection = new ShellConnection({
+        ws: socket,
+        ctx,
+        sandbox,
+        query,
+        log: request.log,
+        socket: request.raw.socket,
+        sessions,
+        tokenExpiresAt: principal?.kind === 'token' ? principal.expiresAt : null,
+      })
       void connection.start()
     },
   )
