@@ -3,7 +3,7 @@
 // the fd the driver gave, builds the agent and serves the listening socket the driver handed
 // over (or a path, in tests). The agent outlives its runner: it ignores SIGHUP and SIGPIPE,
 // and exits only on SIGTERM/SIGINT, after ending its shells.
-import { closeSync, readFileSync } from 'node:fs'
+import { closeSync, readFileSync, rmSync } from 'node:fs'
 import { AGENT_ENV_PREFIX, AgentArgs, argvToRecord } from '@conch/protocol'
 import { buildAgent } from './build-agent.ts'
 import { systemClock } from './clock.ts'
@@ -20,16 +20,28 @@ const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
 if (!parsed.success) {
   logger.error(
     { issues: parsed.error.issues },
-    'usage: conch-agent (--listenFd n | --socket <path>) --secretFd n --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>]',
+    'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>]',
   )
   process.exit(2)
 }
 const args = parsed.data
 
-const linkSecret = readFileSync(args.secretFd, 'utf8').trim()
-closeSync(args.secretFd)
+/** Reads the link secret once: from the fd (then closed) or the file (then deleted, so no later process finds it). */
+function readLinkSecret(): string {
+  if (args.secretFd !== undefined) {
+    const text = readFileSync(args.secretFd, 'utf8')
+    closeSync(args.secretFd)
+    return text.trim()
+  }
+  const file = args.secretFile ?? ''
+  const text = readFileSync(file, 'utf8')
+  rmSync(file, { force: true })
+  return text.trim()
+}
+
+const linkSecret = readLinkSecret()
 if (!/^[0-9a-f]{64}$/.test(linkSecret)) {
-  logger.error({}, 'the link secret on --secretFd is not 64 hex digits')
+  logger.error({}, 'the link secret on --secretFd or --secretFile is not 64 hex digits')
   process.exit(2)
 }
 

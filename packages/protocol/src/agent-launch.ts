@@ -7,7 +7,8 @@ import { z } from 'zod'
 // it holds secrets). The agent gives that environment, minus `CONCH_AGENT_*` variables, to
 // sessions that do not ask for `cleanEnv`. The driver creates the agent's listening socket
 // where sandbox code cannot reach it and passes it as an fd, and writes the sandbox's link
-// secret into a pipe whose read end is another fd; the agent reads it to EOF at start. The agent
+// secret into a pipe whose read end is another fd (or, where fds cannot cross, such as into
+// gVisor, a root-only file the agent deletes once read); the agent reads it at start. The agent
 // outlives its runner: it keeps serving, and a new runner connection that proves the secret
 // replaces the previous one.
 
@@ -21,7 +22,9 @@ export const AgentArgs = z
     /** A Unix socket path to bind and serve on instead (tests and benchmarks), mode 0600. */
     socket: z.string().min(1).optional(),
     /** An inherited fd to read the link secret from, to EOF. */
-    secretFd: Fd,
+    secretFd: Fd.optional(),
+    /** A root-only file to read the link secret from, which the agent deletes once read (drivers that cannot pass fds). */
+    secretFile: z.string().startsWith('/').optional(),
     /** The sandbox's workspace root: file paths `/workspace/...` map here, sessions start here. */
     root: z.string().min(1),
     /** Bytes of scrollback kept per session. */
@@ -39,6 +42,9 @@ export const AgentArgs = z
   })
   .refine((a) => (a.listenFd === undefined) !== (a.socket === undefined), {
     message: 'give exactly one of --listenFd and --socket',
+  })
+  .refine((a) => (a.secretFd === undefined) !== (a.secretFile === undefined), {
+    message: 'give exactly one of --secretFd and --secretFile',
   })
 /** Agent arguments. */
 export type AgentArgs = z.infer<typeof AgentArgs>
