@@ -1,6 +1,6 @@
 // A conformance target whose runner is an app in this process (runner-fixture.ts) on a fresh
 // state dir, and whose host view is this machine's /proc, cgroupfs and the state dir.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { type Dirent, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { descendantsOf, procStat } from '../src/drivers/proc-stat.ts'
