@@ -5,7 +5,7 @@ import { type FileHandle, lstat, open, readdir, rmdir, unlink } from 'node:fs/pr
 import { at, DIR_FLAGS, errnoOf } from './workspace-walker.ts'
 
 /** Removes `name` inside the open `dir`: a file or link is unlinked, a directory emptied and removed. */
-export async function removeTreeAt(dir: FileHandle, name: string): Promise<void> {
+export async function removeTreeAt(dir: number, name: string): Promise<void> {
   let sub: FileHandle
   try {
     sub = await open(at(dir, name), DIR_FLAGS)
@@ -15,16 +15,16 @@ export async function removeTreeAt(dir: FileHandle, name: string): Promise<void>
     throw err
   }
   try {
-    for (const entry of await readdir(at(sub, ''))) {
+    for (const entry of await readdir(at(sub.fd, ''))) {
       let isDir: boolean
       try {
-        isDir = (await lstat(at(sub, entry))).isDirectory()
+        isDir = (await lstat(at(sub.fd, entry))).isDirectory()
       } catch (err) {
         if (errnoOf(err) === 'ENOENT') continue
         throw err
       }
       try {
-        await (isDir ? removeTreeAt(sub, entry) : unlink(at(sub, entry)))
+        await (isDir ? removeTreeAt(sub.fd, entry) : unlink(at(sub.fd, entry)))
       } catch (err) {
         if (errnoOf(err) !== 'ENOENT') throw err
       }

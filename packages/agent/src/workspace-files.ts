@@ -8,7 +8,7 @@
 // never sits in memory whole and a swap mid-transfer cannot redirect it. Only regular files are
 // read or written (a FIFO would hang the agent). OS errors become typed agent errors
 // (FILE_NOT_FOUND, IS_A_DIRECTORY, ...) whose messages name the path.
-import { constants as fsc, type ReadStream, type Stats } from 'node:fs'
+import { fchownSync, constants as fsc, fstatSync, type ReadStream, type Stats } from 'node:fs'
 import { type FileHandle, lstat, mkdir, open, readdir, rename, rmdir, unlink } from 'node:fs/promises'
 import type { ErrorCode, FileInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
@@ -53,7 +53,7 @@ export class WorkspaceFiles {
   async stat(path: string): Promise<FileInfo> {
     const parts = this.#paths.components(path)
     return this.#walk(path, parts, async (dir, name) =>
-      this.#info(parts, name === '' ? await dir.stat() : await lstat(at(dir, name))),
+      this.#info(parts, name === '' ? fstatSync(dir) : await lstat(at(dir, name))),
     )
   }
 
@@ -69,7 +69,7 @@ export class WorkspaceFiles {
         return followIfLink(dir, name, err)
       }
       try {
-        return await this.#entries(opened, parts)
+        return await this.#entries(opened.fd, parts)
       } finally {
         await opened.close()
       }
@@ -127,7 +127,7 @@ export class WorkspaceFiles {
           }
         }
         try {
-          if (created) await this.#chown(file)
+          if (created) this.#chown(file.fd)
           else {
             await this.#regular(file, path)
             await file.truncate(0)
@@ -150,7 +150,7 @@ export class WorkspaceFiles {
       parts,
       async (dir, name) => {
         if (name === '') {
-          if (recursive) return this.#info(parts, await dir.stat())
+          if (recursive) return this.#info(parts, fstatSync(dir))
           throw new AgentError('FILE_EXISTS', `"${path.slice(0, 200)}" already exists`, {
             path: path.slice(0, 200),
           })
@@ -169,7 +169,7 @@ export class WorkspaceFiles {
           return followIfLink(dir, name, err)
         }
         try {
-          if (created) await this.#chown(made)
+          if (created) this.#chown(made.fd)
           return this.#info(parts, await made.stat())
         } finally {
           await made.close()
@@ -222,7 +222,7 @@ export class WorkspaceFiles {
   async #walk<T>(
     path: string,
     parts: readonly string[],
-    final: (dir: FileHandle, name: string) => Promise<T | typeof FOLLOW>,
+    final: (dir: number, name: string) => Promise<T | typeof FOLLOW>,
     create = false,
   ): Promise<T> {
     try {
@@ -232,7 +232,7 @@ export class WorkspaceFiles {
     }
   }
 
-  async #entries(dir: FileHandle, parts: readonly string[]): Promise<FileInfo[]> {
+  async #entries(dir: number, parts: readonly string[]): Promise<FileInfo[]> {
     const names = await readdir(at(dir, ''))
     names.sort()
     const out: FileInfo[] = []
@@ -254,8 +254,8 @@ export class WorkspaceFiles {
     return s
   }
 
-  async #chown(handle: FileHandle): Promise<void> {
-    if (this.#owner !== undefined) await handle.chown(this.#owner.uid, this.#owner.gid)
+  #chown(fd: number): void {
+    if (this.#owner !== undefined) fchownSync(fd, this.#owner.uid, this.#owner.gid)
   }
 
   #info(parts: readonly string[], s: Stats): FileInfo {

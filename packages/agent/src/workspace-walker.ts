@@ -10,9 +10,17 @@
 // target elsewhere, is PATH_OUTSIDE_SANDBOX. Nothing is resolved twice, so there is no window
 // between a check and a use. The final component goes to the caller's `final` with the fd of
 // its directory; `final` acts on it without following a symlink, or returns FOLLOW to have
-// the walk follow it under the same rules.
-import { existsSync, constants as fsc } from 'node:fs'
-import { type FileHandle, lstat, mkdir, open, readlink } from 'node:fs/promises'
+// the walk follow it under the same rules. The walk's own calls are synchronous: each is one
+// short syscall on a directory, cheaper than a trip through libuv's thread pool.
+import {
+  closeSync,
+  existsSync,
+  constants as fsc,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readlinkSync,
+} from 'node:fs'
 import { WORKSPACE_PATH } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { outsideError } from './workspace-paths.ts'
@@ -29,12 +37,12 @@ const MAX_SYMLINKS = 40
 const MAX_CREATE_RETRIES = 8
 
 /** Acts on the final component: `name` inside the open `dir`, or `''` for `dir` itself. */
-export type FinalStep<T> = (dir: FileHandle, name: string) => Promise<T | typeof FOLLOW>
+export type FinalStep<T> = (dir: number, name: string) => Promise<T | typeof FOLLOW>
 
 /** One step of a walk. */
 type Step<T> =
   | { kind: 'done'; result: T }
-  | { kind: 'dir'; dir: FileHandle }
+  | { kind: 'dir'; dir: number }
   | { kind: 'link'; target: string }
   | { kind: 'again' }
   | { kind: 'create'; err: unknown }
@@ -42,19 +50,19 @@ type Step<T> =
 /** How a walk treats missing directories on the way to the final component. */
 export interface WalkOptions {
   /** Creates a missing directory and hands its open fd here (to fchown it); without it, a missing one is FILE_NOT_FOUND. */
-  onCreateDir?: (dir: FileHandle) => Promise<void>
+  onCreateDir?: (dir: number) => void
 }
 
 /** The path through which the kernel opens `name` inside the directory open as `dir`. */
-export function at(dir: FileHandle, name: string): string {
-  return name === '' ? `/proc/self/fd/${dir.fd}` : `/proc/self/fd/${dir.fd}/${name}`
+export function at(dir: number, name: string): string {
+  return name === '' ? `/proc/self/fd/${dir}` : `/proc/self/fd/${dir}/${name}`
 }
 
 /** Whether a failed no-follow open hit a symlink: FOLLOW if so, else rethrows `err`. */
-export async function followIfLink(dir: FileHandle, name: string, err: unknown): Promise<typeof FOLLOW> {
+export function followIfLink(dir: number, name: string, err: unknown): typeof FOLLOW {
   const errno = errnoOf(err)
   if (errno === 'ELOOP') return FOLLOW
-  if (errno === 'ENOTDIR' && (await lstat(at(dir, name))).isSymbolicLink()) return FOLLOW
+  if (errno === 'ENOTDIR' && lstatSync(at(dir, name)).isSymbolicLink()) return FOLLOW
   throw err
 }
 
@@ -83,13 +91,13 @@ export class WorkspaceWalker {
     options: WalkOptions,
     final: FinalStep<T>,
   ): Promise<T> {
-    const stack: FileHandle[] = [await open(this.#root, fsc.O_RDONLY | fsc.O_DIRECTORY)]
+    const stack: number[] = [openSync(this.#root, fsc.O_RDONLY | fsc.O_DIRECTORY)]
     const queue = [...components]
     let links = 0
     let creates = 0
     try {
       for (;;) {
-        const dir = stack[stack.length - 1] as FileHandle
+        const dir = stack[stack.length - 1] as number
         const name = queue.shift()
         if (name === undefined) {
           const result = await final(dir, '')
@@ -99,11 +107,10 @@ export class WorkspaceWalker {
         if (name === '' || name === '.') continue
         if (name === '..') {
           if (stack.length === 1) throw outsideError(label, 'a ".." above the workspace root')
-          await stack.pop()?.close()
+          closeSync(stack.pop() as number)
           continue
         }
-        const step =
-          queue.length === 0 ? await this.#last(dir, name, final) : await this.#enter(dir, name, options)
+        const step = queue.length === 0 ? await this.#last(dir, name, final) : this.#enter(dir, name, options)
         if (step.kind === 'done') return step.result
         if (step.kind === 'dir') {
           stack.push(step.dir)
@@ -123,66 +130,62 @@ export class WorkspaceWalker {
         if (target.startsWith('/')) {
           const rest = this.#belowRoot(target)
           if (rest === undefined) throw outsideError(label, `a symlink to "${target.slice(0, 200)}"`)
-          while (stack.length > 1) await stack.pop()?.close()
+          while (stack.length > 1) closeSync(stack.pop() as number)
           queue.unshift(...rest)
         } else {
           queue.unshift(...target.split('/'))
         }
       }
     } finally {
-      for (const h of stack) await h.close()
+      for (const fd of stack) closeSync(fd)
     }
   }
 
   /** The final component: what `final` makes of it, or the target of the symlink it asks to follow. */
-  async #last<T>(dir: FileHandle, name: string, final: FinalStep<T>): Promise<Step<T>> {
+  async #last<T>(dir: number, name: string, final: FinalStep<T>): Promise<Step<T>> {
     const result = await final(dir, name)
     if (result !== FOLLOW) return { kind: 'done', result }
-    const target = await readLinkAt(dir, name)
+    const target = readLinkAt(dir, name)
     // No longer a symlink: replaced since `final` looked; the walk looks again.
     return target === undefined ? { kind: 'again' } : { kind: 'link', target }
   }
 
   /** A directory on the way: opened without following, or the symlink found there, or created. */
-  async #enter(dir: FileHandle, name: string, options: WalkOptions): Promise<Step<never>> {
+  #enter(dir: number, name: string, options: WalkOptions): Step<never> {
     try {
-      return { kind: 'dir', dir: await open(at(dir, name), DIR_FLAGS) }
+      return { kind: 'dir', dir: openSync(at(dir, name), DIR_FLAGS) }
     } catch (err) {
       const errno = errnoOf(err)
       if (errno === 'ENOENT' && options.onCreateDir !== undefined) {
-        const made = await this.#createDir(dir, name, options.onCreateDir)
+        const made = this.#createDir(dir, name, options.onCreateDir)
         return made === undefined ? { kind: 'create', err } : { kind: 'dir', dir: made }
       }
       if (errno !== 'ENOTDIR' && errno !== 'ELOOP') throw err
-      const target = await readLinkAt(dir, name)
+      const target = readLinkAt(dir, name)
       if (target === undefined) throw err
       return { kind: 'link', target }
     }
   }
 
   /** Makes `name` in `dir` and opens it; undefined when it vanished before the open (the walk retries). */
-  async #createDir(
-    dir: FileHandle,
-    name: string,
-    onCreateDir: (dir: FileHandle) => Promise<void>,
-  ): Promise<FileHandle | undefined> {
+  #createDir(dir: number, name: string, onCreateDir: (dir: number) => void): number | undefined {
     try {
-      await mkdir(at(dir, name))
+      mkdirSync(at(dir, name))
     } catch (err) {
       // Made by someone else meanwhile: the retry opens it like any existing directory.
       if (errnoOf(err) === 'EEXIST') return undefined
       throw err
     }
-    let made: FileHandle
+    let made: number
     try {
-      made = await open(at(dir, name), DIR_FLAGS)
+      made = openSync(at(dir, name), DIR_FLAGS)
     } catch {
       return undefined
     }
     try {
-      await onCreateDir(made)
+      onCreateDir(made)
     } catch (err) {
-      await made.close()
+      closeSync(made)
       throw err
     }
     return made
@@ -199,9 +202,9 @@ export class WorkspaceWalker {
 }
 
 /** The target of the symlink `name` in `dir`, or undefined when it is not a symlink. */
-async function readLinkAt(dir: FileHandle, name: string): Promise<string | undefined> {
+function readLinkAt(dir: number, name: string): string | undefined {
   try {
-    return await readlink(at(dir, name))
+    return readlinkSync(at(dir, name))
   } catch (err) {
     if (errnoOf(err) === 'EINVAL') return undefined
     throw err
