@@ -31,4 +31,25 @@ describe('parseRunnerConfig', () => {
   it('never repeats the API key in an error', () => {
     expect(() => parseRunnerConfig([], { CONCH_API_KEY: 'short' }, '/x')).toThrow(/CONCH_API_KEY=…/)
   })
+
+  it('reads --drivers as a list and --unsafe-local as a switch, from flags or variables', () => {
+    const flags = parseRunnerConfig(
+      ['--drivers', 'namespace, local', '--unsafe-local', '--port', '0'],
+      {},
+      '/x',
+    )
+    expect(flags).toMatchObject({ drivers: ['namespace', 'local'], unsafeLocal: true, port: 0 })
+    const env = parseRunnerConfig([], { CONCH_DRIVERS: 'local', CONCH_UNSAFE_LOCAL: '1' }, '/x')
+    expect(env).toMatchObject({ drivers: ['local'], unsafeLocal: true })
+    const defaults = parseRunnerConfig([], {}, '/x')
+    expect(defaults.drivers).toBeUndefined()
+    expect(defaults.unsafeLocal).toBe(false)
+    expect(parseRunnerConfig(['--unsafe-local=false'], {}, '/x').unsafeLocal).toBe(false)
+  })
+
+  it('rejects unknown drivers in --drivers and bad switch values', () => {
+    expect(() => parseRunnerConfig(['--drivers', 'namespace,vm'], {}, '/x')).toThrow(/--drivers namespace,vm/)
+    expect(() => parseRunnerConfig(['--drivers', ','], {}, '/x')).toThrow(/at least one/)
+    expect(() => parseRunnerConfig([], { CONCH_UNSAFE_LOCAL: 'yes' }, '/x')).toThrow(/CONCH_UNSAFE_LOCAL=yes/)
+  })
 })
