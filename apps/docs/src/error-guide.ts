@@ -33,7 +33,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   INVALID_FRAME: {
-    when: 'A WebSocket message was not valid JSON, or its fields did not match the frame schema for its `type`. The socket and the shell stay open.',
+    when: 'A WebSocket message was not valid UTF-8 or not valid JSON, or its fields did not match the frame schema for its `type`. The socket and the shell stay open. A client that breaks WebSocket framing itself gets this error frame and then a close with reason `INVALID_FRAME`.',
     fix: 'Send frames as the [WebSocket reference](/reference/websocket/) describes them. The SDK never sends an invalid frame; this comes from hand-written clients.',
     sdkClass: 'ConchError',
   },
@@ -43,7 +43,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   FRAME_TOO_LARGE: {
-    when: 'A WebSocket message was larger than the runner accepts (4 MiB by default; a message more than 1 MiB above that closes the socket), or a file read with `?encoding=` was too large for a JSON answer.',
+    when: 'A WebSocket message was larger than the runner accepts (4 MiB by default; a message more than 1 MiB above that gets this error frame and then closes the socket with code 1009 and reason `FRAME_TOO_LARGE`), or a file read with `?encoding=` was too large for a JSON answer.',
     fix: 'Send large inputs as files (`sb.files.write`) and read them from the command, instead of inlining them in a frame. Read large files as raw bytes, without `?encoding=`.',
     sdkClass: 'ConchError',
   },
@@ -63,7 +63,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   UNAUTHORIZED: {
-    when: 'The request had no credential, or the API key or sandbox-scoped token was wrong or expired.',
+    when: 'The request had no credential, or the API key or sandbox-scoped token was wrong or expired. A shell socket opened with a token gets this error frame when the token expires, then closes with code 4401 and reason `UNAUTHORIZED`.',
     fix: "Send `Authorization: Bearer <key>` with the runner's `CONCH_API_KEY`, or mint a new token with `sb.createAccessToken()` if the old one expired.",
     sdkClass: 'AuthError',
   },
@@ -168,8 +168,8 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'RateLimitError',
   },
   RATE_LIMITED: {
-    when: 'Too much work is queued: more runs are waiting on a sandbox than the runner accepts (1024 by default).',
-    fix: 'Wait for queued runs to finish before sending more.',
+    when: 'Too much at once: more runs waiting on a sandbox than the runner accepts (1024 by default), more shell sockets on one session (32), or more connections from one client address (1024) or in all (4096, lowered to fit the open-file limit). A refused connection gets a 429 with this code and is closed.',
+    fix: 'Wait for queued runs to finish before sending more; close shell sockets and connections you no longer use, and reuse keep-alive connections.',
     sdkClass: 'RateLimitError',
   },
   DEADLINE_EXCEEDED: {
