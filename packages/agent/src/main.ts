@@ -58,7 +58,7 @@ const sandboxUser =
 const { server } = buildAgent({
   root: args.root,
   baseEnv,
-  spawn: sandboxSpawn(nodeSpawn, sandboxUser, args.workCgroup),
+  spawn: sandboxSpawn(nodeSpawn, sandboxUser, args.workCgroup, logger),
   clock: systemClock,
   logger,
   tempRoot: chooseTempRoot(),

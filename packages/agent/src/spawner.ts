@@ -1,9 +1,15 @@
 // Process creation, the agent's one seam for it. Inside a sandbox the agent runs as a different
 // user than the code it serves, so that code cannot ptrace, signal or read the agent: every
 // shell and process is started as the sandbox user. Where the driver gives a work cgroup, each
-// child first moves itself into it (a write to its cgroup.procs) and only then runs anything,
-// so a command that exhausts the sandbox's memory is OOM-killed there and never the agent.
+// child is held before it runs anything: it starts as `sh` waiting on a pipe, the agent (root
+// in the sandbox, which cgroup v2's delegation rules require) writes the child's pid into the
+// work group's cgroup.procs, and only then releases it to exec the command. So a command that
+// exhausts the sandbox's memory is OOM-killed in `work` and never takes the agent with it, and
+// no user code ever runs outside `work`.
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { Writable } from 'node:stream'
+import type { Logger } from './logger.ts'
 
 /** Starts a child process; injected so the agent's process creation has one seam. */
 export type Spawn = (command: string, args: readonly string[], options: SpawnOptions) => ChildProcess
@@ -19,25 +25,55 @@ export interface SandboxUser {
 /** The real `child_process.spawn`. */
 export const nodeSpawn: Spawn = (command, args, options) => spawn(command, args, options)
 
-/** Single-quotes a path for sh. */
-function shellQuote(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`
+/** Waits for the agent's go on fd 3, closes it, then runs the command (`$0`) with its arguments. */
+const HOLD = 'read -r _ <&3 && exec "$0" "$@" 3<&-'
+
+/** One stdio slot of a child. */
+type StdioSlot = Extract<NonNullable<SpawnOptions['stdio']>, unknown[]>[number]
+
+/** The child's first three stdio slots as an array. */
+function stdioOf(options: SpawnOptions): StdioSlot[] {
+  const stdio = options.stdio ?? 'pipe'
+  if (Array.isArray(stdio)) return [stdio[0] ?? 'pipe', stdio[1] ?? 'pipe', stdio[2] ?? 'pipe']
+  return [stdio, stdio, stdio]
 }
 
 /**
  * A spawn that starts every child as `user` (when given) and, when `workCgroup` names a
- * cgroup.procs file, through `/bin/sh` moving the child into that group first: the command
- * (`$0`) runs only if the move succeeded. The pid is the command's own, since sh execs into it.
+ * cgroup.procs file, holds it until its pid is in that group. A child whose move fails never
+ * runs its command: its gate closes empty and it exits 1.
  */
 export function sandboxSpawn(
   base: Spawn,
   user: SandboxUser | undefined,
   workCgroup: string | undefined,
+  logger: Logger,
 ): Spawn {
   if (!user && workCgroup === undefined) return base
-  const enter = workCgroup === undefined ? '' : `echo 0 > ${shellQuote(workCgroup)} && exec "$0" "$@"`
   return (command, args, options) => {
     const opts: SpawnOptions = user ? { ...options, uid: user.uid, gid: user.gid } : options
-    return enter ? base('/bin/sh', ['-c', enter, command, ...args], opts) : base(command, args, opts)
+    if (workCgroup === undefined) return base(command, args, opts)
+    const child = base('/bin/sh', ['-c', HOLD, command, ...args], {
+      ...opts,
+      stdio: [...stdioOf(options), 'pipe'],
+    })
+    const gate = child.stdio[3]
+    if (!(gate instanceof Writable)) return child
+    gate.on('error', () => {})
+    if (child.pid === undefined) {
+      gate.destroy()
+      return child
+    }
+    try {
+      writeFileSync(workCgroup, String(child.pid))
+      gate.end('\n')
+    } catch (error) {
+      logger.warn(
+        { err: error instanceof Error ? error.message : String(error) },
+        'could not move a child into the work cgroup; it will not run',
+      )
+      gate.destroy()
+    }
+    return child
   }
 }

@@ -182,7 +182,7 @@ describe('namespace driver', () => {
     await using runner = await nsRunner()
     const id = await createSandbox(runner)
     const record = runner.app.conch.manager.get(id).record
-    const state = record.driverState as { dir: string; cgroups: string[]; pid: number }
+    const state = record.driverState as { dir: string; cgroup: { dirs: string[] }; pid: number }
     const res = await runner.app.inject({
       method: 'DELETE',
       url: `/v1/sandboxes/${id}`,
@@ -191,7 +191,8 @@ describe('namespace driver', () => {
     expect(res.statusCode).toBeLessThan(300)
     const { existsSync } = await import('node:fs')
     expect(existsSync(state.dir)).toBe(false)
-    expect(state.cgroups.filter((d) => existsSync(d))).toEqual([])
+    expect(state.cgroup.dirs.length).toBeGreaterThan(0)
+    expect(state.cgroup.dirs.filter((d) => existsSync(d))).toEqual([])
     expect(existsSync(`/proc/${state.pid}`)).toBe(false)
   })
 })

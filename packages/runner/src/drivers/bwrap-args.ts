@@ -51,6 +51,8 @@ const AGENT_CAPS = ['CAP_SETUID', 'CAP_SETGID', 'CAP_KILL', 'CAP_CHOWN', 'CAP_DA
 export interface BwrapLayout {
   /** The fd (in bwrap) of the user namespace to join. */
   usernsFd: number
+  /** Whether the sandbox gets its own cgroup namespace. */
+  unshareCgroup: boolean
   /** Hostname inside. */
   hostname: string
   /** The workspace directory on the host (bound at /workspace). */
@@ -91,7 +93,7 @@ export function bwrapArgs(layout: BwrapLayout): string[] {
     '--unshare-net',
     '--unshare-ipc',
     '--unshare-uts',
-    '--unshare-cgroup-try',
+    ...(layout.unshareCgroup ? ['--unshare-cgroup-try'] : []),
     // The agent runs as root of the sandbox's user namespace, so the sandbox user (its shells)
     // can neither ptrace nor signal it.
     '--uid',

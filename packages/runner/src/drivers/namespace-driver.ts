@@ -2,7 +2,8 @@
 // root runner. Its agent runs as an unprivileged uid (default 1000, the same number on the host)
 // with no capabilities and no_new_privs, in new user, pid, mount, ipc, uts, net (loopback only)
 // and cgroup namespaces, with an environment that is exactly the sandbox's own. The file layout
-// is in bwrap-args.ts, the agent's files in agent-runtime.ts, limits in cgroup-v1.ts.
+// is in bwrap-args.ts, the agent's files in agent-runtime.ts and runtime-image.ts, limits in
+// cgroups.ts (v1 or v2, whichever the host has), the workspace disk in workspace-disk.ts.
 //
 // Start: the runner makes a user namespace owned by the sandbox uid whose maps are `0 0 1` and
 // `uid uid 1`, written by the runner (only root may map host root). bwrap joins it with
@@ -30,25 +31,19 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import type { SandboxLimits } from '@conch/protocol'
+import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { bwrapArgs } from './bwrap-args.ts'
-import {
-  CGROUP_V1_ROOT,
-  cgroupPids,
-  cgroupProblem,
-  controllersFor,
-  createCgroups,
-  removeCgroups,
-} from './cgroup-v1.ts'
+import { type Cgroups, SandboxCgroup } from './cgroups.ts'
+import { hostCgroups } from './host-cgroups.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-import { createWorkCgroup, GUEST_WORK_CGROUP, sandboxMemoryLimit } from './work-cgroup.ts'
+import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
@@ -71,10 +66,8 @@ const NamespaceState = z.object({
   socketDir: z.string(),
   /** The sandbox's link secret. */
   linkSecret: z.string(),
-  /** cgroup v1 dirs of the sandbox, children before parents. */
-  cgroups: z.array(z.string()),
-  /** The memory group its commands run in (see work-cgroup.ts), when memory is limited. */
-  workCgroup: z.string().optional(),
+  /** The sandbox's cgroups (v1 or v2), with the `work` group its commands run in. */
+  cgroup: SandboxCgroup,
   /** Pid of the sandbox's first process (bwrap), once started. */
   pid: z.number().int().positive().optional(),
   /** Its start time from /proc/<pid>/stat, so a recycled pid is not mistaken for it. */
@@ -92,8 +85,8 @@ export interface NamespaceDriverOptions {
   agentEntry?: string
   /** Node binary that runs the agent; defaults to the runner's own. */
   nodePath?: string
-  /** Where cgroup v1 controllers are mounted; default /sys/fs/cgroup. */
-  cgroupRoot?: string
+  /** The host's cgroups; detected (v1 or v2) when not given. */
+  cgroups?: Cgroups
   /** Where the agent's runtime image is kept and mounted (see runtime-image.ts). */
   runtimeCacheDir?: string
 }
@@ -104,7 +97,7 @@ function findBinary(name: string): string | null {
   return null
 }
 
-/** A driver that runs each agent in a bubblewrap sandbox with cgroup v1 limits. */
+/** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
 export class NamespaceDriver implements SandboxDriver {
   /** Driver name. */
   readonly name = 'namespace'
@@ -117,7 +110,8 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #uid: number
   readonly #agentEntry: string | undefined
   readonly #nodePath: string
-  readonly #cgroupRoot: string
+  readonly #cgroupsGiven: Cgroups | undefined
+  #cgroups: Cgroups | undefined
   readonly #exits = new Map<number, string>()
   readonly #runtimeCache: string
   #runtime: Promise<AgentRuntime> | undefined
@@ -128,7 +122,7 @@ export class NamespaceDriver implements SandboxDriver {
     this.#uid = options.uid ?? 1000
     this.#agentEntry = options.agentEntry
     this.#nodePath = options.nodePath ?? process.execPath
-    this.#cgroupRoot = options.cgroupRoot ?? CGROUP_V1_ROOT
+    this.#cgroupsGiven = options.cgroups
     this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
   }
 
@@ -142,13 +136,25 @@ export class NamespaceDriver implements SandboxDriver {
         return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
       }
     }
-    return cgroupProblem(this.#cgroupRoot, controllersFor(spec.limits))
+    return this.limitsProblem(spec.limits)
   }
 
-  /** Why these limits cannot be enforced here (a missing cgroup controller, no loop devices), or null. */
+  /** The host's cgroups, detected on first use; throws with what is missing when there are none. */
+  #hostCgroups(): Cgroups {
+    this.#cgroups ??= this.#cgroupsGiven ?? hostCgroups()
+    return this.#cgroups
+  }
+
+  /** Why these limits cannot be enforced here (no usable cgroups, a missing controller, no loop devices), or null. */
   limitsProblem(limits: SandboxLimits): string | null {
+    let cgroups: Cgroups
+    try {
+      cgroups = this.#hostCgroups()
+    } catch (error) {
+      return error instanceof Error ? error.message : String(error)
+    }
     return (
-      cgroupProblem(this.#cgroupRoot, controllersFor(limits)) ??
+      cgroups.problem({ memoryBytes: limits.memoryBytes, cpus: limits.cpus, pids: limits.pids }) ??
       (limits.diskBytes === undefined ? null : diskProblem())
     )
   }
@@ -169,19 +175,12 @@ export class NamespaceDriver implements SandboxDriver {
     mkdirSync(etcDir, { recursive: true, mode: 0o755 })
     for (const [name, text] of Object.entries(this.#etcFiles()))
       writeFileSync(join(etcDir, name), text, { mode: 0o644 })
-    const memory = spec.limits.memoryBytes
-    const groups = createCgroups(
-      this.#cgroupRoot,
-      spec.id,
-      memory === undefined ? spec.limits : { ...spec.limits, memoryBytes: sandboxMemoryLimit(memory) },
-    )
-    const memoryDir = groups.find((d) => d.startsWith(join(this.#cgroupRoot, 'memory')))
-    const work =
-      memory === undefined || memoryDir === undefined
-        ? undefined
-        : createWorkCgroup(memoryDir, memory, this.#uid, this.#uid)
-    // A child group first, so destroy removes it before its parent.
-    const cgroups = work === undefined ? groups : [work, ...groups]
+    const { memoryBytes, cpus, pids } = spec.limits
+    const cgroup = this.#hostCgroups().create({
+      id: spec.id,
+      limits: { memoryBytes, cpus, pids },
+      agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
+    })
     const state: NamespaceState = {
       dir,
       workspace,
@@ -189,8 +188,7 @@ export class NamespaceDriver implements SandboxDriver {
       disk: disk !== undefined,
       socketDir: join(dir, 'link'),
       linkSecret: spec.linkSecret,
-      cgroups,
-      ...(work === undefined ? {} : { workCgroup: work }),
+      cgroup,
     }
     return { id: spec.id, workdir: GUEST_WORKSPACE, state }
   }
@@ -229,7 +227,7 @@ export class NamespaceDriver implements SandboxDriver {
         String(this.#uid),
         '--sandboxGid',
         String(this.#uid),
-        ...(state.workCgroup === undefined ? [] : ['--workCgroup', GUEST_WORK_CGROUP.procs]),
+        ...(state.cgroup.work === null ? [] : ['--workCgroup', GUEST_WORK_CGROUP.procs]),
         '--root',
         GUEST_WORKSPACE,
         '--scrollbackBytes',
@@ -243,6 +241,8 @@ export class NamespaceDriver implements SandboxDriver {
       const memory = spec.limits.memoryBytes
       const args = bwrapArgs({
         usernsFd: 3,
+        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
+        unshareCgroup: state.cgroup.version === 1,
         hostname: 'sandbox',
         workspace: state.workspace,
         etcFiles,
@@ -252,19 +252,11 @@ export class NamespaceDriver implements SandboxDriver {
           ? {}
           : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }),
         extraBinds:
-          state.workCgroup === undefined
+          state.cgroup.work === null
             ? []
             : [
-                {
-                  host: join(state.workCgroup, 'cgroup.procs'),
-                  guest: GUEST_WORK_CGROUP.procs,
-                  writable: true,
-                },
-                {
-                  host: join(state.workCgroup, 'memory.oom_control'),
-                  guest: GUEST_WORK_CGROUP.oomControl,
-                  writable: false,
-                },
+                { host: state.cgroup.work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
+                { host: state.cgroup.work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
               ],
         env,
         // The agent must not inherit the namespace fd (fd 3); it keeps 4 (socket) and 5 (secret).
@@ -277,7 +269,7 @@ export class NamespaceDriver implements SandboxDriver {
           '-c',
           'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"',
           'conch-sandbox',
-          ...state.cgroups.map((d) => join(d, 'cgroup.procs')),
+          ...state.cgroup.join,
           '--',
           findBinary('setpriv')!,
           `--reuid=${id}`,
@@ -335,6 +327,11 @@ export class NamespaceDriver implements SandboxDriver {
     return { alive: true, reason: null }
   }
 
+  /** What the sandbox's cgroups count: memory now and at peak, CPU time, pids, OOM kills. */
+  async usage(sandbox: DriverSandbox): Promise<SandboxUsage | null> {
+    return this.#hostCgroups().stats(NamespaceState.parse(sandbox.state).cgroup)
+  }
+
   /** Kills the sandbox's pid namespace and every process in its cgroups; the workspace stays. */
   async stop(sandbox: DriverSandbox): Promise<void> {
     const state = NamespaceState.parse(sandbox.state)
@@ -342,7 +339,10 @@ export class NamespaceDriver implements SandboxDriver {
     for (;;) {
       const live = state.pid !== undefined && (await this.isAlive(sandbox)).alive
       // The sandbox's pid 1 is bwrap's child; killing it kills its whole pid namespace.
-      const targets = [...(live && state.pid ? childrenOf(state.pid) : []), ...cgroupPids(state.cgroups)]
+      const targets = [
+        ...(live && state.pid ? childrenOf(state.pid) : []),
+        ...this.#hostCgroups().pids(state.cgroup),
+      ]
       if (!live && targets.length === 0) return
       for (const pid of targets) {
         try {
@@ -365,7 +365,7 @@ export class NamespaceDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
-    removeCgroups(state.cgroups)
+    await this.#hostCgroups().remove(state.cgroup)
     if (state.disk) removeDisk(state.dir)
     rmSync(state.dir, { recursive: true, force: true })
   }

@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
 import { linkNonce, linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { createSandbox, type TestRunner } from '../runner-fixture.ts'
 
@@ -50,7 +50,7 @@ describe('attack: redirect or hijack the agent link', () => {
       id,
       'find / -xdev -type s 2>/dev/null | wc -l; ls /run/conch; touch /run/conch/agent.sock 2>&1; ln -s /tmp /run/conch/x 2>&1; grep -c agent.sock /proc/self/mountinfo',
     )
-    expect(r.stdout).toMatch(/^0\ncgroup\.procs\nmemory\.oom_control\n/)
+    expect(r.stdout).toMatch(/^0\ncgroup\.procs\noom_events\n/)
     expect(r.stdout).toMatch(
       /touch: cannot touch '\/run\/conch\/agent\.sock': (Read-only file system|Permission denied)/,
     )
@@ -107,7 +107,6 @@ describe('attack: redirect or hijack the agent link', () => {
     })
     expect(viaSymlink.statusCode).toBeGreaterThanOrEqual(500)
     expect(viaSymlink.body).not.toContain('victim-data')
-    expect(viaSymlink.json()).toMatchObject({ error: { code: 'AGENT_UNAVAILABLE' } })
     expect(viaSymlink.json().error.message).toMatch(/not the agent socket the runner made/)
 
     // The victim's real socket moved into the attacker's place: the agent cannot prove the
@@ -115,15 +114,21 @@ describe('attack: redirect or hijack the agent link', () => {
     rmSync(attackerSocket)
     renameSync(victimSocket, attackerSocket)
     expect(lstatSync(attackerSocket).isSocket()).toBe(true)
-    const viaMove = await runner.app.inject({
-      method: 'POST',
-      url: `/v1/sandboxes/${attacker}/exec`,
-      headers: runner.auth,
-      payload: { command: 'cat secret.txt' },
-    })
-    expect(viaMove.body).not.toContain('victim-data')
-    expect(viaMove.json()).toMatchObject({ error: { code: 'AGENT_UNAVAILABLE' } })
-    expect(viaMove.json().error.message).toMatch(/could not prove it is this sandbox's agent/)
+    // The runner retries an unreachable sandbox; every retry meets the victim's agent and fails.
+    await vi.waitFor(
+      async () => {
+        const viaMove = await runner.app.inject({
+          method: 'POST',
+          url: `/v1/sandboxes/${attacker}/exec`,
+          headers: runner.auth,
+          payload: { command: 'cat secret.txt' },
+        })
+        expect(viaMove.body).not.toContain('victim-data')
+        expect(viaMove.statusCode).toBeGreaterThanOrEqual(500)
+        expect(viaMove.json().error.message).toMatch(/could not prove it is this sandbox's agent/)
+      },
+      { timeout: 30_000, interval: 200 },
+    )
 
     // The victim's own link is untouched and its data is its own.
     expect((await exec(runner, victim, 'cat secret.txt')).stdout).toBe('victim-data\n')

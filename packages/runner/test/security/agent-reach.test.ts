@@ -38,6 +38,8 @@ describe('attack: reach the agent from inside the sandbox', () => {
         // ptrace(PTRACE_ATTACH = 16) and ptrace(PTRACE_SEIZE = 0x4206) through the raw syscall (101).
         `perl -e '$r = syscall(101, 16, ${pid}, 0, 0); print "attach=$r $!\\n"; $r = syscall(101, 0x4206, ${pid}, 0, 0); print "seize=$r $!\\n"'`,
         `grep -E "^Uid" /proc/${pid}/status`,
+        // Moving the agent into the commands' memory group would expose it to their OOM kills.
+        `echo ${pid} > /run/conch/cgroup.procs 2>/dev/null; echo move=$?`,
       ].join('; '),
     )
     expect(r.stdout).toMatch(/kill=1\n/)
@@ -47,6 +49,7 @@ describe('attack: reach the agent from inside the sandbox', () => {
     expect(r.stdout).toMatch(/attach=-1 Operation not permitted\n/)
     expect(r.stdout).toMatch(/seize=-1 Operation not permitted\n/)
     expect(r.stdout).toMatch(/Uid:\t0\t0\t0\t0/)
+    expect(r.stdout).toMatch(/move=[12]\n/)
     expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
     expect((await info(runner, id)).status).toBe('running')
   })
@@ -70,6 +73,13 @@ describe('attack: exhaust the host from inside the sandbox', () => {
     await using runner = await nsRunner()
     const id = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
     await exec(runner, id, 'export KEPT=yes; cd /tmp', 'default')
+    // Every command runs in the work group; the agent stays in the sandbox's own group.
+    const groups = await exec(
+      runner,
+      id,
+      `grep memory /proc/self/cgroup; ${FIND_AGENT} | xargs -I{} grep memory /proc/{}/cgroup`,
+    )
+    expect(groups.stdout).toMatch(/^\d+:memory:\/work\n\d+:memory:\/\n$/)
     const hog = await exec(
       runner,
       id,
@@ -79,9 +89,7 @@ describe('attack: exhaust the host from inside the sandbox', () => {
     expect(hog.stdout).not.toContain('survived')
     expect(hog.exitCode).toBe(137)
     expect(await exec(runner, id, 'echo $KEPT $(pwd)', 'default')).toMatchObject({ stdout: 'yes /tmp\n' })
-    expect((await exec(runner, id, 'grep oom_kill /run/conch/memory.oom_control')).stdout).toMatch(
-      /oom_kill [1-9]/,
-    )
+    expect((await exec(runner, id, 'grep oom_kill /run/conch/oom_events')).stdout).toMatch(/oom_kill [1-9]/)
     expect((await info(runner, id)).status).toBe('running')
   })
 
