@@ -83,7 +83,7 @@ const ADDR_NO_RANDOMIZE = 0x0040000
 async function probe(probes: Probe[], withFilter = true): Promise<Record<string, number>> {
   const calls = probes.map((p) => `[${JSON.stringify(p.name)}, ${[p.nr, ...p.args].join(', ')}]`).join(', ')
   // A successful clone forks perl: the child leaves at once and the parent reaps it.
-  const script = `use POSIX; for my $c (${calls}) { my ($name, $nr, @args) = @$c; $! = 0; my $r = syscall($nr, @args); POSIX::_exit(0) if $r == 0 && $name =~ /^clone/; waitpid($r, 0) if $r > 0 && $name =~ /^clone/; printf "%s %d\\n", $name, $r < 0 ? $!+0 : 0 }`
+  const script = `use POSIX; for my $c (${calls}) { my ($name, $nr, @args) = @$c; $! = 0; my $r = syscall($nr, @args); POSIX::_exit(0) if $r == 0 && $name =~ /^clone/; waitpid($r, 0) if $r > 0 && $name =~ /^clone/; printf "%s\\t%d\\n", $name, $r < 0 ? $!+0 : 0 }`
   const out = await sandboxed(['perl', '-e', script], withFilter)
   expect(out.stderr).toBe('')
   return Object.fromEntries(
@@ -91,7 +91,7 @@ async function probe(probes: Probe[], withFilter = true): Promise<Record<string,
       .trim()
       .split('\n')
       .map((line) => {
-        const [name, errno] = line.split(' ')
+        const [name, errno] = line.split('\t')
         return [name, Number(errno)]
       }),
   )
@@ -114,7 +114,7 @@ const ARGUMENT_PROBES: Probe[] = [
     nr: nr('ioctl'),
     args: [0, request, 0],
   })),
-  { name: 'x32 getpid', nr: X32_SYSCALL_BIT + 39, args: [] },
+  { name: 'x32:getpid', nr: X32_SYSCALL_BIT + 39, args: [] },
 ]
 
 describe('attack: dangerous syscalls under the sandbox seccomp filter', () => {
