@@ -100,9 +100,6 @@ export class CgroupsV1 implements Cgroups {
       agentReserveBytes: spec.agentReserveBytes,
     }
     this.limits(group, spec.limits)
-    if (work !== null && spec.workOwner !== undefined) {
-      chownSync(work.procs, spec.workOwner.uid, spec.workOwner.gid)
-    }
     return group
   }
 

@@ -38,7 +38,6 @@ const SPEC: SandboxCgroupSpec = {
   id: 'sb_test',
   limits: { memoryBytes: 256 * MiB, cpus: 0.5, pids: 100, io: { device: '7:3', writeBps: 1_000_000 } },
   agentReserveBytes: 64 * MiB,
-  workOwner: { uid: 1234, gid: 1235 },
 }
 
 /** The kernel files of a sandbox group and its work leaf (made before `create`, as mkdir would). */

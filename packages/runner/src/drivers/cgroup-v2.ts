@@ -154,8 +154,6 @@ export class CgroupsV2 implements Cgroups {
     if (work !== null) {
       mkdirSync(work, { recursive: true })
       this.#writeWorkLimits(group, spec.limits)
-      if (spec.workOwner !== undefined)
-        chownSync(join(work, 'cgroup.procs'), spec.workOwner.uid, spec.workOwner.gid)
     }
     return group
   }

@@ -6,7 +6,7 @@
 // (v1: the group itself; v2: an `agent` leaf, since v2 forbids processes in a group that hands
 // controllers to children), and, when memory is limited, a `work` child that the agent's
 // commands move into, with the commands' own memory limit. A hog is then OOM-killed inside
-// `work` and the agent, which the lead also shields with oom_score_adj -1000, keeps serving.
+// `work` and the agent keeps serving.
 // The handle (`SandboxCgroup`) is plain JSON: the driver stores it in its state so a restarted
 // runner can still read usage, kill and remove the group.
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
@@ -62,8 +62,6 @@ export interface SandboxCgroupSpec {
   limits: CgroupLimits
   /** Memory allowed to the agent above `limits.memoryBytes` (counted in the sandbox group only). */
   agentReserveBytes: number
-  /** Owner given to the `work` group's cgroup.procs (the sandbox user), when commands move themselves in. */
-  workOwner?: { uid: number; gid: number }
 }
 
 /** A sandbox's cgroups: plain JSON, stored in the driver's state. */
