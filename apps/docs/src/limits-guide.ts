@@ -129,13 +129,56 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
   defaultTokenTtlMs: {
     what: 'Lifetime of a sandbox-scoped token when none is asked for',
     setting: null,
-    effect: 'The token stops working ([`UNAUTHORIZED`](/reference/errors/#unauthorized))',
+    effect:
+      'The token stops working ([`UNAUTHORIZED`](/reference/errors/#unauthorized)); shell sockets opened with it are closed',
     unit: 'ms',
   },
   maxTokenTtlMs: {
     what: 'Longest lifetime of a sandbox-scoped token',
     setting: null,
     effect: 'Longer requests are refused',
+    unit: 'ms',
+  },
+  maxConnections: {
+    what: 'Open connections to the runner, HTTP and WebSocket; lowered at start to fit its open-file limit',
+    setting: 'max-connections',
+    effect: 'A new connection gets [`RATE_LIMITED`](/reference/errors/#rate_limited) and is closed',
+    unit: 'count',
+  },
+  maxConnectionsPerClient: {
+    what: 'Open connections from one client address',
+    setting: 'max-connections-per-client',
+    effect: 'A new connection gets [`RATE_LIMITED`](/reference/errors/#rate_limited) and is closed',
+    unit: 'count',
+  },
+  maxSocketsPerSession: {
+    what: 'Shell WebSockets open on one session',
+    setting: 'max-sockets-per-session',
+    effect: '[`RATE_LIMITED`](/reference/errors/#rate_limited); the socket is refused or closed',
+    unit: 'count',
+  },
+  unauthenticatedTimeoutMs: {
+    what: 'Time a new connection has to make an authenticated request',
+    setting: 'unauthenticated-timeout-ms',
+    effect: 'The connection is closed',
+    unit: 'ms',
+  },
+  headersTimeoutMs: {
+    what: "Time a client has to send a request's headers",
+    setting: 'headers-timeout-ms',
+    effect: 'The connection is closed',
+    unit: 'ms',
+  },
+  requestTimeoutMs: {
+    what: 'Time a client has to send a whole request, body included (not the time to answer it)',
+    setting: 'request-timeout-ms',
+    effect: 'The request gets a 408 and the connection is closed',
+    unit: 'ms',
+  },
+  keepAliveTimeoutMs: {
+    what: 'Time an idle keep-alive connection stays open',
+    setting: 'keep-alive-timeout-ms',
+    effect: 'The connection is closed; the client opens a new one',
     unit: 'ms',
   },
 }
