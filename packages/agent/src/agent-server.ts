@@ -110,7 +110,7 @@ export class AgentServer {
       if ('fd' in target) server.listen({ fd: target.fd }, listening)
       else server.listen(target.path, listening)
     })
-    if ('path' in target) chmodSync(target.path, 0o600)
+    if ('path' in target) restrictSocket(target.path)
   }
 
   /** Stops listening and ends every shell and process. */
@@ -513,4 +513,16 @@ function callId(header: unknown): number | undefined {
   if (typeof header !== 'object' || header === null || !('id' in header)) return undefined
   const id = header.id
   return typeof id === 'number' && Number.isInteger(id) && id >= 0 ? id : undefined
+}
+
+/**
+ * Makes a socket path owner-only. A socket on a host path made through gVisor's host-uds
+ * refuses chmod (EPERM); there the driver's root-only directory is what guards it.
+ */
+function restrictSocket(path: string): void {
+  try {
+    chmodSync(path, 0o600)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') throw error
+  }
 }

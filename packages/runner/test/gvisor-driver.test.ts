@@ -1,10 +1,31 @@
 // The gVisor driver with the real runner, real runsc and the real agent. These tests fail (never
 // skip) when the host cannot run gVisor sandboxes: runsc comes from apt; the runner must be root.
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
-import { createSandbox } from './runner-fixture.ts'
+import { createSandbox, type TestRunner } from './runner-fixture.ts'
+
+const MiB = 1024 * 1024
+
+async function info(runner: TestRunner, id: string): Promise<SandboxInfo> {
+  const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+  return SandboxInfo.parse(res.json())
+}
+
+/** The driver state of a sandbox, as the runner stored it. */
+function stateOf(runner: TestRunner, id: string): { dir: string; runscRoot: string; socketDir: string } {
+  return runner.app.conch.manager.get(id).record.driverState as {
+    dir: string
+    runscRoot: string
+    socketDir: string
+  }
+}
 
 describe('gvisor driver', () => {
   it('runs a shell at /workspace whose cd and export persist, and says what isolates it', async () => {
@@ -20,8 +41,140 @@ describe('gvisor driver', () => {
       stdout: '/workspace/sub\nyes\n/workspace\n1000\n',
       exitCode: 0,
     })
-    const kernel = await exec(runner, id, 'dmesg 2>&1 | head -1; ls -ld /workspace/sub; stat -c %U /workspace/sub')
+    const kernel = await exec(
+      runner,
+      id,
+      'dmesg 2>&1 | head -1; ls -ld /workspace/sub; stat -c %U /workspace/sub',
+    )
     expect(kernel.stdout).toMatch(/gVisor/)
     expect(kernel.stdout).toMatch(/sandbox\n$/)
+  })
+
+  it('hides host files and keeps system dirs read-only', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner)
+    const paths = ['/root', runner.stateDir, '/etc/shadow', '/home']
+    const probe = paths.map((p) => `test -e '${p}' && echo 'seen ${p}'`).join('; ')
+    expect((await exec(runner, id, `${probe}; true`)).stdout).toBe('')
+    const writes = await exec(
+      runner,
+      id,
+      'touch /usr/x 2>&1; touch /etc/x 2>&1; touch /x 2>&1; touch /tmp/x /dev/shm/x && echo ok',
+    )
+    expect(writes.stdout).toMatch(/\/usr\/x.*(Read-only file system|Permission denied)/)
+    expect(writes.stdout).toMatch(/\/etc\/x.*(Read-only file system|Permission denied)/)
+    expect(writes.stdout).toMatch(/ok\n$/)
+  })
+
+  it('attack: finds neither the agent socket nor the link secret, and cannot write where the runner looks', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner)
+    const r = await exec(
+      runner,
+      id,
+      'ls /run/conch 2>&1; cat /run/conch/secret 2>&1; touch /run/conch/agent.sock 2>&1; ln -s /tmp /run/conch/x 2>&1; find / -xdev -type s 2>/dev/null | wc -l',
+    )
+    expect(r.stdout).toMatch(/ls: cannot open directory '\/run\/conch': Permission denied/)
+    expect(r.stdout).toMatch(/cat: \/run\/conch\/secret: Permission denied/)
+    expect(r.stdout).toMatch(/touch: cannot touch '\/run\/conch\/agent\.sock': Permission denied/)
+    expect(r.stdout).toMatch(/ln: failed to create symbolic link '\/run\/conch\/x': Permission denied/)
+    expect(r.stdout).toMatch(/\n0\n$/)
+    // The agent deleted the secret file once it read it; only the socket is left.
+    expect(readdirSync(stateOf(runner, id).socketDir)).toEqual(['agent.sock'])
+    expect((await exec(runner, id, 'echo still-mine')).stdout).toBe('still-mine\n')
+  })
+
+  it('has no network egress: a host listener on 127.0.0.1 is unreachable', async () => {
+    await using runner = await gvisorRunner()
+    let connections = 0
+    const server = createServer((socket) => {
+      connections += 1
+      socket.destroy()
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      const id = await createSandbox(runner)
+      const result = await exec(
+        runner,
+        id,
+        `timeout 5 bash -c 'echo hi > /dev/tcp/127.0.0.1/${port}' 2>&1; echo "rc=$?"; cat /proc/net/dev`,
+      )
+      expect(result.stdout).toMatch(/Connection refused/)
+      expect(result.stdout).not.toMatch(/rc=0/)
+      expect(result.stdout).not.toMatch(/eth|ens|enp/)
+      expect(connections).toBe(0)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('attack: a fork bomb stops at the pids limit while its agent, the runner and other sandboxes stay fine', async () => {
+    await using runner = await gvisorRunner()
+    const bombed = await createSandbox(runner, { limits: { pids: 64 } })
+    const other = await createSandbox(runner)
+    const bomb = await exec(
+      runner,
+      bombed,
+      `sh -c 'for i in $(seq 200); do sleep 5 >/dev/null 2>&1 & done; echo done' 2>&1; echo "rc=$?"`,
+    )
+    expect(bomb.stdout).toMatch(/Resource temporarily unavailable|Cannot fork/)
+    expect(bomb.stdout).not.toMatch(/rc=0/)
+    expect((await exec(runner, bombed, 'echo alive')).stdout).toBe('alive\n')
+    expect((await info(runner, bombed)).status).toBe('running')
+    expect((await exec(runner, other, 'echo fine')).stdout).toBe('fine\n')
+    expect((await runner.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
+  }, 60_000)
+
+  it('attack: a memory hog fails alone; the agent, the shell and its state survive', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
+    await exec(runner, id, 'export KEPT=yes; cd /tmp', 'default')
+    const hog = await exec(
+      runner,
+      id,
+      `perl -e '$x = "a" x (512 * 1024 * 1024); print "survived\\n"' 2>&1`,
+      'default',
+    )
+    expect(hog.stdout).not.toContain('survived')
+    expect(hog.stdout).toMatch(/Out of memory/)
+    expect(hog.exitCode).not.toBe(0)
+    expect(await exec(runner, id, 'echo $KEPT $(pwd)', 'default')).toMatchObject({ stdout: 'yes /tmp\n' })
+    expect((await info(runner, id)).status).toBe('running')
+  })
+
+  it('reconnects to the agent after a runner restart; the shell keeps cwd and env', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-gv-restart-'))
+    let id: string
+    {
+      await using first = await gvisorRunner({ stateDir, keepAgents: true, removeStateDir: false })
+      id = await createSandbox(first)
+      await exec(first, id, 'cd /tmp && export KEPT=yes', 'default')
+    }
+    await using second = await gvisorRunner({ stateDir, removeStateDir: true })
+    expect((await info(second, id)).status).toBe('running')
+    expect((await exec(second, id, 'pwd; echo $KEPT', 'default')).stdout).toBe('/tmp\nyes\n')
+  })
+
+  it('destroys a sandbox: no container in runsc list, no folder, no mount, no cgroup', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner, { limits: { diskBytes: 64 * MiB } })
+    const state = stateOf(runner, id)
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).toContain(state.dir)
+    const res = await runner.app.inject({
+      method: 'DELETE',
+      url: `/v1/sandboxes/${id}`,
+      headers: runner.auth,
+    })
+    expect(res.statusCode).toBeLessThan(300)
+    const list = execFileSync('runsc', ['--root', state.runscRoot, 'list', '-quiet'], { encoding: 'utf8' })
+    expect(list).not.toContain(id)
+    expect(existsSync(state.dir)).toBe(false)
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(state.dir)
+    const cgroups = readdirSync('/sys/fs/cgroup').filter((c) =>
+      existsSync(join('/sys/fs/cgroup', c, 'conch-gvisor', id)),
+    )
+    expect(cgroups).toEqual([])
   })
 })

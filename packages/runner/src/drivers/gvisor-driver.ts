@@ -70,8 +70,12 @@ const RUNSC_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/bin', '/sbin']
 /** cgroup v1 mount, for the OOM reason of a dead sandbox. */
 const CGROUP_ROOT = '/sys/fs/cgroup'
 
-/** Host tasks (sentry threads, stubs, gofer) a sandbox may use per process of its user, plus a base. */
-const HOST_TASKS_PER_PROCESS = 8
+/**
+ * Host tasks (sentry threads, stubs, gofer) a sandbox may use per process of its user, plus a
+ * base: on the ptrace platform one guest process costs about 23 host tasks, and an idle sandbox
+ * about 210. Past this backstop gVisor cannot make a stub and the whole sandbox dies.
+ */
+const HOST_TASKS_PER_PROCESS = 32
 const HOST_TASKS_BASE = 1024
 
 /** Processes the sandbox user may have when the limits name none. */
@@ -303,7 +307,7 @@ export class GvisorDriver implements SandboxDriver {
             memoryBytes: memory + AGENT_MEMORY_RESERVE_BYTES,
           }),
       userProcesses: pids,
-      hostPids: HOST_TASKS_BASE + HOST_TASKS_PER_PROCESS * pids,
+      hostPids: hostTaskBackstop(pids),
       ...(spec.limits.cpus === undefined ? {} : { cpus: spec.limits.cpus }),
       cgroupsPath: state.cgroupsPath,
       env,
@@ -484,4 +488,15 @@ export class GvisorDriver implements SandboxDriver {
       }
     }
   }
+}
+
+/** The host-task backstop for `pids` user processes, never more than half the host's pid space. */
+function hostTaskBackstop(pids: number): number {
+  let pidMax = Number.POSITIVE_INFINITY
+  try {
+    pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'))
+  } catch {
+    // not Linux: no cap
+  }
+  return Math.min(HOST_TASKS_BASE + HOST_TASKS_PER_PROCESS * pids, Math.floor(pidMax / 2))
 }
