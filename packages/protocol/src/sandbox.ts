@@ -82,8 +82,22 @@ export const Isolation = z.enum(['none', 'namespace', 'vm'])
 /** An isolation level. */
 export type Isolation = z.infer<typeof Isolation>
 
-/** Resource limits of a sandbox; drivers without isolation record them but cannot enforce them. */
+/** Resource limits of a sandbox as the runner reports them; drivers without isolation record but cannot enforce them. */
 export const SandboxLimits = z.object({
+  /** Memory limit in bytes. */
+  memoryBytes: z.number().int().positive().optional(),
+  /** CPU limit in cores (0.5 = half a core). */
+  cpus: z.number().positive().max(256).optional(),
+  /** Process count limit. */
+  pids: z.number().int().positive().optional(),
+  /** Workspace size limit in bytes. */
+  diskBytes: z.number().int().positive().optional(),
+})
+/** Sandbox limits. */
+export type SandboxLimits = z.infer<typeof SandboxLimits>
+
+/** Resource limits a create request may ask for: each within `SANDBOX_BOUNDS`. */
+export const RequestedLimits = z.object({
   /** Memory limit in bytes, from 64 MiB to 1 TiB. */
   memoryBytes: z
     .number()
@@ -118,8 +132,6 @@ export const SandboxLimits = z.object({
     .max(SANDBOX_BOUNDS.maxDiskBytes, `at most ${SANDBOX_BOUNDS.maxDiskBytes} (16 TiB)`)
     .optional(),
 })
-/** Sandbox limits. */
-export type SandboxLimits = z.infer<typeof SandboxLimits>
 
 /** Free-form labels on a sandbox, bounded in count, key length, value length and total size. */
 export const Metadata = z
@@ -163,8 +175,8 @@ export const CreateSandboxRequest = z.object({
   driver: z.string().min(1).max(64).optional(),
   /** Base environment of every session in the sandbox (at most 1024 variables, 256 KiB). */
   env: BoundedEnv.optional(),
-  /** Resource limits. */
-  limits: SandboxLimits.optional(),
+  /** Resource limits, each within `SANDBOX_BOUNDS`. */
+  limits: RequestedLimits.optional(),
   /** Destroy the sandbox after this long without API activity. */
   idleTimeoutMs: TimeoutMs.optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
