@@ -144,6 +144,25 @@ describe('gvisor driver', () => {
     expect((await info(runner, id)).status).toBe('running')
   })
 
+  it('attack: processes that together exceed the memory limit kill only their own sandbox, which reports why', async () => {
+    await using runner = await gvisorRunner()
+    const hogged = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
+    const other = await createSandbox(runner)
+    // Each hog stays under the per-process limit; together they pass the sandbox's memory
+    // cgroup, and gVisor, which has no OOM killer of its own, is killed whole by the host.
+    const hog = `perl -e '$x = "a" x (96 * 1024 * 1024); sleep 30'`
+    await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${hogged}/exec`,
+      headers: runner.auth,
+      payload: { command: `for i in 1 2 3 4 5 6; do ${hog} & done; wait` },
+    })
+    await expect.poll(async () => (await info(runner, hogged)).status, { timeout: 60_000 }).toBe('dead')
+    expect((await info(runner, hogged)).deadReason).toMatch(/exceeding its memory limit/)
+    expect((await exec(runner, other, 'echo fine')).stdout).toBe('fine\n')
+    expect((await runner.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
+  }, 90_000)
+
   it('reconnects to the agent after a runner restart; the shell keeps cwd and env', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'conch-gv-restart-'))
     let id: string
