@@ -16,15 +16,18 @@ import { removeTreeAt } from './remove-tree-at.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
 import { at, DIR_FLAGS, errnoOf, type FOLLOW, followIfLink, WorkspaceWalker } from './workspace-walker.ts'
 
-const ERRNO_CODES: Record<string, ErrorCode> = {
-  ENOENT: 'FILE_NOT_FOUND',
-  ENOTDIR: 'NOT_A_DIRECTORY',
-  EISDIR: 'IS_A_DIRECTORY',
-  EEXIST: 'FILE_EXISTS',
-  ENOTEMPTY: 'DIRECTORY_NOT_EMPTY',
-  EACCES: 'FORBIDDEN',
-  EPERM: 'FORBIDDEN',
-  EINVAL: 'BAD_REQUEST',
+/** The code and the message tail for each OS error the API expects. */
+const ERRNO_ERRORS: Record<string, [ErrorCode, string]> = {
+  ENOENT: ['FILE_NOT_FOUND', 'does not exist; check the path (list its directory to see what is there)'],
+  ENOTDIR: ['NOT_A_DIRECTORY', 'has a file where a directory was expected'],
+  EISDIR: ['IS_A_DIRECTORY', 'is a directory'],
+  EEXIST: ['FILE_EXISTS', 'already exists'],
+  ENOTEMPTY: ['DIRECTORY_NOT_EMPTY', 'is a directory that is not empty; pass recursive: true'],
+  EACCES: ['FORBIDDEN', 'is not accessible to the agent (permission denied)'],
+  EPERM: ['FORBIDDEN', 'is not accessible to the agent (permission denied)'],
+  EROFS: ['FORBIDDEN', 'is on a read-only filesystem'],
+  EINVAL: ['BAD_REQUEST', 'cannot be moved there (a directory cannot move into itself)'],
+  ENAMETOOLONG: ['BAD_REQUEST', 'has a name longer than the filesystem allows (255 bytes a component)'],
 }
 
 /** Opens a final file without following a symlink, and without blocking on a FIFO. */
@@ -303,21 +306,8 @@ function notRegular(path: string): AgentError {
 function osError(err: unknown, path: string): Error {
   if (err instanceof AgentError) return err
   const errno = errnoOf(err)
-  const code = ERRNO_CODES[errno]
-  if (!code) return err instanceof Error ? err : new Error(String(err))
-  const what: Partial<Record<ErrorCode, string>> = {
-    FILE_NOT_FOUND: 'does not exist; check the path (list its directory to see what is there)',
-    NOT_A_DIRECTORY: 'has a file where a directory was expected',
-    IS_A_DIRECTORY: 'is a directory',
-    FILE_EXISTS: 'already exists',
-    DIRECTORY_NOT_EMPTY: 'is a directory that is not empty; pass recursive: true',
-    FORBIDDEN: 'is not accessible to the agent (permission denied)',
-    BAD_REQUEST: 'cannot be moved there (into itself?)',
-  }
-  return new AgentError(
-    code,
-    `"${path.slice(0, 200)}" ${what[code] ?? errno}`,
-    { path: path.slice(0, 200) },
-    { cause: err },
-  )
+  const known = ERRNO_ERRORS[errno]
+  if (!known) return err instanceof Error ? err : new Error(String(err))
+  const [code, what] = known
+  return new AgentError(code, `"${path.slice(0, 200)}" ${what}`, { path: path.slice(0, 200) }, { cause: err })
 }

@@ -102,6 +102,17 @@ describe('workspace files', () => {
     expect((await files.stat('/workspace/link.txt')).type).toBe('symlink')
   })
 
+  it('gives typed errors for a name too long and a directory moved into itself', async () => {
+    await expect(files.write(`/workspace/${'n'.repeat(300)}`, chunks('x'))).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('longer than the filesystem allows'),
+    })
+    await files.mkdir('/workspace/d/e', true)
+    await expect(files.rename('/workspace/d', '/workspace/d/e/d')).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+    })
+  })
+
   it('protects the workspace root', async () => {
     await expect(files.remove('/workspace', true)).rejects.toMatchObject({ code: 'FORBIDDEN' })
     await expect(files.read('/workspace')).rejects.toMatchObject({ code: 'IS_A_DIRECTORY' })
