@@ -14,7 +14,7 @@ import type { ErrorCode, FileInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { removeTreeAt } from './remove-tree-at.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
-import { at, DIR_FLAGS, errnoOf, type FOLLOW, followIfLink, WorkspaceWalker } from './workspace-walker.ts'
+import { at, DIR_FLAGS, errnoOf, type FinalStep, followIfLink, WorkspaceWalker } from './workspace-walker.ts'
 
 /** The code and the message tail for each OS error the API expects. */
 const ERRNO_ERRORS: Record<string, [ErrorCode, string]> = {
@@ -222,12 +222,7 @@ export class WorkspaceFiles {
   }
 
   /** Walks to `parts` of `path` (creating missing parents with `create`), mapping OS errors. */
-  async #walk<T>(
-    path: string,
-    parts: readonly string[],
-    final: (dir: number, name: string) => Promise<T | typeof FOLLOW>,
-    create = false,
-  ): Promise<T> {
+  async #walk<T>(path: string, parts: readonly string[], final: FinalStep<T>, create = false): Promise<T> {
     try {
       return await this.#walker.walk(path, parts, create ? { onCreateDir: (d) => this.#chown(d) } : {}, final)
     } catch (err) {
