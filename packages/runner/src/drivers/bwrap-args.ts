@@ -67,6 +67,8 @@ export interface BwrapLayout {
   shmBytes?: number
   /** Single host files bound at guest paths (the work cgroup's files). */
   extraBinds: { host: string; guest: string; writable: boolean }[]
+  /** `--seccomp <fd>`: the filter every process of the sandbox runs under. */
+  seccompArgs: string[]
   /** The complete environment of the sandbox's first process. */
   env: Record<string, string>
   /** The command run inside, after the options. */
@@ -123,6 +125,6 @@ export function bwrapArgs(layout: BwrapLayout): string[] {
   for (const dir of new Set(layout.extraBinds.map((b) => dirname(b.guest))))
     args.push('--perms', '0755', '--dir', dir)
   for (const b of layout.extraBinds) args.push(b.writable ? '--bind' : '--ro-bind', b.host, b.guest)
-  args.push('--remount-ro', '/', '--chdir', '/workspace', '--', ...layout.command)
+  args.push('--remount-ro', '/', '--chdir', '/workspace', ...layout.seccompArgs, '--', ...layout.command)
   return args
 }

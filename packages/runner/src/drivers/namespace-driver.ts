@@ -43,6 +43,7 @@ import { hostCgroups } from './host-cgroups.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
+import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
@@ -105,7 +106,7 @@ export class NamespaceDriver implements SandboxDriver {
   readonly isolation = 'namespace' as const
   /** What users are told on every sandbox. */
   readonly description =
-    'namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, only its workspace writable and cgroup limits on pids, memory and CPU; it shares the host kernel (no seccomp filter, a kernel bug can escape it) and the disk limit is not enforced'
+    'namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, only its workspace writable (its own disk), cgroup limits on pids, memory and CPU, and a seccomp filter against the riskiest syscalls; it shares the host kernel, so a kernel bug the filter does not block can escape it'
   readonly #stateDir: string
   readonly #uid: number
   readonly #agentEntry: string | undefined
@@ -204,6 +205,7 @@ export class NamespaceDriver implements SandboxDriver {
       this.#runtime = undefined
     })
     const runtime = await this.#runtime
+    const seccomp = bwrapSeccomp(6)
     const endpoint = await bindAgentSocket(state.socketDir)
     const usernsFd = await this.#userNamespace()
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
@@ -259,8 +261,9 @@ export class NamespaceDriver implements SandboxDriver {
                 { host: state.cgroup.work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
               ],
         env,
-        // The agent must not inherit the namespace fd (fd 3); it keeps 4 (socket) and 5 (secret).
-        command: ['/bin/sh', '-c', 'exec "$@" 3<&-', 'sh', ...agent],
+        seccompArgs: seccomp.args,
+        // The agent must not inherit the namespace fd (3) or the filter's (6); it keeps 4 (socket) and 5 (secret).
+        command: ['/bin/sh', '-c', 'exec "$@" 3<&- 6<&-', 'sh', ...agent],
       })
       const id = String(this.#uid)
       const child = spawn(
@@ -279,10 +282,16 @@ export class NamespaceDriver implements SandboxDriver {
           findBinary('bwrap')!,
           ...args,
         ],
-        { detached: true, stdio: ['ignore', logFd, logFd, usernsFd, endpoint.fd, 'pipe'], env: {}, cwd: '/' },
+        {
+          detached: true,
+          stdio: ['ignore', logFd, logFd, usernsFd, endpoint.fd, 'pipe', 'pipe'],
+          env: {},
+          cwd: '/',
+        },
       )
       const pid = await spawned(child)
       sendLinkSecret(child, 5, state.linkSecret)
+      feedSeccomp(child, seccomp)
       child.once('exit', (code, signal) => {
         this.#exits.set(pid, signal ? `sandbox killed by ${signal}` : `sandbox exited with code ${code}`)
       })

@@ -55,6 +55,26 @@ describe('attack: reach the agent from inside the sandbox', () => {
   })
 })
 
+describe('attack: reach the kernel through risky syscalls', () => {
+  it('cannot create user namespaces or call keyctl, bpf, perf_event_open or io_uring_setup', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner)
+    const r = await exec(
+      runner,
+      id,
+      [
+        'unshare -Ur true 2>/dev/null; echo unshare=$?',
+        // keyctl 250, bpf 321, perf_event_open 298, io_uring_setup 425 (x86_64).
+        `perl -e 'for (250, 321, 298, 425) { $r = syscall($_, 0, 0, 0, 0, 0); print "$_=$r $!\n" }'`,
+        'echo still=ok',
+      ].join('; '),
+    )
+    expect(r.stdout).toMatch(/unshare=1\n/)
+    for (const nr of [250, 321, 298, 425]) expect(r.stdout).toContain(`${nr}=-1 Operation not permitted\n`)
+    expect(r.stdout).toMatch(/still=ok\n$/)
+  })
+})
+
 describe('attack: learn the host layout from inside the sandbox', () => {
   it('finds no host path (state dir, sandbox dir, checkout) in /proc/self/mountinfo', async () => {
     await using runner = await nsRunner()
