@@ -84,6 +84,37 @@ describe('gvisor driver', () => {
     expect((await exec(runner, id, 'echo still-mine')).stdout).toBe('still-mine\n')
   })
 
+  it("attack: cannot signal, ptrace or read the agent's memory, which keeps serving", async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner, { env: { GIVEN: 'by-spec' } })
+    const pid = (
+      await exec(runner, id, "ps -eo pid=,args= | awk '$2 ~ /node$/ {print $1}' | head -1")
+    ).stdout.trim()
+    expect(pid).toMatch(/^\d+$/)
+    const r = await exec(
+      runner,
+      id,
+      [
+        `kill -9 ${pid} 2>&1; echo kill=$?`,
+        `kill -STOP ${pid} 2>&1; echo stop=$?`,
+        `perl -e '$r = syscall(101, 16, ${pid}, 0, 0); print "attach=$r $!\\n"'`,
+        `perl -e 'open(my $m, "<", "/proc/${pid}/mem") or print "mem=$!\\n"'`,
+        `grep -E "^Uid" /proc/${pid}/status`,
+      ].join('; '),
+    )
+    expect(r.stdout).toMatch(/kill=1\n/)
+    expect(r.stdout).toMatch(/stop=1\n/)
+    expect(r.stdout).toMatch(/attach=-1 Operation not permitted\n/)
+    expect(r.stdout).toMatch(/mem=Permission denied\n/)
+    expect(r.stdout).toMatch(/Uid:\t0\t0\t0\t0/)
+    // gVisor shows the agent's environ to the sandbox user (Linux would not); it holds only the
+    // sandbox's own environment, never the runner's or the link secret.
+    const environ = (await exec(runner, id, `tr "\\0" "\\n" < /proc/${pid}/environ`)).stdout
+    expect(environ).toContain('GIVEN=by-spec')
+    expect(environ).not.toMatch(/CONCH|[0-9a-f]{64}/)
+    expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
+  })
+
   it('has no network egress: a host listener on 127.0.0.1 is unreachable', async () => {
     await using runner = await gvisorRunner()
     let connections = 0
