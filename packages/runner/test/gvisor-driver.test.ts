@@ -1,7 +1,17 @@
 // The gVisor driver with the real runner, real runsc and the real agent. These tests fail (never
 // skip) when the host cannot run gVisor sandboxes: runsc comes from apt; the runner must be root.
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -205,6 +215,30 @@ describe('gvisor driver', () => {
     await using second = await gvisorRunner({ stateDir, removeStateDir: true })
     expect((await info(second, id)).status).toBe('running')
     expect((await exec(second, id, 'pwd; echo $KEPT', 'default')).stdout).toBe('/tmp\nyes\n')
+  })
+
+  it('runs from an image directory: the sandbox sees the image, not the host', async () => {
+    // A minimal image: hard links to the host's programs and libraries, and its own /etc.
+    const image = mkdtempSync(join(tmpdir(), 'conch-gv-image-'))
+    chmodSync(image, 0o755)
+    mkdirSync(join(image, 'etc'))
+    writeFileSync(join(image, 'etc', 'image-marker'), 'from-image\n')
+    mkdirSync(join(image, 'usr', 'lib'), { recursive: true })
+    for (const dir of ['bin', 'lib64', 'lib/x86_64-linux-gnu'])
+      execFileSync('cp', ['-al', `/usr/${dir}`, join(image, 'usr', dir)])
+    for (const dir of ['bin', 'lib', 'lib64']) symlinkSync(`usr/${dir}`, join(image, dir))
+    try {
+      await using runner = await gvisorRunner({ rootfs: image })
+      const id = await createSandbox(runner)
+      const r = await exec(
+        runner,
+        id,
+        'cat /etc/image-marker; test -e /etc/os-release && echo host-etc; id -un; pwd',
+      )
+      expect(r.stdout).toBe('from-image\nsandbox\n/workspace\n')
+    } finally {
+      rmSync(image, { recursive: true, force: true })
+    }
   })
 
   it('destroys a sandbox: no container in runsc list, no folder, no mount, no cgroup', async () => {

@@ -7,10 +7,12 @@ import { join } from 'node:path'
 import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
 import { startRunner, type TestRunner, type TestRunnerOptions } from './runner-fixture.ts'
 
-/** A runner on a temp state dir with the gVisor driver. */
-export async function gvisorRunner(options: TestRunnerOptions = {}): Promise<TestRunner> {
+/** A runner on a temp state dir with the gVisor driver (on `rootfs` when given, else the host's /usr). */
+export async function gvisorRunner(
+  options: TestRunnerOptions & { rootfs?: string } = {},
+): Promise<TestRunner> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'conch-gv-'))
-  const driver = new GvisorDriver({ stateDir })
+  const driver = new GvisorDriver({ stateDir, ...(options.rootfs ? { rootfs: options.rootfs } : {}) })
   const problem = driver.problem({ limits: { memoryBytes: 1, cpus: 1 } })
   if (problem) throw new Error(`this host cannot run gVisor sandboxes: ${problem}`)
   return startRunner({

@@ -31,6 +31,7 @@ import {
   readFileSync,
   rmdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
@@ -177,6 +178,8 @@ export class GvisorDriver implements SandboxDriver {
       return 'no C compiler to build the sandbox preload library; apt-get install gcc libc6-dev'
     if (this.#rootfs !== undefined && !existsSync(join(this.#rootfs, 'bin', 'sh')))
       return `the rootfs ${this.#rootfs} has no /bin/sh; give a directory holding a Linux root filesystem`
+    if (this.#rootfs !== undefined && (statSync(this.#rootfs).mode & 0o005) !== 0o005)
+      return `the rootfs ${this.#rootfs} is closed to the sandbox user; chmod 755 it`
     return this.limitsProblem(spec.limits)
   }
 
