@@ -17,9 +17,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
+import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
-import { createSandbox, type TestRunner } from './runner-fixture.ts'
+import { createSandbox, startRunner, type TestRunner } from './runner-fixture.ts'
 
 const MiB = 1024 * 1024
 
@@ -215,6 +216,21 @@ describe('gvisor driver', () => {
     await using second = await gvisorRunner({ stateDir, removeStateDir: true })
     expect((await info(second, id)).status).toBe('running')
     expect((await exec(second, id, 'pwd; echo $KEPT', 'default')).stdout).toBe('/tmp\nyes\n')
+  })
+
+  it('refuses to create a sandbox without runsc, saying how to install it', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-gv-missing-'))
+    const driver = new GvisorDriver({ stateDir, runscPath: join(stateDir, 'no-runsc') })
+    expect(driver.problem()).toMatch(/runsc is not installed .*; apt-get install runsc$/)
+    await using runner = await startRunner({ stateDir, driver, removeStateDir: true })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
+    expect(res.json()).toMatchObject({ error: { code: 'AGENT_UNAVAILABLE' } })
+    expect(res.json().error.message).toMatch(/apt-get install runsc/)
   })
 
   it('runs from an image directory: the sandbox sees the image, not the host', async () => {

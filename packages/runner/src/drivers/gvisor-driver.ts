@@ -170,8 +170,8 @@ export class GvisorDriver implements SandboxDriver {
     if (process.platform !== 'linux') return 'the gvisor driver needs Linux'
     if (process.getuid?.() !== 0)
       return 'the gvisor driver needs a runner running as root (runsc sets up namespaces and cgroups)'
-    if (!this.#runsc)
-      return `runsc is not installed (looked in ${RUNSC_DIRS.join(', ')}); apt-get install runsc`
+    if (!this.#runsc || !existsSync(this.#runsc))
+      return `runsc is not installed (looked ${this.#runsc ? `for ${this.#runsc}` : `in ${RUNSC_DIRS.join(', ')}`}); apt-get install runsc`
     if (!this.version())
       return `${this.#runsc} --version fails; reinstall runsc (apt-get install --reinstall runsc)`
     if (!findCompiler())
