@@ -36,6 +36,7 @@ import type { Clock } from './clock.ts'
 import { writeFrame } from './frame-writer.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
+import type { OomCheck } from './oom-check.ts'
 import type { LogEvent } from './output-log.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
@@ -73,6 +74,8 @@ export interface AgentServerOptions {
   linkSecret: string
   /** How long a new connection may take to prove the secret before it is dropped. */
   handshakeTimeoutMs?: number
+  /** Tells whether an exec's exit code was the sandbox's memory limit; never, when absent. */
+  oomCheck?: OomCheck
 }
 
 /** Connections still proving the secret at once; more are dropped on accept. */
@@ -268,11 +271,18 @@ export class AgentServer {
       })
       void handle.done.then((r) => {
         finished = true
-        channel.end({ t: 'end', exitCode: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs })
+        channel.end({
+          t: 'end',
+          exitCode: r.exitCode,
+          timedOut: r.timedOut,
+          durationMs: r.durationMs,
+          ...(this.#oomKilled(r.exitCode) ? { oomKilled: true } : {}),
+        })
       })
       return {}
     }
     const r = await handle.done
+    const oomKilled = this.#oomKilled(r.exitCode)
     return {
       stdout: r.stdout.bytes().toString('base64'),
       stderr: r.stderr.bytes().toString('base64'),
@@ -283,7 +293,13 @@ export class AgentServer {
       stdoutBytes: r.stdout.totalBytes,
       stderrBytes: r.stderr.totalBytes,
       durationMs: r.durationMs,
+      ...(oomKilled ? { oomKilled } : {}),
     }
+  }
+
+  /** Whether the sandbox's memory limit killed an exec that exited with `exitCode`. */
+  #oomKilled(exitCode: number): boolean {
+    return this.#options.oomCheck?.(exitCode) ?? false
   }
 
   #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {

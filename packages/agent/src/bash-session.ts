@@ -41,6 +41,7 @@ import { CappedBytes } from './capped-bytes.ts'
 import { type Clock, delay } from './clock.ts'
 import type { Logger } from './logger.ts'
 import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
+import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import type { Spawn } from './spawner.ts'
@@ -83,6 +84,8 @@ export interface BashSessionOptions {
   maxCommandBytes?: number
   /** The bash binary. */
   bashPath?: string
+  /** Tells whether a run's exit code was the sandbox's memory limit; never, when absent. */
+  oomCheck?: OomCheck
 }
 
 /** One command for a session. */
@@ -111,6 +114,8 @@ export interface RunOutcome {
   timedOut: boolean
   /** Whether an interrupt stopped it. */
   interrupted: boolean
+  /** Whether the sandbox's memory limit killed it. */
+  oomKilled: boolean
   /** stdout, up to the cap. */
   stdout: Buffer
   /** stderr, up to the cap. */
@@ -265,6 +270,7 @@ export class BashSession {
       outputCapBytes: LIMITS.outputCapBytes,
       maxCommandBytes: LIMITS.maxCommandBytes,
       bashPath: 'bash',
+      oomCheck: () => false,
       ...options,
     }
     this.id = options.id
@@ -648,6 +654,7 @@ export class BashSession {
       this.#forgetAll(run.staleSyncs)
     }
     const exitCode = run.exitCode ?? 130
+    const oomKilled = this.#opts.oomCheck(exitCode)
     this.#lastExitCode = exitCode
     const durationMs = this.#opts.clock.monotonicMs() - run.startedAtMs
     if (run.history !== null) {
@@ -655,7 +662,13 @@ export class BashSession {
       run.history.durationMs = durationMs
     }
     if (run.req.internal !== true) {
-      this.log.appendRunExit({ runId: run.req.runId, exitCode, timedOut: run.timedOut, durationMs })
+      this.log.appendRunExit({
+        runId: run.req.runId,
+        exitCode,
+        timedOut: run.timedOut,
+        durationMs,
+        ...(oomKilled ? { oomKilled } : {}),
+      })
     }
     const { stdout, stderr } = run.out
     run.resolve({
@@ -663,6 +676,7 @@ export class BashSession {
       exitCode,
       timedOut: run.timedOut,
       interrupted: run.interrupted,
+      oomKilled,
       stdout: stdout.bytes(),
       stderr: stderr.bytes(),
       stdoutBytes: stdout.totalBytes,

@@ -2,6 +2,7 @@ import { AgentServer } from './agent-server.ts'
 import { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
+import type { OomCheck } from './oom-check.ts'
 import { ProcessTable } from './process-tree.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { SessionManager } from './session-manager.ts'
@@ -35,6 +36,8 @@ export interface AgentDeps {
   linkSecret: string
   /** The user shells and processes run as, when it is not the agent's own (`spawn` applies it). */
   sandboxUser?: SandboxUser
+  /** Tells whether a command's exit code was the sandbox's memory limit; never, when absent. */
+  oomCheck?: OomCheck
 }
 
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
@@ -53,6 +56,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     ...(deps.scrollbackBytes === undefined ? {} : { scrollbackBytes: deps.scrollbackBytes }),
     ...(deps.killGraceMs === undefined ? {} : { killGraceMs: deps.killGraceMs }),
     ...(deps.maxSessions === undefined ? {} : { maxSessions: deps.maxSessions }),
+    ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
   })
   const server: AgentServer = new AgentServer({
     paths,
@@ -65,6 +69,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     clock: deps.clock,
     logger: deps.logger,
     linkSecret: deps.linkSecret,
+    ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
   })
   return { server, sessions }
 }

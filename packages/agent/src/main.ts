@@ -8,6 +8,7 @@ import { AGENT_ENV_PREFIX, AgentArgs, argvToRecord } from '@conch/protocol'
 import { buildAgent } from './build-agent.ts'
 import { systemClock } from './clock.ts'
 import { jsonLineLogger } from './logger.ts'
+import { oomCheck } from './oom-check.ts'
 import { nodeSpawn, sandboxSpawn } from './spawner.ts'
 import { chooseTempRoot } from './temp-root.ts'
 
@@ -20,7 +21,7 @@ const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
 if (!parsed.success) {
   logger.error(
     { issues: parsed.error.issues },
-    'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>]',
+    'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>] [--oomEvents <memory events file>]',
   )
   process.exit(2)
 }
@@ -63,6 +64,7 @@ const { server } = buildAgent({
   logger,
   tempRoot: chooseTempRoot(),
   linkSecret,
+  oomCheck: oomCheck(args.oomEvents),
   ...(sandboxUser === undefined ? {} : { sandboxUser }),
   ...(args.scrollbackBytes === undefined ? {} : { scrollbackBytes: args.scrollbackBytes }),
   ...(args.maxSessions === undefined ? {} : { maxSessions: args.maxSessions }),

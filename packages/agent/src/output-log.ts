@@ -49,6 +49,8 @@ export interface RunExitEvent {
   timedOut: boolean
   /** Wall time. */
   durationMs: number
+  /** True when the sandbox's memory limit killed it; absent otherwise. */
+  oomKilled?: boolean
 }
 
 /** The shell closed at this offset; the last event of a log. */

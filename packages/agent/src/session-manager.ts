@@ -24,6 +24,7 @@ import { AgentError } from './agent-error.ts'
 import { BashSession, type RunOutcome, shellQuote } from './bash-session.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
+import type { OomCheck } from './oom-check.ts'
 import type { LogEvent } from './output-log.ts'
 import type { ProcessTable } from './process-tree.ts'
 import { buildSessionEnv } from './session-env.ts'
@@ -60,6 +61,8 @@ export interface SessionManagerOptions {
   killGraceMs?: number
   /** The bash binary. */
   bashPath?: string
+  /** Tells whether a run's exit code was the sandbox's memory limit. */
+  oomCheck?: OomCheck
 }
 
 /** An item in an attached channel's send queue. */
@@ -131,6 +134,7 @@ export class SessionManager implements SessionService {
       ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
       ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
       ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
+      ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
     })
     this.#sessions.set(id, session)
     void session.closed.then((info) => {
@@ -366,6 +370,7 @@ export class SessionManager implements SessionService {
             timedOut: e.timedOut,
             durationMs: e.durationMs,
             offset: e.offset,
+            ...(e.oomKilled === true ? { oomKilled: true } : {}),
           })
           return true
         case 'replay-end':
@@ -428,6 +433,7 @@ export function toRunResult(out: RunOutcome): RunResult {
     stdoutBytes: out.stdoutBytes,
     stderrBytes: out.stderrBytes,
     durationMs: out.durationMs,
+    ...(out.oomKilled ? { oomKilled: true } : {}),
   }
 }
 

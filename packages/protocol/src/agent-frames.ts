@@ -177,6 +177,8 @@ export const AgentRunExit = z.object({
   durationMs: z.number().nonnegative(),
   /** Log offset after its last byte. */
   offset: Offset,
+  /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
+  oomKilled: z.boolean().optional(),
 })
 
 /** agent → runner: replay on a session channel is done; live output follows. */
@@ -214,6 +216,8 @@ export const AgentEnd = z.object({
   timedOut: z.boolean(),
   /** Wall time. */
   durationMs: z.number().nonnegative(),
+  /** True when the sandbox's memory limit killed an exec (exit code 137); absent otherwise. */
+  oomKilled: z.boolean().optional(),
 })
 
 /** agent → runner: a channel failed (terminal frame), or, without `ch`, a frame could not be handled. */

@@ -122,6 +122,8 @@ export const ShellExit = z.object({
   durationMs: z.number().nonnegative(),
   /** Log offset after the run's last byte. */
   offset: Offset,
+  /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
+  oomKilled: z.boolean().optional(),
 })
 
 /** runner → client: bash ended; every pending and later run fails. */

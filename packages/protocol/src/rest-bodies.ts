@@ -77,6 +77,8 @@ export const ExecEvent = z.discriminatedUnion('type', [
     timedOut: z.boolean(),
     /** Wall time. */
     durationMs: z.number().nonnegative(),
+    /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
+    oomKilled: z.boolean().optional(),
   }),
   z.object({
     type: z.literal('error'),

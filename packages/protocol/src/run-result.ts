@@ -21,6 +21,8 @@ export const RunResult = z.object({
   stderrBytes: z.number().int().nonnegative(),
   /** Wall time from the start of the command to its exit. */
   durationMs: z.number().nonnegative(),
+  /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
+  oomKilled: z.boolean().optional(),
 })
 /** A buffered command result. */
 export type RunResult = z.infer<typeof RunResult>

@@ -73,6 +73,7 @@ export function channelToNdjson(channel: LinkChannel, options: NdjsonOptions): R
           exitCode: event.frame.code,
           timedOut: event.frame.timedOut,
           durationMs: event.frame.durationMs,
+          ...(event.frame.oomKilled === true ? { oomKilled: true } : {}),
         })
         return
       case 'end':
@@ -81,6 +82,7 @@ export function channelToNdjson(channel: LinkChannel, options: NdjsonOptions): R
           exitCode: event.frame.exitCode ?? 0,
           timedOut: event.frame.timedOut,
           durationMs: event.frame.durationMs,
+          ...(event.frame.oomKilled === true ? { oomKilled: true } : {}),
         })
         return
       case 'closed':

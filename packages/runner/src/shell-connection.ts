@@ -261,6 +261,7 @@ export class ShellConnection {
             timedOut: f.timedOut,
             durationMs: f.durationMs,
             offset: f.offset,
+            ...(f.oomKilled === true ? { oomKilled: true } : {}),
           })
         }
         const own = this.#forgetRun(f.run)

@@ -41,6 +41,8 @@ export interface CommandResult<T extends string | Uint8Array = string> {
   exitCode: number
   /** True when the timeout stopped the command. */
   timedOut: boolean
+  /** True when the sandbox's memory limit killed the command (`exitCode` 137); raise `limits.memoryBytes` or use less memory. */
+  oomKilled: boolean
   /** True when a stream exceeded the output cap and was cut (on a character boundary for text). */
   truncated: boolean
   /** Wall time of the command, as the sandbox measured it. */
@@ -63,6 +65,7 @@ export function fromRunResult(result: RunResult, binary: boolean): CommandResult
     stderr: out(result.stderr),
     exitCode: result.exitCode,
     timedOut: result.timedOut,
+    oomKilled: result.oomKilled === true,
     truncated: result.truncated,
     durationMs: result.durationMs,
     stdoutBytes: result.stdoutBytes,

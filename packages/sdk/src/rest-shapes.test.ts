@@ -85,6 +85,12 @@ const cases: [string, Shape<unknown>, z.ZodType, unknown][] = [
     { token: 'cst_x', sandboxId: 'sb_abcdef123456', expiresAt: 9 },
   ],
   ['RunResult', shapes.runResult, RunResult, result],
+  [
+    'RunResult killed by the memory limit',
+    shapes.runResult,
+    RunResult,
+    { ...result, exitCode: 137, oomKilled: true },
+  ],
   ['SessionInfo', shapes.sessionInfo, SessionInfo, session],
   ['SessionList', shapes.sessionList, SessionList, { sessions: [session] }],
   ['EnvMap', shapes.envMap, EnvMap, { env: { A: '1' } }],
@@ -113,6 +119,12 @@ const cases: [string, Shape<unknown>, z.ZodType, unknown][] = [
     shapes.execEvent,
     ExecEvent,
     { type: 'exit', exitCode: 0, timedOut: false, durationMs: 1 },
+  ],
+  [
+    'ExecEvent exit killed by the memory limit',
+    shapes.execEvent,
+    ExecEvent,
+    { type: 'exit', exitCode: 137, timedOut: false, durationMs: 1, oomKilled: true },
   ],
   ['ExecEvent error', shapes.execEvent, ExecEvent, { type: 'error', code: 'INTERNAL', message: 'm' }],
 ]

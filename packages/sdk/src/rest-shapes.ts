@@ -83,6 +83,7 @@ export const runResult: Shape<RunResult> = obj({
   stdoutBytes: nonNegInt,
   stderrBytes: nonNegInt,
   durationMs: num({ min: 0 }),
+  oomKilled: opt(bool),
 })
 
 /** `SessionInfo`. */
@@ -167,15 +168,18 @@ export const fileList: Shape<{ entries: FileInfo[] }> = obj({ entries: arr(fileI
 /** One NDJSON line of a process stream (`ExecEvent`), with the error code left open. */
 export const execEvent: Shape<
   | { type: 'stdout' | 'stderr'; data: string; offset: number }
-  | { type: 'exit'; exitCode: number; timedOut: boolean; durationMs: number }
+  | { type: 'exit'; exitCode: number; timedOut: boolean; durationMs: number; oomKilled?: boolean }
   | { type: 'error'; code: string; message: string }
 > = (value, path) => {
   const type = obj({ type: oneOf(['stdout', 'stderr', 'exit', 'error']) })(value, path).type
   if (type === 'exit') {
-    return obj({ type: literal('exit'), exitCode: int, timedOut: bool, durationMs: num({ min: 0 }) })(
-      value,
-      path,
-    )
+    return obj({
+      type: literal('exit'),
+      exitCode: int,
+      timedOut: bool,
+      durationMs: num({ min: 0 }),
+      oomKilled: opt(bool),
+    })(value, path)
   }
   if (type === 'error') return obj({ type: literal('error'), code: str(), message: str() })(value, path)
   return obj({ type: oneOf(['stdout', 'stderr']), data: str(), offset })(value, path)

@@ -50,6 +50,7 @@ const SHAPES = {
     timedOut: bool,
     durationMs: num({ min: 0 }),
     offset,
+    oomKilled: opt(bool),
   }),
   shell_closed: obj({
     type: oneOf(['shell_closed']),

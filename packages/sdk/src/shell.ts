@@ -80,7 +80,7 @@ export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
 export type ShellEvent<T extends string | Uint8Array = string> =
   | { type: 'stdout'; data: T }
   | { type: 'stderr'; data: T }
-  | { type: 'exit'; code: number; timedOut: boolean; durationMs: number }
+  | { type: 'exit'; code: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
 
 /**
  * Output on the shell that no run of this client owns: background jobs, other clients' runs, replay.
@@ -375,7 +375,13 @@ export class Shell {
     promise.then(
       (r) => {
         finished = true
-        queue.push({ type: 'exit', code: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs })
+        queue.push({
+          type: 'exit',
+          code: r.exitCode,
+          timedOut: r.timedOut,
+          oomKilled: r.oomKilled,
+          durationMs: r.durationMs,
+        })
         queue.end()
       },
       (err: unknown) => {
@@ -695,7 +701,10 @@ export class Shell {
     }
   }
 
-  #finish(run: Run, exit: { code: number; timedOut: boolean; durationMs: number }): void {
+  #finish(
+    run: Run,
+    exit: { code: number; timedOut: boolean; oomKilled?: boolean; durationMs: number },
+  ): void {
     run.state = 'done'
     this.#runs.delete(run.id)
     if (run.abandoned) return
@@ -716,6 +725,7 @@ export class Shell {
       stderr: text ? (err.length ? textDecoder.decode(err) : '') : err,
       exitCode: exit.code,
       timedOut: exit.timedOut,
+      oomKilled: exit.oomKilled === true,
       truncated: (run.stdout?.truncated ?? false) || (run.stderr?.truncated ?? false),
       durationMs: exit.durationMs,
       stdoutBytes: run.stdout?.totalBytes ?? 0,

@@ -62,7 +62,7 @@ describe('public API types', () => {
     expectTypeOf<ShellEvent>().toEqualTypeOf<
       | { type: 'stdout'; data: string }
       | { type: 'stderr'; data: string }
-      | { type: 'exit'; code: number; timedOut: boolean; durationMs: number }
+      | { type: 'exit'; code: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
     >()
   })
 
@@ -72,6 +72,7 @@ describe('public API types', () => {
       stderr: string
       exitCode: number
       timedOut: boolean
+      oomKilled: boolean
       truncated: boolean
       durationMs: number
     }>()

@@ -128,7 +128,7 @@ describe('Shell', () => {
       { type: 'stdout', data: 'one\n' },
       { type: 'stderr', data: 'two\n' },
       { type: 'stdout', data: 'three\n' },
-      { type: 'exit', code: 3, timedOut: false, durationMs: expect.any(Number) },
+      { type: 'exit', code: 3, timedOut: false, oomKilled: false, durationMs: expect.any(Number) },
     ])
   })
 

@@ -229,7 +229,9 @@ export class NamespaceDriver implements SandboxDriver {
         String(this.#uid),
         '--sandboxGid',
         String(this.#uid),
-        ...(state.cgroup.work === null ? [] : ['--workCgroup', GUEST_WORK_CGROUP.procs]),
+        ...(state.cgroup.work === null
+          ? []
+          : ['--workCgroup', GUEST_WORK_CGROUP.procs, '--oomEvents', GUEST_WORK_CGROUP.oomEvents]),
         '--root',
         GUEST_WORKSPACE,
         '--scrollbackBytes',
