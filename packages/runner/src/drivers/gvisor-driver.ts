@@ -68,7 +68,7 @@ const SECRET_NAME = 'secret'
 /** Folders searched for runsc. */
 const RUNSC_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/bin', '/sbin']
 
-/** cgroup v1 mount, for the OOM reason of a dead sandbox. */
+/** Where cgroups are mounted (v1 controllers below it, or the v2 tree). */
 const CGROUP_ROOT = '/sys/fs/cgroup'
 
 /**
@@ -464,17 +464,22 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  /** How many times the host's OOM killer acted in the sandbox's memory cgroup (cgroup v1). */
+  /** How many times the host's OOM killer acted in the sandbox's memory cgroup (v1 or v2). */
   #oomKills(state: GvisorState): number {
-    try {
-      const text = readFileSync(join(CGROUP_ROOT, 'memory', state.cgroupsPath, 'memory.oom_control'), 'utf8')
-      return Number(/oom_kill (\d+)/.exec(text)?.[1] ?? 0)
-    } catch {
-      return 0
+    for (const file of [
+      join(CGROUP_ROOT, 'memory', state.cgroupsPath, 'memory.oom_control'),
+      join(CGROUP_ROOT, state.cgroupsPath, 'memory.events'),
+    ]) {
+      try {
+        return Number(/oom_kill (\d+)/.exec(readFileSync(file, 'utf8'))?.[1] ?? 0)
+      } catch {
+        // not this cgroup version
+      }
     }
+    return 0
   }
 
-  /** Removes the sandbox's cgroup dirs runsc left behind (they are empty once it is deleted). */
+  /** Removes the sandbox's cgroup dirs (v1 or v2) runsc left behind (they are empty once it is deleted). */
   #removeCgroups(state: GvisorState): void {
     let controllers: string[]
     try {
@@ -482,8 +487,11 @@ export class GvisorDriver implements SandboxDriver {
     } catch {
       return
     }
-    for (const controller of controllers) {
-      const dir = join(CGROUP_ROOT, controller, state.cgroupsPath)
+    const dirs = [
+      ...controllers.map((controller) => join(CGROUP_ROOT, controller, state.cgroupsPath)),
+      join(CGROUP_ROOT, state.cgroupsPath),
+    ]
+    for (const dir of dirs) {
       try {
         rmdirSync(dir)
       } catch {
