@@ -335,8 +335,13 @@ export class SandboxManager {
   }
 
   /** The public view of a sandbox. */
-  info(runtime: SandboxRuntime): SandboxInfo {
+  async info(runtime: SandboxRuntime): Promise<SandboxInfo> {
     const r = runtime.record
+    const driver = this.#o.drivers.get(r.driver)
+    const usage =
+      r.status === 'dead' || driver?.usage === undefined
+        ? null
+        : await driver.usage(this.#handle(r)).catch(() => null)
     return {
       id: r.id,
       status: r.status,
@@ -348,6 +353,7 @@ export class SandboxManager {
       metadata: r.metadata,
       createdAt: r.createdAt,
       deadReason: r.deadReason,
+      usage,
     }
   }
 

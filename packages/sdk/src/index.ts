@@ -24,6 +24,7 @@ export type {
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,
+  SandboxUsage,
   SessionInfo,
   ShellClosedInfo,
 } from './resource-info.ts'

@@ -53,6 +53,22 @@ export interface SandboxInfo {
   createdAt: number
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: string | null
+  /** What it uses now, as its driver measures it; null (or absent from older runners) when the driver does not. */
+  usage?: SandboxUsage | null
+}
+
+/** What a sandbox uses, as its driver's cgroups count it. */
+export interface SandboxUsage {
+  /** Memory in use, in bytes. */
+  memoryBytes: number
+  /** Most memory used at once, in bytes; null where the host does not record it. */
+  memoryPeakBytes: number | null
+  /** CPU time used, in seconds. */
+  cpuSeconds: number
+  /** Processes and threads now. */
+  pids: number
+  /** Commands the memory limit killed. */
+  oomKills: number
 }
 
 /**

@@ -64,6 +64,17 @@ export const sandboxInfo: Shape<SandboxInfo> = obj({
   metadata: record(str()),
   createdAt: timestamp,
   deadReason: nullable(str()),
+  usage: opt(
+    nullable(
+      obj({
+        memoryBytes: nonNegInt,
+        memoryPeakBytes: nullable(nonNegInt),
+        cpuSeconds: num({ min: 0 }),
+        pids: nonNegInt,
+        oomKills: nonNegInt,
+      }),
+    ),
+  ),
 })
 
 /** `SandboxList`. */

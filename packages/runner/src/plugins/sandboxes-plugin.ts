@@ -12,7 +12,9 @@ export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext):
       const info = await ctx.manager.create(body)
       return info
     },
-    listSandboxes: async () => ({ sandboxes: ctx.manager.list().map((s) => ctx.manager.info(s)) }),
+    listSandboxes: async () => ({
+      sandboxes: await Promise.all(ctx.manager.list().map((s) => ctx.manager.info(s))),
+    }),
     getSandbox: async ({ params }) => ctx.manager.info(ctx.manager.get(params.id)),
     destroySandbox: async ({ params }) => {
       await ctx.manager.destroy(params.id)

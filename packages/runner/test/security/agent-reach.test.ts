@@ -109,6 +109,7 @@ describe('attack: exhaust the host from inside the sandbox', () => {
     expect(hog.stdout).not.toContain('survived')
     expect(hog.exitCode).toBe(137)
     expect(await exec(runner, id, 'echo $KEPT $(pwd)', 'default')).toMatchObject({ stdout: 'yes /tmp\n' })
+    expect((await info(runner, id)).usage?.oomKills).toBeGreaterThanOrEqual(1)
     expect((await exec(runner, id, 'grep oom_kill /run/conch/oom_events')).stdout).toMatch(/oom_kill [1-9]/)
     expect((await info(runner, id)).status).toBe('running')
   })
@@ -143,7 +144,10 @@ describe('attack: exhaust the host from inside the sandbox', () => {
   it('gives a sandbox created without limits the protective defaults, enforced in its cgroups', async () => {
     await using runner = await nsRunner()
     const id = await createSandbox(runner)
-    expect((await info(runner, id)).limits).toEqual(DEFAULT_SANDBOX_LIMITS)
+    const created = await info(runner, id)
+    expect(created.limits).toEqual(DEFAULT_SANDBOX_LIMITS)
+    expect(created.usage?.memoryBytes).toBeGreaterThan(0)
+    expect(created.usage?.pids).toBeGreaterThan(0)
     const cgroup = '/sys/fs/cgroup'
     const read = (path: string): string => String(Number(readFileSync(path, 'utf8')))
     expect(read(join(cgroup, 'memory/conch', id, 'work/memory.limit_in_bytes'))).toBe(String(1024 * MiB))
