@@ -1,5 +1,6 @@
 // Which sandbox drivers a runner offers, and which one a request gets when it names none. The
-// operator allows a set (`--drivers`, by default every isolating driver this host can run) and
+// operator allows a set (`--drivers`, by default every isolating driver this host can run but
+// the opt-in gVisor) and
 // a default (`--driver`, where `auto` is the strongest allowed driver). A driver that does not
 // isolate is refused while the runner is root unless the operator says `--unsafe-local`, and a
 // host where nothing isolates refuses to start instead of falling back to no isolation.
@@ -7,7 +8,13 @@ import { ConfigError } from './config-error.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
 
 /** Every driver name, strongest isolation first; `auto` takes the first one allowed. */
-export const DRIVERS_BY_STRENGTH = ['namespace', 'local'] as const
+export const DRIVERS_BY_STRENGTH = ['gvisor', 'namespace', 'local'] as const
+
+/**
+ * Drivers in the default set only when the operator names them (`--driver` or `--drivers`):
+ * gVisor's ptrace platform costs every syscall a round trip, so it is a choice, not a default.
+ */
+const OPT_IN: readonly string[] = ['gvisor']
 /** A driver name. */
 export type DriverName = (typeof DRIVERS_BY_STRENGTH)[number]
 
@@ -54,11 +61,15 @@ export function chooseDrivers(input: DriverChoiceInput): DriverChoice {
     input.drivers === undefined
       ? DRIVERS_BY_STRENGTH.filter(
           (name) =>
-            explicit.includes(name) || (isolating.includes(name) && input.candidates[name].problem === null),
+            explicit.includes(name) ||
+            (isolating.includes(name) && !OPT_IN.includes(name) && input.candidates[name].problem === null),
         )
       : DRIVERS_BY_STRENGTH.filter((name) => input.drivers?.includes(name))
   if (names.length === 0) {
-    const why = isolating.map((name) => `${name}: ${input.candidates[name].problem}`).join('; ')
+    const why = isolating
+      .filter((name) => !OPT_IN.includes(name))
+      .map((name) => `${name}: ${input.candidates[name].problem}`)
+      .join('; ')
     const dev = input.root ? '--drivers local --unsafe-local' : '--drivers local'
     throw new ConfigError(
       `no isolating sandbox driver works on this host (${why}); ${HOW_TO_ISOLATE}, or for development only pass ${dev} (no isolation)`,

@@ -8,6 +8,7 @@ import { buildApp, REDACTED_PATHS } from './app.ts'
 import { ConfigError } from './config-error.ts'
 import { generateApiKey, hashSecret } from './credentials.ts'
 import { chooseDrivers, type DriverChoice } from './driver-choice.ts'
+import { GvisorDriver } from './drivers/gvisor-driver.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
 import { configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
@@ -73,12 +74,14 @@ async function main(argv: string[]): Promise<void> {
     // Requests choose only among the drivers the operator allowed; nothing falls back to no
     // isolation unless the operator asked for it by name.
     const namespace = new NamespaceDriver({ stateDir: config.stateDir })
+    const gvisor = new GvisorDriver({ stateDir: config.stateDir })
     choice = chooseDrivers({
       driver: config.driver,
       drivers: config.drivers,
       unsafeLocal: config.unsafeLocal,
       root: process.getuid?.() === 0,
       candidates: {
+        gvisor: { driver: gvisor, problem: gvisor.problem() },
         namespace: { driver: namespace, problem: namespace.problem() },
         local: { driver: new LocalDriver({ stateDir: config.stateDir }), problem: null },
       },

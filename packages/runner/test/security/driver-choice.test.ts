@@ -11,6 +11,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { ConfigError } from '../../src/config-error.ts'
 import { generateApiKey } from '../../src/credentials.ts'
 import { chooseDrivers, type DriverChoiceInput } from '../../src/driver-choice.ts'
+import { GvisorDriver } from '../../src/drivers/gvisor-driver.ts'
 import { LocalDriver } from '../../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../../src/drivers/namespace-driver.ts'
 import { cli } from '../runner-process.ts'
@@ -27,6 +28,7 @@ function input(
     unsafeLocal: false,
     root: true,
     candidates: {
+      gvisor: { driver: new GvisorDriver({ stateDir: '/nowhere' }), problem: null },
       namespace: { driver: new NamespaceDriver({ stateDir: '/nowhere' }), problem: namespaceProblem },
       local: { driver: new LocalDriver({ stateDir: '/nowhere' }), problem: null },
     },
@@ -42,6 +44,14 @@ describe('chooseDrivers', () => {
     expect(names(choice)).toEqual(['namespace'])
     expect(choice.defaultDriver.name).toBe('namespace')
     expect(choice.warnings).toEqual([])
+  })
+
+  it('offers gVisor only when the operator names it, and then auto takes it as the strongest', () => {
+    expect(names(chooseDrivers(input({})))).not.toContain('gvisor')
+    const named = chooseDrivers(input({ drivers: ['gvisor', 'namespace'] }))
+    expect(names(named)).toEqual(['gvisor', 'namespace'])
+    expect(named.defaultDriver.name).toBe('gvisor')
+    expect(chooseDrivers(input({ driver: 'gvisor' })).defaultDriver.name).toBe('gvisor')
   })
 
   it('refuses local as root unless --unsafe-local, and warns when it is allowed', () => {
