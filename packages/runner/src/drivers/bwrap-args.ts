@@ -7,38 +7,7 @@
 import { lstatSync, readlinkSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { AgentRuntime } from './agent-runtime.ts'
-
-/** Top-level system entries bound read-only (or re-created as the same symlink). */
-const SYSTEM_ENTRIES = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
-
-/** Entries of the host's /etc that programs need; secrets (shadow, ssh keys) are not among them. */
-const ETC_ENTRIES = [
-  'alternatives',
-  'bash.bashrc',
-  'ca-certificates',
-  'ca-certificates.conf',
-  'crypto-policies',
-  'debian_version',
-  'gai.conf',
-  'host.conf',
-  'inputrc',
-  'ld.so.cache',
-  'ld.so.conf',
-  'ld.so.conf.d',
-  'locale.alias',
-  'localtime',
-  'mime.types',
-  'nsswitch.conf',
-  'os-release',
-  'pki',
-  'profile',
-  'profile.d',
-  'protocols',
-  'services',
-  'ssl',
-  'terminfo',
-  'timezone',
-]
+import { ETC_ENTRIES, SYSTEM_ENTRIES } from './host-system-layout.ts'
 
 /**
  * Capabilities the agent keeps inside the sandbox's user namespace (nothing on the host): start

@@ -43,6 +43,7 @@ import { hostCgroups } from './host-cgroups.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
+import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
@@ -174,7 +175,7 @@ export class NamespaceDriver implements SandboxDriver {
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
     chownSync(workspace, this.#uid, this.#uid)
     mkdirSync(etcDir, { recursive: true, mode: 0o755 })
-    for (const [name, text] of Object.entries(this.#etcFiles()))
+    for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
       writeFileSync(join(etcDir, name), text, { mode: 0o644 })
     const { memoryBytes, cpus, pids } = spec.limits
     const cgroup = this.#hostCgroups().create({
@@ -240,14 +241,14 @@ export class NamespaceDriver implements SandboxDriver {
         String(spec.maxSessions),
       ]
       const etcFiles = Object.fromEntries(
-        Object.keys(this.#etcFiles()).map((n) => [n, join(state.etcDir, n)]),
+        Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
       )
       const memory = spec.limits.memoryBytes
       const args = bwrapArgs({
         usernsFd: 3,
         // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
         unshareCgroup: state.cgroup.version === 1,
-        hostname: 'sandbox',
+        hostname: SANDBOX_HOSTNAME,
         workspace: state.workspace,
         etcFiles,
         runtime,
@@ -405,16 +406,6 @@ export class NamespaceDriver implements SandboxDriver {
       return openSync(`/proc/${pid}/ns/user`, 'r')
     } finally {
       holder.kill('SIGKILL')
-    }
-  }
-
-  #etcFiles(): Record<string, string> {
-    const u = this.#uid
-    return {
-      passwd: `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${u}:${u}:conch sandbox:${GUEST_WORKSPACE}:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-      group: `root:x:0:\nsandbox:x:${u}:\nnogroup:x:65534:\n`,
-      hostname: 'sandbox\n',
-      hosts: '127.0.0.1 localhost\n::1 localhost ip6-localhost\n127.0.1.1 sandbox\n',
     }
   }
 }
