@@ -68,6 +68,10 @@ function ensureSystemPackages() {
   const wanted = [
     { pkg: 'chromium', bin: '/usr/bin/chromium' },
     { pkg: 'bubblewrap', bin: '/usr/bin/bwrap' },
+    // The gVisor driver's tests: runsc, and a C compiler for its statx preload library.
+    { pkg: 'runsc', bin: '/usr/bin/runsc' },
+    { pkg: 'gcc', bin: '/usr/bin/gcc' },
+    { pkg: 'libc6-dev', bin: '/usr/include/stdio.h' },
     ...(ci ? VM_TIER_PACKAGES : []),
   ]
   const missing = wanted.filter((w) => !existsSync(w.bin)).map((w) => w.pkg)
