@@ -1,7 +1,8 @@
-// Driver comparison: the gVisor driver against the namespace driver in one run, on one runner
-// app (in process, through `inject`): sandbox create → first result of `true`, and the p50 of
-// `true` run in a session of a warm sandbox. Sandboxes alternate between drivers so both see the
-// same machine load. Needs root, bubblewrap and runsc.
+// Driver comparison in one run, on one runner app (in process, through `inject`): sandbox
+// create → first result of `true`, and the p50 of `true` run in a session of a warm sandbox,
+// for the local driver (no isolation: the reference), namespace and gVisor. Sandboxes alternate
+// between drivers so all see the same machine load; each figure is also given as a ratio to the
+// local driver's. Needs root, bubblewrap and runsc. Part of `pnpm bench`.
 //
 //   pnpm exec node --conditions=source packages/runner/bench/driver-compare-bench.ts
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -10,12 +11,13 @@ import { join } from 'node:path'
 import { buildApp } from '../src/app.ts'
 import { generateApiKey, hashSecret } from '../src/credentials.ts'
 import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
+import { LocalDriver } from '../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
 import { StateStore } from '../src/state-store.ts'
 
 const SANDBOXES = Number(process.env.BENCH_SANDBOXES ?? 4)
 const RUNS = Number(process.env.BENCH_RUNS ?? 100)
-const DRIVERS = ['namespace', 'gvisor'] as const
+const DRIVERS = ['local', 'namespace', 'gvisor'] as const
 
 function p50(samples: readonly number[]): number {
   const sorted = [...samples].sort((a, b) => a - b)
@@ -28,7 +30,7 @@ const store = StateStore.open(stateDir)
 const app = buildApp({
   store,
   apiKeyHashes: [hashSecret(apiKey)],
-  drivers: [new NamespaceDriver({ stateDir }), new GvisorDriver({ stateDir })],
+  drivers: [new LocalDriver({ stateDir }), new NamespaceDriver({ stateDir }), new GvisorDriver({ stateDir })],
 })
 await app.ready()
 const headers = { authorization: `Bearer ${apiKey}` }
@@ -43,8 +45,8 @@ async function run(id: string, sessionId?: string): Promise<void> {
   if (res.statusCode !== 200) throw new Error(`exec: ${res.statusCode} ${res.body}`)
 }
 
-const start: Record<string, number[]> = { namespace: [], gvisor: [] }
-const runs: Record<string, number[]> = { namespace: [], gvisor: [] }
+const start: Record<string, number[]> = { local: [], namespace: [], gvisor: [] }
+const runs: Record<string, number[]> = { local: [], namespace: [], gvisor: [] }
 const ids: string[] = []
 try {
   for (let i = 0; i < SANDBOXES; i++) {
@@ -67,10 +69,14 @@ try {
   const result = Object.fromEntries(
     DRIVERS.map((d) => [d, { createToFirstResultMsP50: p50(start[d]!), runTrueMsP50: p50(runs[d]!) }]),
   )
-  const ratio = {
-    createToFirstResult: Math.round((p50(start.gvisor!) / p50(start.namespace!)) * 10) / 10,
-    runTrue: Math.round((p50(runs.gvisor!) / p50(runs.namespace!)) * 10) / 10,
-  }
+  const vsLocal = (samples: Record<string, number[]>, d: string): number =>
+    Math.round((p50(samples[d]!) / p50(samples.local!)) * 10) / 10
+  const ratio = Object.fromEntries(
+    DRIVERS.map((d) => [
+      d,
+      { createToFirstResultVsLocal: vsLocal(start, d), runTrueVsLocal: vsLocal(runs, d) },
+    ]),
+  )
   process.stdout.write(
     `${JSON.stringify({ sandboxesPerDriver: SANDBOXES, runsPerSandbox: RUNS, result, ratio }, null, 2)}\n`,
   )
