@@ -29,6 +29,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs'
+import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
@@ -295,9 +296,7 @@ export class NamespaceDriver implements SandboxDriver {
       const pid = await spawned(child)
       sendLinkSecret(child, 5, state.linkSecret)
       feedSeccomp(child, seccomp)
-      child.once('exit', (code, signal) => {
-        this.#exits.set(pid, signal ? `sandbox killed by ${signal}` : `sandbox exited with code ${code}`)
-      })
+      child.once('exit', (code, signal) => this.#exits.set(pid, exitReason(code, signal)))
       child.unref()
       const startTime = procStat(pid)?.startTime
       return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
@@ -408,6 +407,20 @@ export class NamespaceDriver implements SandboxDriver {
       holder.kill('SIGKILL')
     }
   }
+}
+
+/**
+ * Why a sandbox ended, from its bwrap's exit: bwrap exits with the agent's status, and 128+n
+ * when a signal n killed the agent (a kill from outside; the OOM killer never picks the agent).
+ */
+function exitReason(code: number | null, signal: NodeJS.Signals | null): string {
+  if (signal) return `the sandbox was killed by ${signal}`
+  const agentSignal =
+    code !== null && code > 128
+      ? Object.entries(osConstants.signals).find(([, n]) => n === code - 128)?.[0]
+      : undefined
+  if (agentSignal) return `its agent was killed by ${agentSignal} (exit code ${code})`
+  return `its agent exited with code ${code}`
 }
 
 function readNs(pid: number): string | null {

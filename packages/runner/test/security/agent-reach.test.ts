@@ -5,7 +5,8 @@ import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_SANDBOX_LIMITS, SandboxInfo } from '@conch/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import { descendantsOf } from '../../src/drivers/proc-stat.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
 
@@ -168,5 +169,28 @@ describe('attack: exhaust the host from inside the sandbox', () => {
     })
     expect(res.statusCode).toBe(400)
     expect(res.json().error.message).toMatch(/local driver cannot enforce limits \(memoryBytes\)/)
+  })
+})
+
+describe('fault: the agent dies', () => {
+  it('reports a sandbox whose agent was SIGKILLed from outside as dead, with the reason', async () => {
+    await using runner = await nsRunner()
+    const id = await createSandbox(runner)
+    const victim = await createSandbox(runner)
+    const state = runner.app.conch.manager.get(id).record.driverState
+    const agent = descendantsOf(Number(state.pid)).find((pid) =>
+      readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('agent/src/main.ts'),
+    )
+    if (agent === undefined) throw new Error('no agent process below the sandbox')
+    process.kill(agent, 'SIGKILL')
+    await vi.waitFor(
+      async () => {
+        const dead = await info(runner, id)
+        expect(dead.status).toBe('dead')
+        expect(dead.deadReason).toMatch(/SIGKILL/)
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+    expect((await exec(runner, victim, 'echo unharmed')).stdout).toBe('unharmed\n')
   })
 })
