@@ -4,17 +4,8 @@
 // for the commands, and kill by SIGKILLing every pid in cgroup.procs until the groups are empty
 // (v1 has no cgroup.kill). The driver puts the sandbox's first process in every group before it
 // forks, so everything in the sandbox inherits them.
-import {
-  chownSync,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  realpathSync,
-  rmdirSync,
-  writeFileSync,
-} from 'node:fs'
+import { existsSync, mkdirSync, realpathSync, rmdirSync } from 'node:fs'
 import { join } from 'node:path'
-import type { SandboxLimits } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { readCgroupNumber, readKeyed, readProcs, writeCgroupFile } from './cgroup-files.ts'
 import {

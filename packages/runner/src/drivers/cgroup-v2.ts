@@ -17,7 +17,7 @@
 //
 // Every path is injected, so tests run against a fake tree in a temp dir and the VM tier runs
 // the same code against a real v2 kernel.
-import { chownSync, existsSync, mkdirSync, rmdirSync, watch } from 'node:fs'
+import { existsSync, mkdirSync, rmdirSync, watch } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
 import { readCgroupFile, readCgroupNumber, readKeyed, readProcs, writeCgroupFile } from './cgroup-files.ts'

@@ -50,7 +50,7 @@ export function diskProblem(): string | null {
 function run(name: (typeof TOOLS)[number], args: string[]): void {
   const path = tool(name)
   const result = path ? spawnSync(path, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) : null
-  if (!result || result.status !== 0) {
+  if (result?.status !== 0) {
     const detail = result
       ? (result.stderr || result.error?.message || `exit ${result.status}`).trim()
       : 'not found'
