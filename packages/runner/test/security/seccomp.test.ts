@@ -26,6 +26,9 @@ interface Outcome {
 }
 
 /** Runs `command` in a fresh user namespace as uid 1000 with a private /tmp, with or without the filter. */
+/** Where the runner's own node binary appears in the test sandbox. */
+const SANDBOX_NODE = '/mnt/node'
+
 async function sandboxed(command: string[], withFilter = true): Promise<Outcome> {
   const filter = bwrapSeccomp()
   const args = [
@@ -43,6 +46,12 @@ async function sandboxed(command: string[], withFilter = true): Promise<Outcome>
     '/dev',
     '--tmpfs',
     '/tmp',
+    // The runner's node may live under /tmp (a checkout there), which the tmpfs hides.
+    '--tmpfs',
+    '/mnt',
+    '--ro-bind',
+    process.execPath,
+    SANDBOX_NODE,
     '--chdir',
     '/tmp',
     '--setenv',
@@ -199,7 +208,7 @@ describe('tools under the sandbox seccomp filter', () => {
 
   it("runs the runner's own node with workers and child processes", async () => {
     const out = await sandboxed([
-      process.execPath,
+      SANDBOX_NODE,
       '-e',
       [
         "const { Worker } = require('node:worker_threads')",
