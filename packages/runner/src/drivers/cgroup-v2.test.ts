@@ -121,11 +121,12 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
       '/conch/sb_test/pids.max 100',
       `/conch/sb_test/memory.max ${320 * MiB}`,
       '/conch/sb_test/memory.swap.max 0',
-      '/conch/sb_test/cpu.max 50000 100000',
       '/conch/sb_test/io.max 7:3 rbps=max wbps=1000000 riops=max wiops=max',
-      '/conch/sb_test/cgroup.subtree_control +memory',
+      '/conch/sb_test/cgroup.subtree_control +cpu +memory',
       `/conch/sb_test/work/memory.max ${256 * MiB}`,
       '/conch/sb_test/work/memory.swap.max 0',
+      // The commands' CPU: a busy command cannot starve the agent of its quota.
+      '/conch/sb_test/work/cpu.max 50000 100000',
     ])
     // The agent's leaf gets no memory.oom.group: an OOM must never take the agent as a group.
     expect(writes.some((w) => w.includes('memory.oom.group'))).toBe(false)
@@ -147,6 +148,32 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
     const group = cgroups.create({ id: 'sb_plain', limits: {}, agentReserveBytes: 64 * MiB })
     expect(group.work).toBeNull()
     expect(writes.slice(2)).toEqual(['/conch/sb_plain/pids.max 1024'])
+  })
+
+  it("makes a work leaf with the commands' cpu.max and memory events for a CPU limit alone", () => {
+    using fs = fakeMount()
+    const delegated = join(fs.mount, 'conch')
+    kernelFiles(delegated, { controllers: 'cpu io memory pids' })
+    const writes: string[] = []
+    const cgroups = new CgroupsV2({
+      mount: fs.mount,
+      delegated,
+      createsSubtree: true,
+      trace: (path, value) => writes.push(`${path.slice(fs.mount.length)} ${value}`),
+    })
+    const group = cgroups.create({ id: 'sb_cpu', limits: { cpus: 0.2 }, agentReserveBytes: 64 * MiB })
+    const sb = join(delegated, 'sb_cpu')
+    expect(group.work).toEqual({
+      dir: join(sb, 'work'),
+      procs: join(sb, 'work', 'cgroup.procs'),
+      oomEvents: join(sb, 'work', 'memory.events'),
+    })
+    expect(writes.slice(2)).toEqual([
+      '/conch/sb_cpu/pids.max 1024',
+      // memory too: the sandbox binds work's memory.events, which exists only with it.
+      '/conch/sb_cpu/cgroup.subtree_control +cpu +memory',
+      '/conch/sb_cpu/work/cpu.max 20000 100000',
+    ])
   })
 
   it('kills with one write to cgroup.kill and resolves when cgroup.events says the group emptied', async () => {

@@ -5,9 +5,14 @@
 //   <delegated>/cgroup.subtree_control   +cpu +io +memory +pids (each enabled from the subtree root down)
 //   <delegated>/runner/                  the runner itself, when it started inside <delegated>
 //   <delegated>/<id>/                    memory.max (commands + agent reserve), memory.swap.max 0,
-//                                        pids.max, cpu.max, io.max; subtree_control +memory
+//                                        pids.max, io.max; subtree_control +memory (+cpu)
 //   <delegated>/<id>/agent/              the launcher and agent (the agent's memory.oom.group stays 0)
-//   <delegated>/<id>/work/               the commands: memory.max = their limit, memory.swap.max 0
+//   <delegated>/<id>/work/               the commands: memory.max = their limit, memory.swap.max 0,
+//                                        cpu.max
+//
+// cpu.max sits on `work`, not on the sandbox group: the commands get `cpus` cores, and a
+// CPU-bound command cannot starve the agent that serves it (its heartbeats, its hello while it
+// starts). The agent's CPU time still counts in the sandbox's usage.
 //
 // v2 lets no process live in a group that hands controllers to its children, so the runner, if
 // it sits in <delegated>, first moves into <delegated>/runner, and the agent lives in a leaf.
@@ -60,6 +65,11 @@ function neededControllers(limits: CgroupLimits): string[] {
   if (limits.cpus !== undefined) out.push('cpu')
   if (limits.io !== undefined) out.push('io')
   return out
+}
+
+/** Whether the limits need a `work` group for the commands (memory or CPU). */
+function hasWorkLimits(limits: CgroupLimits): boolean {
+  return limits.memoryBytes !== undefined || limits.cpus !== undefined
 }
 
 /** The words of a space-separated list file (`cgroup.controllers`); empty when missing. */
@@ -126,7 +136,7 @@ export class CgroupsV2 implements Cgroups {
     this.#prepared = true
   }
 
-  /** Makes `<delegated>/<id>` with its limits, an `agent` leaf and, with a memory limit, a `work` leaf. */
+  /** Makes `<delegated>/<id>` with its limits, an `agent` leaf and, with a memory or CPU limit, a `work` leaf. */
   create(spec: SandboxCgroupSpec): SandboxCgroup {
     const problem = this.problem(spec.limits)
     if (problem)
@@ -134,8 +144,7 @@ export class CgroupsV2 implements Cgroups {
     this.prepare()
     const dir = join(this.#delegated, spec.id)
     mkdirSync(dir, { recursive: true })
-    const memory = spec.limits.memoryBytes !== undefined
-    const work = memory ? join(dir, 'work') : null
+    const work = hasWorkLimits(spec.limits) ? join(dir, 'work') : null
     const group: SandboxCgroup = {
       version: 2,
       id: spec.id,
@@ -149,7 +158,11 @@ export class CgroupsV2 implements Cgroups {
     }
     // Limits on the sandbox group first, then the leaves: no process has joined yet.
     this.#writeSandboxLimits(group, spec.limits)
-    if (memory) this.#write(dir, 'cgroup.subtree_control', '+memory')
+    // memory always, so work's memory.events (bound into the sandbox) exists.
+    if (work !== null) {
+      const controllers = spec.limits.cpus === undefined ? ['memory'] : ['cpu', 'memory']
+      this.#write(dir, 'cgroup.subtree_control', controllers.map((c) => `+${c}`).join(' '))
+    }
     mkdirSync(join(dir, 'agent'), { recursive: true })
     if (work !== null) {
       mkdirSync(work, { recursive: true })
@@ -222,7 +235,7 @@ export class CgroupsV2 implements Cgroups {
     }
   }
 
-  /** memory.max (commands + agent reserve), memory.swap.max, pids.max, cpu.max and io.max. */
+  /** memory.max (commands + agent reserve), memory.swap.max, pids.max and io.max. */
   #writeSandboxLimits(group: SandboxCgroup, limits: CgroupLimits): void {
     const dir = this.#sandboxDir(group)
     this.#write(dir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
@@ -231,18 +244,18 @@ export class CgroupsV2 implements Cgroups {
       // The file exists only where swap is accounted; no swap means a hog meets its limit in RAM.
       if (existsSync(join(dir, 'memory.swap.max'))) this.#write(dir, 'memory.swap.max', '0')
     }
-    if (limits.cpus !== undefined) {
-      this.#write(dir, 'cpu.max', `${cpuQuotaUs(limits.cpus)} ${CPU_PERIOD_US}`)
-    }
     if (limits.io !== undefined) this.#write(dir, 'io.max', ioMaxLine(limits.io))
   }
 
-  /** The commands' memory.max and memory.swap.max. */
+  /** The commands' memory.max, memory.swap.max and cpu.max. */
   #writeWorkLimits(group: SandboxCgroup, limits: CgroupLimits): void {
-    if (group.work === null || limits.memoryBytes === undefined) return
-    this.#write(group.work.dir, 'memory.max', String(limits.memoryBytes))
-    if (existsSync(join(group.work.dir, 'memory.swap.max')))
-      this.#write(group.work.dir, 'memory.swap.max', '0')
+    if (group.work === null) return
+    const dir = group.work.dir
+    if (limits.memoryBytes !== undefined) {
+      this.#write(dir, 'memory.max', String(limits.memoryBytes))
+      if (existsSync(join(dir, 'memory.swap.max'))) this.#write(dir, 'memory.swap.max', '0')
+    }
+    if (limits.cpus !== undefined) this.#write(dir, 'cpu.max', `${cpuQuotaUs(limits.cpus)} ${CPU_PERIOD_US}`)
   }
 
   /** Resolves once cgroup.events says `populated 0`; INTERNAL with the survivors after the timeout. */

@@ -6,7 +6,8 @@
 // (v1: the group itself; v2: an `agent` leaf, since v2 forbids processes in a group that hands
 // controllers to children), and, when memory is limited, a `work` child that the agent's
 // commands move into, with the commands' own memory limit. A hog is then OOM-killed inside
-// `work` and the agent keeps serving.
+// `work` and the agent keeps serving. On v2 the CPU limit sits on `work` too (made for a memory
+// or a CPU limit), so a busy command cannot starve the agent; v1 puts it on the sandbox group.
 // The handle (`SandboxCgroup`) is plain JSON: the driver stores it in its state so a restarted
 // runner can still read usage, kill and remove the group.
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
@@ -35,7 +36,7 @@ export interface IoLimit {
 export interface CgroupLimits {
   /** Memory of the sandbox's commands (the `work` group), in bytes; no swap on top. */
   memoryBytes?: number
-  /** CPU in cores (0.5 = half a core), for the whole sandbox. */
+  /** CPU in cores (0.5 = half a core): v2 throttles the commands (`work`), v1 the whole sandbox. */
   cpus?: number
   /** Processes and threads of the whole sandbox. */
   pids?: number
@@ -74,7 +75,7 @@ export const SandboxCgroup = z.object({
   dirs: z.array(z.string()),
   /** The `cgroup.procs` files the launcher writes its own pid into before it execs the sandbox. */
   join: z.array(z.string()),
-  /** The commands' group, when memory is limited. */
+  /** The commands' group, when memory (v2: or CPU) is limited. */
   work: z
     .object({
       /** Its dir. */
