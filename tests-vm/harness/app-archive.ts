@@ -34,6 +34,8 @@ export interface AppArchiveOptions {
   packages: readonly string[]
   /** Package names resolved from the repository root and included with their dependencies. */
   rootDependencies?: readonly string[]
+  /** Repo-relative files shipped as they are (scripts the guest runs), besides the closure. */
+  files?: readonly string[]
   /** The Node binary to run in the guest. */
   nodeBinary: string
   /** Variables written to /conch/vm.env for /init. */
@@ -116,11 +118,11 @@ class Closure {
     const absolute = resolve(dirname(path), target)
     const rel = this.#relative(path)
     this.symlinks.set(rel, isAbsolute(target) ? relative(dirname(path), absolute) : target)
-    this.#addParents(rel)
+    this.addParents(rel)
   }
 
   #addTree(dir: string): void {
-    this.#addParents(`${this.#relative(dir)}/x`)
+    this.addParents(`${this.#relative(dir)}/x`)
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name)
       if (entry.isDirectory()) {
@@ -133,7 +135,8 @@ class Closure {
     }
   }
 
-  #addParents(rel: string): void {
+  /** Adds the folders above a repo-relative path. */
+  addParents(rel: string): void {
     for (let dir = dirname(rel); dir !== '.' && !this.dirs.has(dir); dir = dirname(dir)) this.dirs.add(dir)
   }
 
@@ -151,6 +154,10 @@ export function writeAppArchive(options: AppArchiveOptions): AppArchiveSummary {
   for (const pkg of options.packages) closure.addPackage(realpathSync(join(root, pkg)))
   for (const name of options.rootDependencies ?? []) closure.addDependency(root, name)
   closure.files.add('package.json')
+  for (const file of options.files ?? []) {
+    closure.files.add(file)
+    closure.addParents(file)
+  }
 
   const writer = new NewcWriter(options.out)
   let bytes = 0

@@ -30,9 +30,20 @@ const SERIAL_LOG = join(REPO_ROOT, 'test-results', 'vm-serial.log')
 
 /** Boots the VM, provides it to the test files and returns the teardown. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // The local driver runs on any kernel; the runner refuses to offer a driver this host cannot
-  // run, so the namespace driver joins this list once it supports cgroup v2.
-  const vm = await bootVm({ runnerArgs: ['--log-level', 'warn', '--drivers', 'local', '--unsafe-local'] })
+  // The namespace driver is the default, on the guest's cgroup v2. The local driver is allowed
+  // only for the guest inspector (guest-inspector.ts), which asks for it by name: it runs as
+  // root in the guest and reads what the tests check (processes, cgroups, mounts, state dir).
+  const vm = await bootVm({
+    runnerArgs: [
+      '--log-level',
+      'warn',
+      '--driver',
+      'namespace',
+      '--drivers',
+      'namespace,local',
+      '--unsafe-local',
+    ],
+  })
   process.stderr.write(`[vm] runner ready under ${vm.accelerator} in ${vm.bootMs} ms; ${vm.bootLine}\n`)
   project.provide('vm', {
     url: vm.url,

@@ -53,14 +53,18 @@ const ERROR_TAIL_BYTES = 8_192
 /** Lines /init prints for the harness. */
 const LINE_PREFIX = 'CONCH-VM '
 
-/** Where /init points Node's compile cache; sandboxes that share it start their agent sooner. */
-export const GUEST_COMPILE_CACHE = '/var/cache/conch-node'
-
 /**
- * Run by /init next to the runner: imports every module of the agent once, so Node's compile
- * cache holds them before the first sandbox starts one.
+ * Node's compile cache in the guest, shared by the runner and every agent. It is under /usr
+ * because a namespace sandbox sees the guest's /usr (read-only) and no /var; the warm-up fills
+ * it before the first sandbox starts, so agents only read it.
  */
-const WARMUP_COMMAND = `cd packages/agent/src && for f in *.ts; do case $f in *.test.ts|main.ts) ;; *) echo "import './$f'" ;; esac; done | "$VM_NODE" --conditions=source --input-type=module`
+export const GUEST_COMPILE_CACHE = '/usr/local/share/conch-node-cache'
+
+/** The guest's warm-up script, shipped at the same repo-relative path (see guest/warm-agents.ts). */
+const WARMUP_SCRIPT = 'tests-vm/guest/warm-agents.ts'
+
+/** Run by /init next to the runner: builds the runtime image and compiles the agent's modules. */
+const WARMUP_COMMAND = `"$VM_NODE" --conditions=source ${WARMUP_SCRIPT}`
 
 /** How QEMU executes the guest. */
 export type Accelerator = 'kvm' | 'tcg'
@@ -290,6 +294,7 @@ export async function bootVm(options: VmOptions = {}): Promise<Vm> {
       repoRoot: REPO_ROOT,
       packages: options.packages ?? ['packages/runner'],
       rootDependencies: options.rootDependencies ?? [],
+      files: [WARMUP_SCRIPT],
       nodeBinary: NODE_BINARY,
       out: app,
       env: {
@@ -299,6 +304,7 @@ export async function bootVm(options: VmOptions = {}): Promise<Vm> {
         VM_PORT: String(GUEST_PORT),
         VM_RUNNER_ARGS: (options.runnerArgs ?? []).join(' '),
         VM_WARMUP: WARMUP_COMMAND,
+        NODE_COMPILE_CACHE: GUEST_COMPILE_CACHE,
         CONCH_API_KEY: apiKey,
       },
     })

@@ -34,8 +34,24 @@ import { fileURLToPath } from 'node:url'
 /** The Debian release the image is built from. */
 const SUITE = 'bookworm'
 
-/** Packages installed on top of debootstrap's minbase. */
-const PACKAGES = ['bash', 'coreutils', 'bubblewrap', 'util-linux', 'procps', 'iproute2', 'kmod', 'libstdc++6']
+/**
+ * Packages installed on top of debootstrap's minbase: the namespace driver needs bubblewrap,
+ * util-linux (setpriv, unshare), mount and e2fsprogs (its runtime image and workspace disks are
+ * loop-mounted ext4); the conformance cases use perl (fork bomb, memory hog).
+ */
+const PACKAGES = [
+  'bash',
+  'coreutils',
+  'bubblewrap',
+  'util-linux',
+  'mount',
+  'e2fsprogs',
+  'perl-base',
+  'procps',
+  'iproute2',
+  'kmod',
+  'libstdc++6',
+]
 
 /** The kernel metapackage; its one dependency names the versioned kernel package. */
 const KERNEL_PACKAGE = 'linux-image-cloud-amd64'
@@ -77,14 +93,25 @@ const PRUNED = [
  * /conch/vm.env (port, API key, mode, warm-up command) to the initramfs. Lines starting `CONCH-VM ` on the
  * console are for the harness: `ready <url>` once the runner listens, `exit <code>` when a
  * command run (mode `command`) ends, `fail <reason>` when /init cannot go on.
+ *
+ * In mode `runner` the runner's pid is kept in /run/conch-vm/runner.pid, and a line `restart`
+ * written to the fifo /run/conch-vm/control stops it with SIGTERM (its agents keep running) and
+ * starts a new one on the same state dir, as an operator's restart would.
  */
 const INIT = `#!/bin/bash
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 say() { echo "CONCH-VM $*" > /dev/console; }
 die() { say "fail $*"; sync; echo o > /proc/sysrq-trigger; sleep 5; }
 mount -t proc proc /proc
+# The initramfs root (rootfs) cannot be pivot_root'ed away, which bwrap does for every namespace
+# sandbox. Stage 1 binds it onto itself and continues in that bind mount, which can.
+if [ "$1" != stage2 ]; then
+  mkdir -p /.root && mount --bind / /.root && cd /.root && mount --move . / || die "cannot bind the root"
+  exec chroot . /init stage2
+fi
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+ln -s /proc/self/fd /dev/fd
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs tmpfs /run
@@ -99,21 +126,20 @@ ip link set lo up
 ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 || die "no eth0"
 [ -f /conch/vm.env ] || die "no /conch/vm.env: boot with the harness's app archive"
 set -a; . /conch/vm.env; set +a
-export NODE_COMPILE_CACHE=/var/cache/conch-node
 say "booted cgroup=$(stat -fc %T /sys/fs/cgroup) controllers=$(cat /sys/fs/cgroup/cgroup.subtree_control | tr ' ' ,)"
 cd /conch/repo || die "no /conch/repo"
 if [ "$VM_MODE" = command ]; then
   bash -c "$VM_COMMAND" > /dev/console 2>&1
   say "exit $?"
 else
-  mkdir -p /var/lib/conch "$NODE_COMPILE_CACHE"
+  mkdir -p /var/lib/conch /run/conch-vm "$NODE_COMPILE_CACHE"
   # Compiling (and type-stripping) the agent's modules takes longer under TCG than the runner
   # waits for an agent's hello; compiling them once here fills Node's compile cache, which
   # sandboxes created with NODE_COMPILE_CACHE in their env then reuse.
   bash -c "$VM_WARMUP" &
   warm=$!
-  "$VM_NODE" --conditions=source packages/runner/src/main.ts runner --host 0.0.0.0 \\
-    --port "$VM_PORT" --state-dir /var/lib/conch $VM_RUNNER_ARGS 2>&1 |
+  # Echoes the runner's log; says ready once it listens and the warm-up is done.
+  watch_log() {
     while IFS= read -r line; do
       echo "$line"
       case $line in *"listening on"*)
@@ -121,8 +147,24 @@ else
         say "ready port=$VM_PORT" ;;
       esac
     done
-  (exit "\${PIPESTATUS[0]}")
-  say "exit $?"
+  }
+  mkfifo /run/conch-vm/control
+  while read -r request < /run/conch-vm/control; do
+    if [ "$request" = restart ]; then
+      : > /run/conch-vm/restarting
+      kill -TERM "$(cat /run/conch-vm/runner.pid)"
+    fi
+  done &
+  while :; do
+    rm -f /run/conch-vm/restarting
+    "$VM_NODE" --conditions=source packages/runner/src/main.ts runner --host 0.0.0.0 \\
+      --port "$VM_PORT" --state-dir /var/lib/conch $VM_RUNNER_ARGS > >(watch_log) 2>&1 &
+    echo $! > /run/conch-vm/runner.pid
+    wait $!
+    code=$?
+    [ -e /run/conch-vm/restarting ] || break
+  done
+  say "exit $code"
 fi
 sync
 echo o > /proc/sysrq-trigger

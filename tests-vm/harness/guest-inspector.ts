@@ -1,0 +1,188 @@
+// Reads the guest from inside: a sandbox of the VM runner's local driver, which runs as root in
+// the guest with no isolation, so its commands see every process, the cgroup tree, the mounts,
+// loop devices and the runner's state dir. Tests use it to capture a sandbox's footprint while
+// it lives and to list what of it is left once destroyed, and to restart the guest's runner
+// through /init's control fifo. The runner offers the local driver only for this (see
+// global-setup.ts); tests' own sandboxes use its default, the namespace driver.
+import { Sandbox } from '@conch/sdk'
+import { vi } from 'vitest'
+import { VmError } from './vm-error.ts'
+
+/** Where the runner in the guest keeps its state (/init's --state-dir). */
+const GUEST_STATE_DIR = '/var/lib/conch'
+
+/** Where the guest mounts cgroup2. */
+const GUEST_CGROUP_MOUNT = '/sys/fs/cgroup'
+
+/** /init's pid file of the current runner. */
+const RUNNER_PID_FILE = '/run/conch-vm/runner.pid'
+
+/** /init's control fifo: a `restart` line restarts the runner. */
+const CONTROL_FIFO = '/run/conch-vm/control'
+
+/** How long a restarted runner may take to answer again under TCG. */
+const RESTART_TIMEOUT_MS = 90_000
+
+/** What of one sandbox exists in the guest, captured while it lives. */
+export interface GuestFootprint {
+  /** Sandbox id. */
+  id: string
+  /** Its processes: every process in one of its cgroups, with its start time. */
+  processes: Array<{ pid: number; startTime: string }>
+  /** Its cgroup dirs (the sandbox group and every group below it). */
+  cgroupDirs: string[]
+}
+
+/** How to reach the VM's runner. */
+export interface InspectorOptions {
+  /** The runner's URL on the host. */
+  url: string
+  /** Its API key. */
+  apiKey: string
+  /** Environment of the inspector's sandbox (the guest's compile cache). */
+  env: Record<string, string>
+}
+
+/**
+ * Bash that prints `proc <pid> <starttime>` for every process whose cgroup path has a part
+ * named `$1`, and `cgroup <dir>` for every cgroup dir named `$1` and each dir below it.
+ */
+const FOOTPRINT_SCRIPT = `
+id=$1
+for dir in /proc/[0-9]*; do
+  groups=$(cat "$dir/cgroup" 2> /dev/null) || continue
+  case "$groups/" in *"/$id/"*) ;; *) continue ;; esac
+  stat=$(cat "$dir/stat" 2> /dev/null) || continue
+  set -- \${stat##*) }
+  echo "proc \${dir#/proc/} \${20}"
+done
+find ${GUEST_CGROUP_MOUNT} -depth -type d -path "*/$id*" 2> /dev/null | sed 's/^/cgroup /'
+`
+
+/**
+ * Bash that prints one line per thing of sandbox `$1` still in the guest: a process in its
+ * cgroups, a cgroup dir, a mount or loop device naming it, or a state file named after it.
+ */
+const LEFTOVERS_SCRIPT = `
+id=$1
+for dir in /proc/[0-9]*; do
+  groups=$(cat "$dir/cgroup" 2> /dev/null) || continue
+  case "$groups/" in *"/$id/"*) echo "process \${dir#/proc/} is in a cgroup of the sandbox: $groups" ;; esac
+done
+find ${GUEST_CGROUP_MOUNT} -type d -path "*/$id*" 2> /dev/null | sed 's/^/cgroup still exists: /'
+grep -F "$id" /proc/self/mountinfo | sed 's/^/mount still exists: /'
+for f in /sys/block/loop*/loop/backing_file; do
+  [ -e "$f" ] && grep -qF "$id" "$f" && echo "loop device \${f#/sys/block/} still backs $(cat "$f")"
+done
+find ${GUEST_STATE_DIR} -name "*$id*" 2> /dev/null | sed 's/^/state file still exists: /'
+true
+`
+
+/**
+ * Bash that prints, for each `pid:starttime` argument, a line when that process still runs (same
+ * start time, not a zombie): a recycled pid is another process, not a leftover.
+ */
+const STILL_RUNNING_SCRIPT = `
+for p in "$@"; do
+  pid=\${p%%:*}
+  stat=$(cat "/proc/$pid/stat" 2> /dev/null) || continue
+  set -- \${stat##*) }
+  [ "$1" != Z ] && [ "\${20}" = "\${p#*:}" ] && echo "process $pid still runs: $(tr '\\0' ' ' < "/proc/$pid/cmdline")"
+done
+true
+`
+
+/** Quotes a value for a POSIX shell. */
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`
+}
+
+/** A root shell in the guest, through a local-driver sandbox of the VM's runner. */
+export class GuestInspector implements AsyncDisposable {
+  readonly #sandbox: Sandbox
+
+  private constructor(sandbox: Sandbox) {
+    this.#sandbox = sandbox
+  }
+
+  /** Creates the inspector's sandbox (local driver). */
+  static async open(options: InspectorOptions): Promise<GuestInspector> {
+    return new GuestInspector(await Sandbox.create({ ...options, driver: 'local' }))
+  }
+
+  /** Runs a bash script with arguments as root in the guest and returns its stdout; throws on a non-zero exit. */
+  async run(script: string, args: readonly string[] = []): Promise<string> {
+    const command = `bash -c ${shellQuote(script)} inspector ${args.map(shellQuote).join(' ')}`
+    const result = await this.#sandbox.exec(command, { timeoutMs: 60_000 })
+    if (result.exitCode !== 0) {
+      throw new VmError(
+        'VM_COMMAND_FAILED',
+        `the guest inspector's command exited ${result.exitCode}: ${result.stderr || result.stdout}`,
+      )
+    }
+    return result.stdout
+  }
+
+  /** The processes and cgroup dirs of a live sandbox. */
+  async footprint(id: string): Promise<GuestFootprint> {
+    const footprint: GuestFootprint = { id, processes: [], cgroupDirs: [] }
+    for (const line of (await this.run(FOOTPRINT_SCRIPT, [id])).split('\n')) {
+      const [kind, ...rest] = line.split(' ')
+      if (kind === 'proc' && rest.length === 2) {
+        footprint.processes.push({ pid: Number(rest[0]), startTime: rest[1] ?? '' })
+      } else if (kind === 'cgroup') {
+        footprint.cgroupDirs.push(rest.join(' '))
+      }
+    }
+    return footprint
+  }
+
+  /** What of a sandbox is still in the guest: processes, cgroups, mounts, loop devices, state files. */
+  async leftovers(footprint: GuestFootprint): Promise<string[]> {
+    const pids = footprint.processes.map((p) => `${p.pid}:${p.startTime}`)
+    const lines = [
+      ...(await this.run(STILL_RUNNING_SCRIPT, pids)).split('\n'),
+      ...(await this.run(LEFTOVERS_SCRIPT, [footprint.id])).split('\n'),
+    ]
+    return lines.filter((line) => line !== '')
+  }
+
+  /** The pid of the guest's current runner. */
+  async runnerPid(): Promise<number> {
+    return Number((await this.run(`cat ${RUNNER_PID_FILE}`)).trim())
+  }
+
+  /**
+   * Restarts the guest's runner on its state dir (SIGTERM: its agents keep running) and resolves
+   * once a new runner answers. The request that asks for it may lose its answer to the restart,
+   * so success is the new runner's pid, read through that runner.
+   */
+  async restartRunner(): Promise<void> {
+    const before = await this.runnerPid()
+    const asked = this.run(`echo restart > ${CONTROL_FIFO}`).then(
+      () => null,
+      (error: unknown) => error,
+    )
+    try {
+      await vi.waitFor(
+        async () => {
+          const now = await this.runnerPid()
+          if (now === before) throw new Error(`the runner is still pid ${before}`)
+        },
+        { timeout: RESTART_TIMEOUT_MS, interval: 500 },
+      )
+    } catch (error) {
+      const askError = await asked
+      throw new VmError(
+        'VM_COMMAND_FAILED',
+        `the guest's runner (pid ${before}) did not restart within ${RESTART_TIMEOUT_MS} ms${askError ? `; asking for it failed: ${String(askError)}` : ''}`,
+        { cause: error },
+      )
+    }
+  }
+
+  /** Destroys the inspector's sandbox. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.#sandbox.destroy()
+  }
+}
