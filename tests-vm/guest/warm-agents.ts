@@ -2,9 +2,11 @@
 // sandbox of each driver would otherwise pay for while the runner waits for its agent's hello.
 // It builds and mounts the namespace driver's runtime image exactly as the driver does (same
 // code, same key, so the runner finds it mounted), then compiles the agent's modules into Node's
-// compile cache (NODE_COMPILE_CACHE, set by /init) under the paths each driver loads them from:
+// compile cache (the dir given as the one argument) under the paths each driver loads them from:
 // the checkout's paths for the local driver, and `/opt/conch/...` on the image for the
-// namespace driver, imported in a private mount namespace laid out as a sandbox sees it.
+// namespace driver, imported in a private mount namespace laid out as a sandbox sees it. Only
+// those imports write the cache: this process runs without one, so it never writes an entry of
+// a runner module while the runner, starting next to it, reads or writes the same one.
 import { spawnSync } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -30,9 +32,14 @@ function agentSrc(runtime: AgentRuntime): string {
   return mount.host
 }
 
-/** Runs a shell script; throws with its output when it fails. */
+/** The compile cache dir to fill. */
+const cacheDir = process.argv[2]
+if (!cacheDir) throw new Error('usage: warm-agents.ts <compile cache dir>')
+
+/** Runs a shell script with the compile cache on; throws with its output when it fails. */
 function sh(script: string, input = ''): void {
-  const result = spawnSync('sh', ['-c', script], { input, encoding: 'utf8' })
+  const env = { ...process.env, NODE_COMPILE_CACHE: cacheDir }
+  const result = spawnSync('sh', ['-c', script], { input, encoding: 'utf8', env })
   if (result.status !== 0)
     throw new Error(`warm-up failed (${result.status}): ${result.stderr}${result.stdout}`)
 }
@@ -40,8 +47,12 @@ function sh(script: string, input = ''): void {
 const node = process.execPath
 const runtime = locateAgentRuntime(node)
 
+/** `import` lines for `files`, read by a Node that takes its program on stdin. */
+const importLines = (files: string[]): string => files.map((f) => `import ${JSON.stringify(f)}\n`).join('')
+const importer = `${quote(node)} --conditions=source --input-type=module`
+
 // Local driver: the agent runs from the checkout.
-for (const file of agentModules(agentSrc(runtime))) await import(file)
+sh(importer, importLines(agentModules(agentSrc(runtime))))
 
 // Namespace driver: the image, then the same modules at the paths a sandbox sees.
 const onImage = await mountRuntimeImage(runtime, DEFAULT_RUNTIME_CACHE)
@@ -56,10 +67,10 @@ const layout = [
   ),
 ]
 const guestSrc = onImage.mounts.find((m) => m.guest.endsWith('/agent/src'))?.guest ?? ''
-const imports = agentModules(agentSrc(onImage))
-  .map((file) => `import ${JSON.stringify(join(guestSrc, file.slice(agentSrc(onImage).length)))}\n`)
-  .join('')
+const onGuestPaths = agentModules(agentSrc(onImage)).map((f) =>
+  join(guestSrc, f.slice(agentSrc(onImage).length)),
+)
 sh(
-  `unshare --mount --propagation private sh -c ${quote(`set -e; ${layout.join('; ')}; exec ${quote(node)} --conditions=source --input-type=module`)}`,
-  imports,
+  `unshare --mount --propagation private sh -c ${quote(`set -e; ${layout.join('; ')}; exec ${importer}`)}`,
+  importLines(onGuestPaths),
 )

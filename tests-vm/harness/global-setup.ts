@@ -3,8 +3,9 @@
 // end, so a failure anywhere in the tier can be read against what the guest printed.
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Sandbox } from '@conch/sdk'
 import type { TestProject } from 'vitest/node'
-import { bootVm, REPO_ROOT } from './vm.ts'
+import { bootVm, GUEST_COMPILE_CACHE, REPO_ROOT } from './vm.ts'
 
 /** What test files learn about the VM. */
 export interface VmConnection {
@@ -16,6 +17,8 @@ export interface VmConnection {
   accelerator: string
   /** The guest's `booted` line: its cgroup filesystem type and controllers. */
   bootLine: string
+  /** The run's guest inspector sandbox (see guest-inspector.ts). */
+  inspectorId: string
 }
 
 declare module 'vitest' {
@@ -45,15 +48,30 @@ export default async function setup(project: TestProject): Promise<() => Promise
     ],
   })
   process.stderr.write(`[vm] runner ready under ${vm.accelerator} in ${vm.bootMs} ms; ${vm.bootLine}\n`)
-  project.provide('vm', {
-    url: vm.url,
-    apiKey: vm.apiKey,
-    accelerator: vm.accelerator,
-    bootLine: vm.bootLine,
-  })
-  return async () => {
+  const teardown = async (): Promise<void> => {
     mkdirSync(join(REPO_ROOT, 'test-results'), { recursive: true })
     writeFileSync(SERIAL_LOG, vm.serialLog())
     await vm.close()
   }
+  try {
+    // The guest inspector's sandbox (guest-inspector.ts): one for the run, so no file waits for
+    // another agent to start.
+    const inspector = await Sandbox.create({
+      url: vm.url,
+      apiKey: vm.apiKey,
+      env: { NODE_COMPILE_CACHE: GUEST_COMPILE_CACHE },
+      driver: 'local',
+    })
+    project.provide('vm', {
+      url: vm.url,
+      apiKey: vm.apiKey,
+      accelerator: vm.accelerator,
+      bootLine: vm.bootLine,
+      inspectorId: inspector.id,
+    })
+  } catch (error) {
+    await teardown()
+    throw error
+  }
+  return teardown
 }

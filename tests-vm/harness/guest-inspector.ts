@@ -2,8 +2,9 @@
 // the guest with no isolation, so its commands see every process, the cgroup tree, the mounts,
 // loop devices and the runner's state dir. Tests use it to capture a sandbox's footprint while
 // it lives and to list what of it is left once destroyed, and to restart the guest's runner
-// through /init's control fifo. The runner offers the local driver only for this (see
-// global-setup.ts); tests' own sandboxes use its default, the namespace driver.
+// through /init's control fifo. The runner offers the local driver only for this: global-setup.ts
+// makes the one inspector sandbox of the run, and test files reach it by id; their own
+// sandboxes use the runner's default, the namespace driver.
 import { Sandbox } from '@conch/sdk'
 import { vi } from 'vitest'
 import { VmError } from './vm-error.ts'
@@ -39,9 +40,16 @@ export interface InspectorOptions {
   url: string
   /** Its API key. */
   apiKey: string
-  /** Environment of the inspector's sandbox (the guest's compile cache). */
-  env: Record<string, string>
 }
+
+// The scripts below read /proc with bash builtins: under TCG every fork costs tens of
+// milliseconds, and /proc holds a few hundred processes.
+
+/** Bash that sets `groups` to the cgroup lines of /proc entry `$dir`, empty when it is gone. */
+const READ_GROUPS = `groups=; { IFS= read -r -d '' groups < "$dir/cgroup"; } 2> /dev/null; groups=\${groups%$'\\n'}`
+
+/** Bash that sets `state` and `start` from /proc entry `$dir`'s stat (fields 3 and 22); false when it is gone. */
+const READ_STAT = `{ read -r stat < "$dir/stat"; } 2> /dev/null && set -- \${stat##*) } && state=$1 start=\${20}`
 
 /**
  * Bash that prints `proc <pid> <starttime>` for every process whose cgroup path has a part
@@ -50,11 +58,9 @@ export interface InspectorOptions {
 const FOOTPRINT_SCRIPT = `
 id=$1
 for dir in /proc/[0-9]*; do
-  groups=$(cat "$dir/cgroup" 2> /dev/null) || continue
+  ${READ_GROUPS}
   case "$groups/" in *"/$id/"*) ;; *) continue ;; esac
-  stat=$(cat "$dir/stat" 2> /dev/null) || continue
-  set -- \${stat##*) }
-  echo "proc \${dir#/proc/} \${20}"
+  ${READ_STAT} && echo "proc \${dir#/proc/} $start"
 done
 find ${GUEST_CGROUP_MOUNT} -depth -type d -path "*/$id*" 2> /dev/null | sed 's/^/cgroup /'
 `
@@ -66,13 +72,16 @@ find ${GUEST_CGROUP_MOUNT} -depth -type d -path "*/$id*" 2> /dev/null | sed 's/^
 const LEFTOVERS_SCRIPT = `
 id=$1
 for dir in /proc/[0-9]*; do
-  groups=$(cat "$dir/cgroup" 2> /dev/null) || continue
+  ${READ_GROUPS}
   case "$groups/" in *"/$id/"*) echo "process \${dir#/proc/} is in a cgroup of the sandbox: $groups" ;; esac
 done
 find ${GUEST_CGROUP_MOUNT} -type d -path "*/$id*" 2> /dev/null | sed 's/^/cgroup still exists: /'
-grep -F "$id" /proc/self/mountinfo | sed 's/^/mount still exists: /'
+while IFS= read -r line; do
+  case $line in *"$id"*) echo "mount still exists: $line" ;; esac
+done < /proc/self/mountinfo
 for f in /sys/block/loop*/loop/backing_file; do
-  [ -e "$f" ] && grep -qF "$id" "$f" && echo "loop device \${f#/sys/block/} still backs $(cat "$f")"
+  backing=; { read -r backing < "$f"; } 2> /dev/null
+  case $backing in *"$id"*) echo "loop device \${f#/sys/block/} still backs $backing" ;; esac
 done
 find ${GUEST_STATE_DIR} -name "*$id*" 2> /dev/null | sed 's/^/state file still exists: /'
 true
@@ -84,10 +93,9 @@ true
  */
 const STILL_RUNNING_SCRIPT = `
 for p in "$@"; do
-  pid=\${p%%:*}
-  stat=$(cat "/proc/$pid/stat" 2> /dev/null) || continue
-  set -- \${stat##*) }
-  [ "$1" != Z ] && [ "\${20}" = "\${p#*:}" ] && echo "process $pid still runs: $(tr '\\0' ' ' < "/proc/$pid/cmdline")"
+  dir=/proc/\${p%%:*}
+  ${READ_STAT} || continue
+  [ "$state" != Z ] && [ "$start" = "\${p#*:}" ] && echo "process \${dir#/proc/} still runs: $(tr '\\0' ' ' < "$dir/cmdline")"
 done
 true
 `
@@ -98,16 +106,16 @@ function shellQuote(value: string): string {
 }
 
 /** A root shell in the guest, through a local-driver sandbox of the VM's runner. */
-export class GuestInspector implements AsyncDisposable {
+export class GuestInspector {
   readonly #sandbox: Sandbox
 
   private constructor(sandbox: Sandbox) {
     this.#sandbox = sandbox
   }
 
-  /** Creates the inspector's sandbox (local driver). */
-  static async open(options: InspectorOptions): Promise<GuestInspector> {
-    return new GuestInspector(await Sandbox.create({ ...options, driver: 'local' }))
+  /** Reaches the inspector sandbox `id`, a local-driver sandbox (global-setup.ts makes it). */
+  static async connect(id: string, options: InspectorOptions): Promise<GuestInspector> {
+    return new GuestInspector(await Sandbox.connect(id, options))
   }
 
   /** Runs a bash script with arguments as root in the guest and returns its stdout; throws on a non-zero exit. */
@@ -179,10 +187,5 @@ export class GuestInspector implements AsyncDisposable {
         { cause: error },
       )
     }
-  }
-
-  /** Destroys the inspector's sandbox. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.#sandbox.destroy()
   }
 }

@@ -10,35 +10,36 @@ import type {
   ConformanceTarget,
   EnforcedLimit,
 } from '../../packages/runner/test/driver-conformance.ts'
-import { GuestInspector, type InspectorOptions } from './guest-inspector.ts'
+import type { GuestInspector } from './guest-inspector.ts'
 
-/** A conformance target on the VM's runner, and the inspector it opened. */
-export interface VmDriverTarget extends ConformanceTarget, AsyncDisposable {}
+/** How the target reaches the VM's runner. */
+export interface VmTargetOptions {
+  /** The runner's URL on the host. */
+  url: string
+  /** Its API key. */
+  apiKey: string
+  /** Environment given to every sandbox the cases create (the guest's compile cache). */
+  env: Record<string, string>
+  /** Reaches the run's guest inspector. */
+  inspector: () => Promise<GuestInspector>
+}
 
 /** A target for the VM runner's default driver, which enforces `enforces`. */
 export function vmDriverTarget(
   name: string,
   enforces: readonly EnforcedLimit[],
-  options: InspectorOptions,
-): VmDriverTarget {
-  let inspector: Promise<GuestInspector> | undefined
-  const inspect = (): Promise<GuestInspector> => {
-    inspector ??= GuestInspector.open(options)
-    return inspector
-  }
+  options: VmTargetOptions,
+): ConformanceTarget {
   return {
     name,
     enforces,
-    start: async () => vmRunner(options, await inspect(), new Set()),
-    async [Symbol.asyncDispose]() {
-      if (inspector) await (await inspector)[Symbol.asyncDispose]()
-    },
+    start: async () => vmRunner(options, await options.inspector(), new Set()),
   }
 }
 
 /** A handle on the VM's runner; `created` holds the ids of sandboxes made through it and its successors. */
 function vmRunner(
-  options: InspectorOptions,
+  options: VmTargetOptions,
   inspector: GuestInspector,
   created: Set<string>,
 ): ConformanceRunner {

@@ -64,7 +64,7 @@ export const GUEST_COMPILE_CACHE = '/usr/local/share/conch-node-cache'
 const WARMUP_SCRIPT = 'tests-vm/guest/warm-agents.ts'
 
 /** Run by /init next to the runner: builds the runtime image and compiles the agent's modules. */
-const WARMUP_COMMAND = `"$VM_NODE" --conditions=source ${WARMUP_SCRIPT}`
+const WARMUP_COMMAND = `env -u NODE_COMPILE_CACHE "$VM_NODE" --conditions=source ${WARMUP_SCRIPT} "$NODE_COMPILE_CACHE"`
 
 /** How QEMU executes the guest. */
 export type Accelerator = 'kvm' | 'tcg'

@@ -4,8 +4,8 @@
 // shell were unharmed; destroy is checked from the guest's side (GuestInspector).
 import { Sandbox } from '@conch/sdk'
 import { test as base, describe, expect } from 'vitest'
-import { GuestInspector } from '../harness/guest-inspector.ts'
-import { vmSandboxOptions } from './vm-fixture.ts'
+import type { GuestInspector } from '../harness/guest-inspector.ts'
+import { guestInspector, vmSandboxOptions } from './vm-fixture.ts'
 
 const MiB = 1024 * 1024
 
@@ -21,7 +21,7 @@ const FORK_BOMB = `perl -e 'my @k; for (1 .. 2000) { my $p = fork; last unless d
 /** Seconds the CPU-bound loop spins. */
 const SPIN_SECONDS = 5
 
-/** One limited sandbox and one guest inspector for the whole file: sandboxes are slow to start under TCG. */
+/** One limited sandbox for the whole file (sandboxes are slow to start under TCG), and the guest inspector. */
 const test = base.extend<{ limited: Sandbox; inspector: GuestInspector }>({
   limited: [
     // biome-ignore lint/correctness/noEmptyPattern: vitest reads fixture dependencies from this pattern
@@ -33,10 +33,7 @@ const test = base.extend<{ limited: Sandbox; inspector: GuestInspector }>({
   ],
   inspector: [
     // biome-ignore lint/correctness/noEmptyPattern: vitest reads fixture dependencies from this pattern
-    async ({}, use) => {
-      await using inspector = await GuestInspector.open(vmSandboxOptions())
-      await use(inspector)
-    },
+    async ({}, use) => use(await guestInspector()),
     { scope: 'file' },
   ],
 })

@@ -2,6 +2,7 @@
 // `@conch/sdk` on the runner inside the tier's one VM (booted by harness/global-setup.ts).
 import { Sandbox } from '@conch/sdk'
 import { test as base, inject } from 'vitest'
+import { GuestInspector } from '../harness/guest-inspector.ts'
 import { GUEST_COMPILE_CACHE } from '../harness/vm.ts'
 
 /** How tests reach the VM's runner through the SDK. */
@@ -13,6 +14,11 @@ export function vmConnection(): { url: string; apiKey: string } {
 /** Options of `Sandbox.create` for the VM's runner: its URL, key and the guest's compile cache. */
 export function vmSandboxOptions(): { url: string; apiKey: string; env: Record<string, string> } {
   return { ...vmConnection(), env: { NODE_COMPILE_CACHE: GUEST_COMPILE_CACHE } }
+}
+
+/** The run's guest inspector: a root shell in the guest (see harness/guest-inspector.ts). */
+export function guestInspector(): Promise<GuestInspector> {
+  return GuestInspector.connect(inject('vm').inspectorId, vmConnection())
 }
 
 /** `test` with a sandbox on the VM's default driver, destroyed after the test. */
