@@ -150,6 +150,30 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
     expect(writes.slice(2)).toEqual(['/conch/sb_plain/pids.max 1024'])
   })
 
+  it("moves a container's processes out of its cgroup namespace root before enabling controllers there", () => {
+    using fs = fakeMount()
+    // A cgroup namespace root is a non-root group: the kernel shows it a cgroup.type file, and
+    // refuses controllers for its children (EBUSY) while processes live in it.
+    writeFileSync(join(fs.mount, 'cgroup.type'), 'domain\n')
+    writeFileSync(join(fs.mount, 'cgroup.procs'), '1\n77\n')
+    const delegated = join(fs.mount, 'conch')
+    kernelFiles(delegated, { controllers: 'cpu io memory pids' })
+    const writes: string[] = []
+    const cgroups = new CgroupsV2({
+      mount: fs.mount,
+      delegated,
+      createsSubtree: true,
+      trace: (path, value) => writes.push(`${path.slice(fs.mount.length)} ${value}`),
+    })
+    cgroups.prepare()
+    expect(writes).toEqual([
+      '/runner/cgroup.procs 1',
+      '/runner/cgroup.procs 77',
+      '/cgroup.subtree_control +cpu +io +memory +pids',
+      '/conch/cgroup.subtree_control +cpu +io +memory +pids',
+    ])
+  })
+
   it("makes a work leaf with the commands' cpu.max and memory events for a CPU limit alone", () => {
     using fs = fakeMount()
     const delegated = join(fs.mount, 'conch')

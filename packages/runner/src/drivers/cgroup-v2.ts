@@ -15,7 +15,9 @@
 // starts). The agent's CPU time still counts in the sandbox's usage.
 //
 // v2 lets no process live in a group that hands controllers to its children, so the runner, if
-// it sits in <delegated>, first moves into <delegated>/runner, and the agent lives in a leaf.
+// it sits in <delegated>, first moves into <delegated>/runner, and the agent lives in a leaf. In a
+// container with its own cgroup namespace the mount shows the container's group, which is no
+// real root: its processes (the runner among them) move into <mount>/runner first.
 // memory.oom.group stays 0 everywhere: on `work` it would kill every session's shell for one hog,
 // and on the sandbox or agent group it would kill the agent. A kill is one write to cgroup.kill;
 // `cgroup.events` says when the group has emptied; `memory.events` counts OOM kills.
@@ -126,8 +128,9 @@ export class CgroupsV2 implements Cgroups {
     const chain = this.#createsSubtree ? this.#chainFromMount() : [this.#delegated]
     mkdirSync(this.#delegated, { recursive: true })
     for (const dir of chain) {
-      // The root cgroup may hold processes and hand out controllers; every other group may not.
-      if (dir !== this.#mount) this.#evacuate(dir)
+      // The root cgroup may hold processes and hand out controllers; every other group may not,
+      // and that includes a mount that shows a container's own group (a cgroup namespace root).
+      if (dir !== this.#mount || !isHierarchyRoot(dir)) this.#evacuate(dir)
       const available = words(dir, 'cgroup.controllers')
       const enabled = words(dir, 'cgroup.subtree_control')
       const wanted = V2_CONTROLLERS.filter((c) => available.includes(c) && !enabled.includes(c))
@@ -344,6 +347,11 @@ export class CgroupsV2 implements Cgroups {
   #sandboxDir(group: SandboxCgroup): string {
     return group.dirs[group.dirs.length - 1] ?? join(this.#delegated, group.id)
   }
+}
+
+/** Whether `dir` is the real root of the hierarchy: only there has a group no cgroup.type file. */
+function isHierarchyRoot(dir: string): boolean {
+  return !existsSync(join(dir, 'cgroup.type'))
 }
 
 /** Whether a cgroup.events text says the group (or a descendant) still has processes. */
