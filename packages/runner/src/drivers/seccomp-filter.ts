@@ -258,6 +258,8 @@ export function feedSeccomp(child: ChildProcess, filter: BwrapSeccomp): void {
     throw new Error(`spawn bwrap with stdio[${filter.fd}] = 'pipe' to pass it the seccomp filter`)
   // bwrap reads the fd to its end before it runs anything; a program of a few hundred bytes
   // fits the pipe buffer, so the write never waits for the reader.
+  // A bwrap that dies before reading closes the pipe; that is reported by its exit, not here.
+  pipe.on('error', () => {})
   pipe.end(filter.program)
 }
 
