@@ -116,6 +116,8 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #cgroupsGiven: Cgroups | undefined
   #cgroups: Cgroups | undefined
   readonly #exits = new Map<number, string>()
+  /** Exit reasons still to come from sandboxes this runner process started. */
+  readonly #pendingExits = new Map<number, Promise<string>>()
   readonly #runtimeCache: string
   #runtime: Promise<AgentRuntime> | undefined
 
@@ -296,7 +298,17 @@ export class NamespaceDriver implements SandboxDriver {
       const pid = await spawned(child)
       sendLinkSecret(child, 5, state.linkSecret)
       feedSeccomp(child, seccomp)
-      child.once('exit', (code, signal) => this.#exits.set(pid, exitReason(code, signal)))
+      this.#pendingExits.set(
+        pid,
+        new Promise((resolve) =>
+          child.once('exit', (code, signal) => {
+            const reason = exitReason(code, signal)
+            this.#exits.set(pid, reason)
+            this.#pendingExits.delete(pid)
+            resolve(reason)
+          }),
+        ),
+      )
       child.unref()
       const startTime = procStat(pid)?.startTime
       return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
@@ -333,7 +345,15 @@ export class NamespaceDriver implements SandboxDriver {
       stat.state === 'Z' ||
       (state.startTime !== undefined && stat.startTime !== state.startTime)
     ) {
-      return { alive: false, reason: `sandbox process ${state.pid} is no longer running` }
+      // A sandbox this runner started has just ended: its exit status says why, once Node reaps it.
+      const pending = this.#pendingExits.get(state.pid)
+      const reason = pending
+        ? await Promise.race([
+            pending,
+            new Promise<undefined>((r) => setTimeout(() => r(undefined), 2_000).unref()),
+          ])
+        : undefined
+      return { alive: false, reason: reason ?? `sandbox process ${state.pid} is no longer running` }
     }
     return { alive: true, reason: null }
   }

@@ -189,8 +189,8 @@ describe('fault: the agent dies', () => {
         expect(dead.status).toBe('dead')
         expect(dead.deadReason).toMatch(/SIGKILL/)
       },
-      { timeout: 20_000, interval: 100 },
+      { timeout: 45_000, interval: 100 },
     )
     expect((await exec(runner, victim, 'echo unharmed')).stdout).toBe('unharmed\n')
-  })
+  }, 60_000)
 })
