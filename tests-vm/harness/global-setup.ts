@@ -36,7 +36,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // The namespace driver is the default, on the guest's cgroup v2. The local driver is allowed
   // only for the guest inspector (guest-inspector.ts), which asks for it by name: it runs as
   // root in the guest and reads what the tests check (processes, cgroups, mounts, state dir).
-  const vm = await bootVm({
+  const options = {
     runnerArgs: [
       '--log-level',
       'warn',
@@ -46,6 +46,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       'namespace,local',
       '--unsafe-local',
     ],
+  }
+  // Node under QEMU's TCG emulation occasionally dies in V8 at start (a trap in emulated code,
+  // seen once in several boots); one fresh boot is tried before the tier fails.
+  const vm = await bootVm(options).catch((error: unknown) => {
+    process.stderr.write(`[vm] first boot failed (${String(error).slice(0, 200)}); booting once more\n`)
+    return bootVm(options)
   })
   process.stderr.write(`[vm] runner ready under ${vm.accelerator} in ${vm.bootMs} ms; ${vm.bootLine}\n`)
   const teardown = async (): Promise<void> => {

@@ -5,7 +5,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import { StateStore } from '../src/state-store.ts'
@@ -54,11 +54,17 @@ describe('restart', () => {
         await (await fetch(`${second.url}/v1/sandboxes/${liveId}`, { headers })).json(),
       )
       expect(live.status).toBe('running')
-      const dead = SandboxInfo.parse(
-        await (await fetch(`${second.url}/v1/sandboxes/${doomedId}`, { headers })).json(),
+      // The restarted runner listens first and checks its agents in the background.
+      await vi.waitFor(
+        async () => {
+          const dead = SandboxInfo.parse(
+            await (await fetch(`${second.url}/v1/sandboxes/${doomedId}`, { headers })).json(),
+          )
+          expect(dead.status).toBe('dead')
+          expect(dead.deadReason).toMatch(/no longer running|exited|killed/)
+        },
+        { timeout: 15_000, interval: 100 },
       )
-      expect(dead.status).toBe('dead')
-      expect(dead.deadReason).toMatch(/no longer running|exited|killed/)
 
       await using c = await ShellClient.open(
         `${second.url.replace('http', 'ws')}/v1/sandboxes/${liveId}/shell?sessionId=${sessionId}`,
