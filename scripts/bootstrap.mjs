@@ -119,8 +119,10 @@ function test(pnpm) {
     return ok
   }
   step('lint', ['exec', 'biome', 'check', '.'])
+  step('lint workflows', ['run', '--silent', 'lint:workflows'])
   step('typecheck', ['exec', 'turbo', 'run', 'typecheck', '--output-logs=errors-only'])
   step('build', ['exec', 'turbo', 'run', 'build', '--continue', '--output-logs=errors-only'])
+  step('lint packages', ['run', '--silent', 'lint:package'])
 
   const tiers = { unit: [0, 0, 0], integration: [0, 0, 0], e2e: [0, 0, 0], browser: [0, 0, 0] }
   if (process.env.CI === 'true') tiers.vm = [0, 0, 0]
