@@ -21,7 +21,7 @@ const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
 if (!parsed.success) {
   logger.error(
     { issues: parsed.error.issues },
-    'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs>] [--oomEvents <memory events file>]',
+    'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs> [--workPidsCgroup <cgroup.procs>]] [--oomEvents <memory events file>]',
   )
   process.exit(2)
 }
@@ -59,7 +59,12 @@ const sandboxUser =
 const { server } = buildAgent({
   root: args.root,
   baseEnv,
-  spawn: sandboxSpawn(nodeSpawn, sandboxUser, args.workCgroup, logger),
+  spawn: sandboxSpawn(
+    nodeSpawn,
+    sandboxUser,
+    [args.workCgroup, args.workPidsCgroup].filter((path) => path !== undefined),
+    logger,
+  ),
   clock: systemClock,
   logger,
   tempRoot: chooseTempRoot(),

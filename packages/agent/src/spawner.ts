@@ -3,7 +3,7 @@
 // shell and process is started as the sandbox user. Where the driver gives a work cgroup, each
 // child is held before it runs anything: it starts as `sh` waiting on a pipe, the agent (root
 // in the sandbox, which cgroup v2's delegation rules require) writes the child's pid into the
-// work group's cgroup.procs, and only then releases it to exec the command. So a command that
+// work group's cgroup.procs (on cgroup v1, one per hierarchy), and only then releases it to exec the command. So a command that
 // exhausts the sandbox's memory is OOM-killed in `work` and never takes the agent with it, and
 // no user code ever runs outside `work`.
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process'
@@ -39,20 +39,20 @@ function stdioOf(options: SpawnOptions): StdioSlot[] {
 }
 
 /**
- * A spawn that starts every child as `user` (when given) and, when `workCgroup` names a
- * cgroup.procs file, holds it until its pid is in that group. A child whose move fails never
- * runs its command: its gate closes empty and it exits 1.
+ * A spawn that starts every child as `user` (when given) and, when `workCgroups` names
+ * cgroup.procs files, holds it until its pid is in each of those groups. A child whose move
+ * fails never runs its command: its gate closes empty and it exits 1.
  */
 export function sandboxSpawn(
   base: Spawn,
   user: SandboxUser | undefined,
-  workCgroup: string | undefined,
+  workCgroups: readonly string[],
   logger: Logger,
 ): Spawn {
-  if (!user && workCgroup === undefined) return base
+  if (!user && workCgroups.length === 0) return base
   return (command, args, options) => {
     const opts: SpawnOptions = user ? { ...options, uid: user.uid, gid: user.gid } : options
-    if (workCgroup === undefined) return base(command, args, opts)
+    if (workCgroups.length === 0) return base(command, args, opts)
     const child = base('/bin/sh', ['-c', HOLD, command, ...args], {
       ...opts,
       stdio: [...stdioOf(options), 'pipe'],
@@ -65,7 +65,7 @@ export function sandboxSpawn(
       return child
     }
     try {
-      writeFileSync(workCgroup, String(child.pid))
+      for (const procs of workCgroups) writeFileSync(procs, String(child.pid))
       gate.end('\n')
     } catch (error) {
       logger.warn(

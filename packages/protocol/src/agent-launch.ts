@@ -39,6 +39,8 @@ export const AgentArgs = z
     sandboxGid: z.coerce.number().int().nonnegative().optional(),
     /** A cgroup.procs file every shell and process moves itself into before it runs. */
     workCgroup: z.string().startsWith('/').optional(),
+    /** A second cgroup.procs file each shell and process is moved into too (cgroup v1: the work group's pids hierarchy). */
+    workPidsCgroup: z.string().startsWith('/').optional(),
     /** A read-only file whose `oom_kill N` line counts the work group's OOM kills; marks 137 exits `oomKilled`. */
     oomEvents: z.string().startsWith('/').optional(),
   })

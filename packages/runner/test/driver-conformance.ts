@@ -7,7 +7,7 @@ import { RunResult, SandboxInfo } from '@conch/protocol'
 import { expect, vi } from 'vitest'
 
 /** A limit a driver may enforce. */
-export type EnforcedLimit = 'pids' | 'memory'
+export type EnforcedLimit = 'pids' | 'memory' | 'cpu'
 
 /** An HTTP answer: status and parsed JSON body (null when empty). */
 export interface ConformanceResponse {
@@ -94,6 +94,12 @@ async function fresh(runner: ConformanceRunner, id: string, command: string): Pr
 /** Forks sleepers until the kernel refuses, reports how many it got, and reaps them. */
 const FORK_BOMB = `perl -e 'my @k; for (1 .. 2000) { my $p = fork; last unless defined $p; if ($p == 0) { sleep 300; exit 0 } push @k, $p } print "forked ", scalar(@k), "\\n"; kill 9, @k; waitpid($_, 0) for @k'`
 
+/**
+ * Forks sleepers in its own process group until the kernel refuses, then writes its pid, the
+ * count and the refusal to `$HOME/.bomb` and holds every pid it got.
+ */
+const HOLDING_FORK_BOMB = `perl -e 'setpgrp(0, 0); my $n = 0; for (1 .. 5000) { my $p = fork; last unless defined $p; if ($p == 0) { sleep 600; exit 0 } $n++ } my $why = "$!"; open(my $f, ">", "$ENV{HOME}/.bomb.tmp") or die; print $f "$$ $n $why\n"; close $f; rename("$ENV{HOME}/.bomb.tmp", "$ENV{HOME}/.bomb"); sleep 600' > /dev/null 2>&1 &`
+
 /** Asks for 512 MiB at once. */
 const MEMORY_HOG = `perl -e '$x = "a" x (512 * 1024 * 1024); print "survived\\n"'`
 
@@ -128,6 +134,68 @@ export const CONFORMANCE_CASES: readonly ConformanceCase[] = [
       expect(forked).toBeLessThan(64)
       expect(await shell(runner, id, 'echo "$KEPT"')).toMatchObject({ stdout: 'yes\n' })
       expect((await info(runner, id)).status).toBe('running')
+      await runner.request('DELETE', `/v1/sandboxes/${id}`)
+    },
+  },
+  {
+    name: 'attack: a fork bomb holding every pid it may have cannot keep the agent from opening a session that kills it',
+    needs: 'pids',
+    timeoutMs: 90_000,
+    async run(target) {
+      await using runner = await target.start()
+      const id = await create(runner, { limits: { pids: 64 } })
+      await shell(runner, id, `export KEPT=yes; rm -f "$HOME/.bomb"; ${HOLDING_FORK_BOMB}`)
+      // Builtins only: the bomb holds the commands' pids, so the shell cannot fork.
+      let held = ''
+      await vi.waitFor(
+        async () => {
+          held = (await shell(runner, id, 'read -r line < "$HOME/.bomb" && echo "$line"')).stdout
+          expect(held).not.toBe('')
+        },
+        { timeout: 60_000, interval: 200 },
+      )
+      // The bomb stopped because the kernel refused a fork, below the limit it was given.
+      const [, pid, forked, why] = /^(\d+) (\d+) (.*)\n$/.exec(held) ?? []
+      expect(why).toMatch(/Resource temporarily unavailable/)
+      expect(Number(forked)).toBeGreaterThan(32)
+      expect(Number(forked)).toBeLessThan(64)
+      const session = await runner.request('POST', `/v1/sandboxes/${id}/sessions`, { id: 'rescue' })
+      expect(session.status).toBe(200)
+      const rescue = await runner.request('POST', `/v1/sandboxes/${id}/exec`, {
+        sessionId: 'rescue',
+        command: `kill -9 -- -${pid} && echo "killed the bomb"`,
+      })
+      expect(rescue.status).toBe(200)
+      expect(RunResult.parse(rescue.body)).toMatchObject({ stdout: 'killed the bomb\n', exitCode: 0 })
+      // Its pids are free again: a fresh process starts and forks.
+      await vi.waitFor(
+        async () => expect((await fresh(runner, id, 'sh -c "echo forked"')).stdout).toBe('forked\n'),
+        { timeout: 30_000, interval: 200 },
+      )
+      expect(await shell(runner, id, 'echo "$KEPT"')).toMatchObject({ stdout: 'yes\n' })
+      await runner.request('DELETE', `/v1/sandboxes/${id}`)
+    },
+  },
+  {
+    name: 'throttles a CPU-bound command to the cpus limit, as the sandbox usage counts it',
+    needs: 'cpu',
+    timeoutMs: 60_000,
+    async run(target) {
+      await using runner = await target.start()
+      const id = await create(runner, { limits: { cpus: 0.2 } })
+      const before = (await info(runner, id)).usage
+      expect(before).not.toBeNull()
+      const r = await shell(
+        runner,
+        id,
+        'start=$(date +%s%N); timeout 4 sh -c "while :; do :; done"; end=$(date +%s%N); echo $(( (end - start) / 1000000 ))',
+      )
+      const wallSeconds = Number(r.stdout.trim()) / 1000
+      const after = (await info(runner, id)).usage
+      const cpuSeconds = (after?.cpuSeconds ?? 0) - (before?.cpuSeconds ?? 0)
+      // The loop ran, and got no more than the limit plus the sandbox's own overhead.
+      expect(cpuSeconds).toBeGreaterThan(0.1)
+      expect(cpuSeconds / wallSeconds).toBeLessThan(0.5)
       await runner.request('DELETE', `/v1/sandboxes/${id}`)
     },
   },

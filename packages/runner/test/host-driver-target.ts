@@ -13,6 +13,9 @@ import type {
 } from './driver-conformance.ts'
 import { startRunner } from './runner-fixture.ts'
 
+/** Where cgroups are mounted on this host (v1 controllers below it, or the v2 tree). */
+const CGROUP_ROOT = '/sys/fs/cgroup'
+
 /** A target for a driver made by `make` on each runner's state dir. */
 export function hostTarget(
   name: string,
@@ -74,6 +77,7 @@ async function hostRunner(
         out.push(`process ${pid} is in a cgroup of the sandbox`)
       for (const dir of footprint.cgroupDirs) if (existsSync(dir)) out.push(`cgroup ${dir} still exists`)
       for (const path of filesNamed(stateDir, footprint.id)) out.push(`state file ${path} still exists`)
+      for (const point of mountsNamed(footprint.id)) out.push(`mount ${point} still exists`)
       return out
     },
     async [Symbol.asyncDispose]() {
@@ -89,14 +93,34 @@ async function hostRunner(
   }
 }
 
-/** The cgroup dirs a driver's state names (`cgroups: string[]`, or a `cgroup` handle with `dirs`). */
+/**
+ * The cgroup dirs a driver's state names: `cgroups: string[]`, a `cgroup` handle with `dirs`, or
+ * an OCI `cgroupsPath` (gVisor), which runsc makes under every controller (v1) or the v2 mount.
+ */
 function cgroupDirsOf(state: Record<string, unknown>): string[] {
   const strings = (value: unknown): string[] =>
     Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []
   const handle = state.cgroup
   const fromHandle =
     handle !== null && typeof handle === 'object' ? strings((handle as { dirs?: unknown }).dirs) : []
-  return [...strings(state.cgroups), ...fromHandle]
+  const fromPath =
+    typeof state.cgroupsPath === 'string'
+      ? [
+          ...readdirSync(CGROUP_ROOT).map((controller) =>
+            join(CGROUP_ROOT, controller, `${state.cgroupsPath}`),
+          ),
+          join(CGROUP_ROOT, state.cgroupsPath),
+        ].filter((dir) => existsSync(join(dir, 'cgroup.procs')))
+      : []
+  return [...strings(state.cgroups), ...fromHandle, ...fromPath]
+}
+
+/** The mount points on this host whose path names the sandbox. */
+function mountsNamed(id: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((point) => point.includes(id))
 }
 
 /** The pids in a cgroup dir; empty when it is gone. */

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CgroupsV1 } from './cgroup-v1.ts'
 import { detectCgroups, type SandboxCgroup } from './cgroups.ts'
+import { AGENT_PIDS_RESERVE } from './work-cgroup.ts'
 
 const MiB = 1024 * 1024
 
@@ -49,7 +50,12 @@ function runIn(
   child: ChildProcess
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>
 } {
-  const files = [...group.join, ...(work && group.work ? [group.work.procs] : [])]
+  const files = [
+    ...group.join,
+    ...(work && group.work
+      ? [group.work.procs, ...(group.work.pidsProcs ? [group.work.pidsProcs] : [])]
+      : []),
+  ]
   const child = spawn(
     '/bin/sh',
     ['-c', `for f in "$@"; do echo $$ > "$f" || exit 125; done; ${script}`, 'sh', ...files],
@@ -81,7 +87,8 @@ describe('CgroupsV1 on this host', () => {
     if (host.version !== 1) throw new Error('not v1')
     const dir = (controller: string): string => join(host.controllers[controller] ?? '', 'conch', group.id)
     const read = (path: string): number => Number(readFileSync(path, 'utf8'))
-    expect(read(join(dir('pids'), 'pids.max'))).toBe(50)
+    expect(read(join(dir('pids'), 'pids.max'))).toBe(50 + AGENT_PIDS_RESERVE)
+    expect(read(join(dir('pids'), 'work', 'pids.max'))).toBe(50)
     expect(read(join(dir('memory'), 'memory.limit_in_bytes'))).toBe(96 * MiB)
     expect(read(join(dir('memory'), 'work', 'memory.limit_in_bytes'))).toBe(64 * MiB)
     if (existsSync(join(dir('memory'), 'memory.memsw.limit_in_bytes'))) {
@@ -103,9 +110,9 @@ describe('CgroupsV1 on this host', () => {
     expect(stats?.memoryPeakBytes).toBeLessThanOrEqual(96 * MiB)
   })
 
-  it('stops a fork bomb at pids.max, and kill leaves the group empty', async () => {
+  it("stops a fork bomb in work at the pids limit, keeps the agent's reserve above it, and kill leaves the group empty", async () => {
     const { cgroups, group } = makeGroup({ pids: 20 })
-    const bomb = runIn(group, 'i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done; wait')
+    const bomb = runIn(group, 'i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done; wait', true)
     // The shell reports the first fork the pids limit refused.
     await new Promise<void>((resolve) => {
       let stderr = ''
@@ -120,6 +127,9 @@ describe('CgroupsV1 on this host', () => {
     })
     expect(cgroups.pids(group).length).toBeLessThanOrEqual(20)
     expect(cgroups.stats(group)?.pids).toBeLessThanOrEqual(20)
+    // A process outside work (where the agent lives) still forks while work is full.
+    const agent = runIn(group, 'sh -c "echo forked"')
+    expect(await agent.exited).toMatchObject({ code: 0, stdout: 'forked\n' })
     await cgroups.kill(group)
     expect(cgroups.pids(group)).toEqual([])
     await bomb.exited

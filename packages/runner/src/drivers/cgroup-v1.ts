@@ -1,7 +1,8 @@
 // cgroup v1 behind the `Cgroups` interface (cgroups.ts): a `conch/<sandboxId>` group under each
 // controller the limits need (pids always, memory and cpu when asked, memory and cpuacct for
-// usage whenever mounted), the limits written before any process joins, a `work` memory child
-// for the commands, and kill by SIGKILLing every pid in cgroup.procs until the groups are empty
+// usage whenever mounted), the limits written before any process joins, a `work` child under
+// memory and pids for the commands (pids.max there is the sandbox's limit, the agent's reserve
+// sits above it in the sandbox group), and kill by SIGKILLing every pid in cgroup.procs until the groups are empty
 // (v1 has no cgroup.kill). The driver puts the sandbox's first process in every group before it
 // forks, so everything in the sandbox inherits them.
 import { existsSync, mkdirSync, realpathSync, rmdirSync } from 'node:fs'
@@ -18,6 +19,7 @@ import {
   type SandboxCgroup,
   type SandboxCgroupSpec,
 } from './cgroups.ts'
+import { AGENT_PIDS_RESERVE } from './work-cgroup.ts'
 
 /** Options of the v1 implementation. */
 export interface CgroupsV1Options {
@@ -75,17 +77,28 @@ export class CgroupsV1 implements Cgroups {
       mkdirSync(dir, { recursive: true })
       groups.push(dir)
     }
+    // `work` sits in two hierarchies: memory (its limit, its OOM count) and pids (its limit
+    // below the sandbox's, which keeps the agent's reserve). The agent writes both procs files.
     const memoryDir = this.#dirOf('memory', spec.id)
+    const pidsDir = this.#dirOf('pids', spec.id)
     let work: SandboxCgroup['work'] = null
-    if (spec.limits.memoryBytes !== undefined && memoryDir !== null) {
+    if (memoryDir !== null && pidsDir !== null) {
       const dir = join(memoryDir, 'work')
+      const pidsWork = join(pidsDir, 'work')
       mkdirSync(dir, { recursive: true })
-      work = { dir, procs: join(dir, 'cgroup.procs'), oomEvents: join(dir, 'memory.oom_control') }
+      mkdirSync(pidsWork, { recursive: true })
+      work = {
+        dir,
+        procs: join(dir, 'cgroup.procs'),
+        oomEvents: join(dir, 'memory.oom_control'),
+        pidsProcs: join(pidsWork, 'cgroup.procs'),
+      }
     }
+    const workDirs = work === null ? [] : [work.dir, join(pidsDir ?? '', 'work')]
     const group: SandboxCgroup = {
       version: 1,
       id: spec.id,
-      dirs: work === null ? groups : [work.dir, ...groups],
+      dirs: [...workDirs, ...groups],
       join: groups.map((d) => join(d, 'cgroup.procs')),
       work,
       agentReserveBytes: spec.agentReserveBytes,
@@ -96,8 +109,15 @@ export class CgroupsV1 implements Cgroups {
 
   /** Writes pids.max, the memory limits (memsw too where swap is accounted) and the CFS quota. */
   limits(group: SandboxCgroup, limits: CgroupLimits): void {
+    const pids = limits.pids ?? DEFAULT_PIDS
     const pidsDir = this.#dirOf('pids', group.id)
-    if (pidsDir !== null) writeCgroupFile(pidsDir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
+    if (pidsDir !== null) {
+      // Parent first: the kernel checks each level at fork, so work's limit is the commands' own.
+      // A handle made without a pids work group has no reserve: its pids.max is the commands' own.
+      const hasWork = group.work?.pidsProcs !== undefined
+      writeCgroupFile(pidsDir, 'pids.max', String(pids + (hasWork ? AGENT_PIDS_RESERVE : 0)))
+      if (hasWork) writeCgroupFile(join(pidsDir, 'work'), 'pids.max', String(pids))
+    }
     const memoryDir = this.#dirOf('memory', group.id)
     if (limits.memoryBytes !== undefined && memoryDir !== null) {
       setMemoryV1(memoryDir, limits.memoryBytes + group.agentReserveBytes)

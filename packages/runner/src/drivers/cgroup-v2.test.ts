@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { parseKeyed } from './cgroup-files.ts'
 import { CgroupsV2, ioMaxLine, parseEventsPopulated } from './cgroup-v2.ts'
 import type { SandboxCgroupSpec } from './cgroups.ts'
+import { AGENT_PIDS_RESERVE } from './work-cgroup.ts'
 
 const MiB = 1024 * 1024
 
@@ -118,11 +119,13 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
     expect(writes).toEqual([
       '/cgroup.subtree_control +cpu +io +memory +pids',
       '/conch/cgroup.subtree_control +cpu +io +memory +pids',
-      '/conch/sb_test/pids.max 100',
+      // The agent's reserve of pids sits above the commands' own limit.
+      `/conch/sb_test/pids.max ${100 + AGENT_PIDS_RESERVE}`,
       `/conch/sb_test/memory.max ${320 * MiB}`,
       '/conch/sb_test/memory.swap.max 0',
       '/conch/sb_test/io.max 7:3 rbps=max wbps=1000000 riops=max wiops=max',
-      '/conch/sb_test/cgroup.subtree_control +cpu +memory',
+      '/conch/sb_test/cgroup.subtree_control +cpu +memory +pids',
+      '/conch/sb_test/work/pids.max 100',
       `/conch/sb_test/work/memory.max ${256 * MiB}`,
       '/conch/sb_test/work/memory.swap.max 0',
       // The commands' CPU: a busy command cannot starve the agent of its quota.
@@ -134,7 +137,7 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
     expect(statSync(join(sb, 'work', 'cgroup.procs'))).toMatchObject({ uid: process.getuid?.() ?? 0 })
   })
 
-  it('writes pids.max only, and no work leaf, for a sandbox without a memory limit', () => {
+  it('makes a work leaf with the pids limit below the sandbox group, which keeps the agent a reserve', () => {
     using fs = fakeMount()
     const delegated = join(fs.mount, 'conch')
     kernelFiles(delegated, { controllers: 'cpu io memory pids' })
@@ -146,8 +149,19 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
       trace: (path, value) => writes.push(`${path.slice(fs.mount.length)} ${value}`),
     })
     const group = cgroups.create({ id: 'sb_plain', limits: {}, agentReserveBytes: 64 * MiB })
-    expect(group.work).toBeNull()
-    expect(writes.slice(2)).toEqual(['/conch/sb_plain/pids.max 1024'])
+    expect(group.work?.procs).toBe(join(delegated, 'sb_plain', 'work', 'cgroup.procs'))
+    expect(writes.slice(2)).toEqual([
+      `/conch/sb_plain/pids.max ${1024 + AGENT_PIDS_RESERVE}`,
+      '/conch/sb_plain/cgroup.subtree_control +memory +pids',
+      '/conch/sb_plain/work/pids.max 1024',
+    ])
+    // New limits keep the reserve: work gets the commands' limit, the sandbox group the sum.
+    writes.length = 0
+    cgroups.limits(group, { pids: 40 })
+    expect(writes).toEqual([
+      `/conch/sb_plain/pids.max ${40 + AGENT_PIDS_RESERVE}`,
+      '/conch/sb_plain/work/pids.max 40',
+    ])
   })
 
   it("moves a container's processes out of its cgroup namespace root before enabling controllers there", () => {
@@ -193,9 +207,10 @@ describe('CgroupsV2 in a conch subtree it creates', () => {
       oomEvents: join(sb, 'work', 'memory.events'),
     })
     expect(writes.slice(2)).toEqual([
-      '/conch/sb_cpu/pids.max 1024',
+      `/conch/sb_cpu/pids.max ${1024 + AGENT_PIDS_RESERVE}`,
       // memory too: the sandbox binds work's memory.events, which exists only with it.
-      '/conch/sb_cpu/cgroup.subtree_control +cpu +memory',
+      '/conch/sb_cpu/cgroup.subtree_control +cpu +memory +pids',
+      '/conch/sb_cpu/work/pids.max 1024',
       '/conch/sb_cpu/work/cpu.max 20000 100000',
     ])
   })

@@ -5,10 +5,11 @@
 //   <delegated>/cgroup.subtree_control   +cpu +io +memory +pids (each enabled from the subtree root down)
 //   <delegated>/runner/                  the runner itself, when it started inside <delegated>
 //   <delegated>/<id>/                    memory.max (commands + agent reserve), memory.swap.max 0,
-//                                        pids.max, io.max; subtree_control +memory (+cpu)
+//                                        pids.max (commands + agent reserve), io.max;
+//                                        subtree_control +memory +pids (+cpu)
 //   <delegated>/<id>/agent/              the launcher and agent (the agent's memory.oom.group stays 0)
 //   <delegated>/<id>/work/               the commands: memory.max = their limit, memory.swap.max 0,
-//                                        cpu.max
+//                                        pids.max = their limit, cpu.max
 //
 // cpu.max sits on `work`, not on the sandbox group: the commands get `cpus` cores, and a
 // CPU-bound command cannot starve the agent that serves it (its heartbeats, its hello while it
@@ -40,6 +41,7 @@ import {
   type SandboxCgroupSpec,
   V2_CONTROLLERS,
 } from './cgroups.ts'
+import { AGENT_PIDS_RESERVE } from './work-cgroup.ts'
 
 /** Options of the v2 implementation (the `version: 2` result of `detectCgroups`). */
 export interface CgroupsV2Options {
@@ -67,11 +69,6 @@ function neededControllers(limits: CgroupLimits): string[] {
   if (limits.cpus !== undefined) out.push('cpu')
   if (limits.io !== undefined) out.push('io')
   return out
-}
-
-/** Whether the limits need a `work` group for the commands (memory or CPU). */
-function hasWorkLimits(limits: CgroupLimits): boolean {
-  return limits.memoryBytes !== undefined || limits.cpus !== undefined
 }
 
 /** The words of a space-separated list file (`cgroup.controllers`); empty when missing. */
@@ -139,7 +136,7 @@ export class CgroupsV2 implements Cgroups {
     this.#prepared = true
   }
 
-  /** Makes `<delegated>/<id>` with its limits, an `agent` leaf and, with a memory or CPU limit, a `work` leaf. */
+  /** Makes `<delegated>/<id>` with its limits, an `agent` leaf and a `work` leaf for the commands. */
   create(spec: SandboxCgroupSpec): SandboxCgroup {
     const problem = this.problem(spec.limits)
     if (problem)
@@ -147,30 +144,24 @@ export class CgroupsV2 implements Cgroups {
     this.prepare()
     const dir = join(this.#delegated, spec.id)
     mkdirSync(dir, { recursive: true })
-    const work = hasWorkLimits(spec.limits) ? join(dir, 'work') : null
+    const work = join(dir, 'work')
     const group: SandboxCgroup = {
       version: 2,
       id: spec.id,
-      dirs: [...(work === null ? [] : [work]), join(dir, 'agent'), dir],
+      dirs: [work, join(dir, 'agent'), dir],
       join: [join(dir, 'agent', 'cgroup.procs')],
-      work:
-        work === null
-          ? null
-          : { dir: work, procs: join(work, 'cgroup.procs'), oomEvents: join(work, 'memory.events') },
+      work: { dir: work, procs: join(work, 'cgroup.procs'), oomEvents: join(work, 'memory.events') },
       agentReserveBytes: spec.agentReserveBytes,
     }
     // Limits on the sandbox group first, then the leaves: no process has joined yet.
     this.#writeSandboxLimits(group, spec.limits)
-    // memory always, so work's memory.events (bound into the sandbox) exists.
-    if (work !== null) {
-      const controllers = spec.limits.cpus === undefined ? ['memory'] : ['cpu', 'memory']
-      this.#write(dir, 'cgroup.subtree_control', controllers.map((c) => `+${c}`).join(' '))
-    }
+    // memory always, so work's memory.events (bound into the sandbox) exists; pids always, for
+    // the agent's reserve of pids above work's limit.
+    const controllers = spec.limits.cpus === undefined ? ['memory', 'pids'] : ['cpu', 'memory', 'pids']
+    this.#write(dir, 'cgroup.subtree_control', controllers.map((c) => `+${c}`).join(' '))
     mkdirSync(join(dir, 'agent'), { recursive: true })
-    if (work !== null) {
-      mkdirSync(work, { recursive: true })
-      this.#writeWorkLimits(group, spec.limits)
-    }
+    mkdirSync(work, { recursive: true })
+    this.#writeWorkLimits(group, spec.limits)
     return group
   }
 
@@ -238,10 +229,12 @@ export class CgroupsV2 implements Cgroups {
     }
   }
 
-  /** memory.max (commands + agent reserve), memory.swap.max, pids.max and io.max. */
+  /** memory.max and pids.max (commands + agent reserves), memory.swap.max and io.max. */
   #writeSandboxLimits(group: SandboxCgroup, limits: CgroupLimits): void {
     const dir = this.#sandboxDir(group)
-    this.#write(dir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
+    // A handle made without a work leaf has no reserve: its pids.max is the commands' own.
+    const reserve = group.work === null ? 0 : AGENT_PIDS_RESERVE
+    this.#write(dir, 'pids.max', String((limits.pids ?? DEFAULT_PIDS) + reserve))
     if (limits.memoryBytes !== undefined) {
       this.#write(dir, 'memory.max', String(limits.memoryBytes + group.agentReserveBytes))
       // The file exists only where swap is accounted; no swap means a hog meets its limit in RAM.
@@ -250,10 +243,11 @@ export class CgroupsV2 implements Cgroups {
     if (limits.io !== undefined) this.#write(dir, 'io.max', ioMaxLine(limits.io))
   }
 
-  /** The commands' memory.max, memory.swap.max and cpu.max. */
+  /** The commands' memory.max, memory.swap.max, pids.max and cpu.max. */
   #writeWorkLimits(group: SandboxCgroup, limits: CgroupLimits): void {
     if (group.work === null) return
     const dir = group.work.dir
+    this.#write(dir, 'pids.max', String(limits.pids ?? DEFAULT_PIDS))
     if (limits.memoryBytes !== undefined) {
       this.#write(dir, 'memory.max', String(limits.memoryBytes))
       if (existsSync(join(dir, 'memory.swap.max'))) this.#write(dir, 'memory.swap.max', '0')

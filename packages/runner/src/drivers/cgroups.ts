@@ -4,10 +4,12 @@
 // Every sandbox gets the same shape under both versions: a sandbox group that holds the limits
 // of the whole sandbox (memory = the commands' limit plus the agent's reserve), the agent in it
 // (v1: the group itself; v2: an `agent` leaf, since v2 forbids processes in a group that hands
-// controllers to children), and, when memory is limited, a `work` child that the agent's
-// commands move into, with the commands' own memory limit. A hog is then OOM-killed inside
-// `work` and the agent keeps serving. On v2 the CPU limit sits on `work` too (made for a memory
-// or a CPU limit), so a busy command cannot starve the agent; v1 puts it on the sandbox group.
+// controllers to children), and a `work` child that the agent's commands move into, with the
+// commands' own memory limit. A hog is then OOM-killed inside `work` and the agent keeps
+// serving. On v2 the CPU limit sits on `work` too, so a busy command cannot starve the agent;
+// v1 puts it on the sandbox group.
+// `work` also has the sandbox's pids limit while the sandbox group allows the agent a reserve of
+// pids above it (work-cgroup.ts), so a fork bomb cannot keep the agent from starting a shell.
 // The handle (`SandboxCgroup`) is plain JSON: the driver stores it in its state so a restarted
 // runner can still read usage, kill and remove the group.
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs'
@@ -38,7 +40,7 @@ export interface CgroupLimits {
   memoryBytes?: number
   /** CPU in cores (0.5 = half a core): v2 throttles the commands (`work`), v1 the whole sandbox. */
   cpus?: number
-  /** Processes and threads of the whole sandbox. */
+  /** Processes and threads of the commands (`work`); the sandbox group adds the agent's reserve. */
   pids?: number
   /** Bandwidth of the workspace's block device, when the driver knows it. */
   io?: IoLimit
@@ -75,7 +77,7 @@ export const SandboxCgroup = z.object({
   dirs: z.array(z.string()),
   /** The `cgroup.procs` files the launcher writes its own pid into before it execs the sandbox. */
   join: z.array(z.string()),
-  /** The commands' group, when memory (v2: or CPU) is limited. */
+  /** The commands' group (null only for handles of sandboxes made without one). */
   work: z
     .object({
       /** Its dir. */
@@ -84,6 +86,8 @@ export const SandboxCgroup = z.object({
       procs: z.string(),
       /** The file whose `oom_kill N` line counts its OOM kills (v1 memory.oom_control, v2 memory.events). */
       oomEvents: z.string(),
+      /** cgroup v1: the work group's cgroup.procs under the pids controller (its own hierarchy), written too. */
+      pidsProcs: z.string().optional(),
     })
     .nullable(),
   /** The agent's memory reserve the group was made with, so `limits` can recompute the total. */

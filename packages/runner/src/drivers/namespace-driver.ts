@@ -236,6 +236,9 @@ export class NamespaceDriver implements SandboxDriver {
         ...(state.cgroup.work === null
           ? []
           : ['--workCgroup', GUEST_WORK_CGROUP.procs, '--oomEvents', GUEST_WORK_CGROUP.oomEvents]),
+        ...(state.cgroup.work?.pidsProcs === undefined
+          ? []
+          : ['--workPidsCgroup', GUEST_WORK_CGROUP.pidsProcs]),
         '--root',
         GUEST_WORKSPACE,
         '--scrollbackBytes',
@@ -265,6 +268,15 @@ export class NamespaceDriver implements SandboxDriver {
             : [
                 { host: state.cgroup.work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
                 { host: state.cgroup.work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
+                ...(state.cgroup.work.pidsProcs === undefined
+                  ? []
+                  : [
+                      {
+                        host: state.cgroup.work.pidsProcs,
+                        guest: GUEST_WORK_CGROUP.pidsProcs,
+                        writable: true,
+                      },
+                    ]),
               ],
         env,
         seccompArgs: seccomp.args,
