@@ -11,76 +11,43 @@
 // enter neither. `--network=none` leaves the sandbox only its own loopback.
 //
 // Limits: memory, CPU and a backstop on host tasks are the cgroup resources of the whole sandbox
-// (sentry, gofer and stubs). gVisor has no OOM killer of its own: a sandbox past its memory
-// cgroup is killed whole by the host. So the sandbox user's processes also get RLIMIT_AS from
-// the preload (gvisor-preload.ts), which makes a memory hog fail alone, and RLIMIT_NPROC, which
-// stops a fork bomb inside gVisor before the host backstop. The workspace is a loop-mounted disk
-// when a disk limit is set (workspace-disk.ts).
+// (sentry, gofer and stubs; gvisor-cgroup.ts). gVisor has no OOM killer of its own: a sandbox
+// past its memory cgroup is killed whole by the host. So the sandbox user's processes also get
+// RLIMIT_AS from the preload (gvisor-preload.ts), under which a memory hog is killed alone with
+// SIGKILL and counted, and RLIMIT_NPROC, which stops a fork bomb inside gVisor before the host
+// backstop. The agent is root inside, outside that count: a fork bomb cannot keep it from
+// starting shells. The workspace is a loop-mounted disk when a disk limit is set
+// (workspace-disk.ts). The bundle is written by gvisor-bundle.ts, runsc is run by runsc-cli.ts.
+//
+// Usage: memory, peak and CPU time from the host cgroup (what the sandbox costs the host,
+// sentry included), processes from gVisor's own count (`runsc events --stats`), and OOM kills
+// from the preload's counter plus the host's.
 //
 // Handle: the runsc state dir, the container id (the sandbox id) and the host paths. It is alive
 // while `runsc state` says running; `runsc run --detach` makes it outlive the runner. Stop is
 // `runsc delete --force`; destroy also unmounts the disk and deletes the folder.
-import { spawn, spawnSync } from 'node:child_process'
-import {
-  chownSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs'
-import { dirname, join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { chownSync, closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import type { SandboxLimits } from '@conch/protocol'
+import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
-import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
-import { type AgentRuntime, GUEST_RUNTIME_DIR, locateAgentRuntime } from './agent-runtime.ts'
+import { ensurePrivateDir } from './agent-endpoint.ts'
+import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
+import { GUEST_WORKSPACE, oomEventsFile, writeGvisorBundle } from './gvisor-bundle.ts'
 import {
-  buildPreload,
-  findCompiler,
-  GUEST_PRELOAD_PATH,
-  GUEST_PROCESS_MEMORY_FILE,
-} from './gvisor-preload.ts'
-import { hostSystemSymlinks, ociSpec } from './oci-spec.ts'
+  gvisorCgroupStats,
+  gvisorCgroupsPath,
+  gvisorHostOomKills,
+  removeGvisorCgroups,
+} from './gvisor-cgroup.ts'
+import { buildPreload, findCompiler } from './gvisor-preload.ts'
+import { findRunsc, RUNSC_DIRS, RunscCli } from './runsc-cli.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
-import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
-
-/** The workspace as the sandbox's shells see it. */
-const GUEST_WORKSPACE = '/workspace'
-
-/** The link dir as the agent sees it. */
-const GUEST_LINK_DIR = '/run/conch'
-
-/** The secret file's name in the link dir. */
-const SECRET_NAME = 'secret'
-
-/** Folders searched for runsc. */
-const RUNSC_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/bin', '/sbin']
-
-/** Where cgroups are mounted (v1 controllers below it, or the v2 tree). */
-const CGROUP_ROOT = '/sys/fs/cgroup'
-
-/**
- * Host tasks (sentry threads, stubs, gofer) a sandbox may use per process of its user, plus a
- * base: on the ptrace platform one guest process costs about 23 host tasks, and an idle sandbox
- * about 210. Past this backstop gVisor cannot make a stub and the whole sandbox dies.
- */
-const HOST_TASKS_PER_PROCESS = 32
-const HOST_TASKS_BASE = 1024
-
-/** Processes the sandbox user may have when the limits name none. */
-const DEFAULT_USER_PROCESSES = 1024
 
 /** The gVisor driver's handle state. */
 const GvisorState = z.object({
@@ -121,12 +88,6 @@ export interface GvisorDriverOptions {
   runscPath?: string
 }
 
-/** The first runsc in the system folders. */
-function findRunsc(): string | null {
-  for (const dir of RUNSC_DIRS) if (existsSync(join(dir, 'runsc'))) return join(dir, 'runsc')
-  return null
-}
-
 /** A driver that runs each agent in a gVisor (runsc) sandbox. */
 export class GvisorDriver implements SandboxDriver {
   /** Driver name. */
@@ -135,7 +96,7 @@ export class GvisorDriver implements SandboxDriver {
   readonly isolation = 'vm' as const
   /** What users are told on every sandbox. */
   readonly description =
-    "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit fails alone, but a sandbox whose processes together exceed the memory cgroup is killed whole"
+    "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit is killed alone, but a sandbox whose processes together exceed the memory cgroup is killed whole"
   readonly #stateDir: string
   readonly #uid: number
   readonly #rootfs: string | undefined
@@ -211,7 +172,7 @@ export class GvisorDriver implements SandboxDriver {
       disk: disk !== undefined,
       socketDir,
       linkSecret: spec.linkSecret,
-      cgroupsPath: `/conch-gvisor/${spec.id}`,
+      cgroupsPath: gvisorCgroupsPath(spec.id),
     }
     return { id: spec.id, workdir: GUEST_WORKSPACE, state }
   }
@@ -226,130 +187,18 @@ export class GvisorDriver implements SandboxDriver {
     this.#runtime.catch(() => {
       this.#runtime = undefined
     })
-    const runtime = await this.#runtime
-    const preload = buildPreload(this.#runtimeCache)
-    const memory = spec.limits.memoryBytes
-    const pids = spec.limits.pids ?? DEFAULT_USER_PROCESSES
-
-    const etcFiles: Record<string, string> = {
-      ...sandboxEtcFiles(this.#uid, GUEST_WORKSPACE),
-      'ld.so.preload': `${GUEST_PRELOAD_PATH}\n`,
-      [GUEST_PROCESS_MEMORY_FILE.slice('/etc/'.length)]: memory === undefined ? '0\n' : `${memory}\n`,
-    }
-    for (const [name, text] of Object.entries(etcFiles))
-      writeFileSync(join(state.etcDir, name), text, { mode: 0o644 })
-
-    // The skeleton root holds the host's top-level symlinks (bin -> usr/bin) and the runtime's
-    // symlinks; runsc adds the mount points it needs to whichever root it gets.
-    const rootfs = this.#rootfs ?? join(state.dir, 'rootfs')
-    const optDir = join(state.dir, 'opt')
-    rmSync(optDir, { recursive: true, force: true })
-    mkdirSync(optDir, { recursive: true, mode: 0o755 })
-    for (const [target, path] of runtime.symlinks) {
-      const at = join(optDir, path.slice(GUEST_RUNTIME_DIR.length))
-      mkdirSync(dirname(at), { recursive: true })
-      symlinkSync(target, at)
-    }
-    if (this.#rootfs === undefined) {
-      rmSync(rootfs, { recursive: true, force: true })
-      mkdirSync(rootfs, { mode: 0o755 })
-      for (const [target, path] of hostSystemSymlinks()) {
-        mkdirSync(dirname(join(rootfs, path)), { recursive: true })
-        symlinkSync(target, join(rootfs, path))
-      }
-    }
-
-    ensurePrivateDir(state.socketDir)
-    rmSync(agentSocketPath(state.socketDir), { force: true })
-    const secretFile = join(state.socketDir, SECRET_NAME)
-    rmSync(secretFile, { force: true })
-    writeFileSync(secretFile, state.linkSecret, { mode: 0o400 })
-
-    const env: Record<string, string> = {
-      PATH: '/usr/local/bin:/usr/bin:/bin',
-      HOME: GUEST_WORKSPACE,
-      LANG: 'C.UTF-8',
-      TERM: 'dumb',
-      ...spec.env,
-    }
-    const agent = [
-      runtime.node,
-      '--conditions=source',
-      runtime.entry,
-      '--socket',
-      `${GUEST_LINK_DIR}/agent.sock`,
-      '--secretFile',
-      `${GUEST_LINK_DIR}/${SECRET_NAME}`,
-      '--sandboxUid',
-      String(this.#uid),
-      '--sandboxGid',
-      String(this.#uid),
-      '--root',
-      GUEST_WORKSPACE,
-      '--scrollbackBytes',
-      String(spec.scrollbackBytes),
-      '--maxSessions',
-      String(spec.maxSessions),
-    ]
-    const config = ociSpec({
-      rootfs,
-      hostSystem: this.#rootfs === undefined,
-      hostname: SANDBOX_HOSTNAME,
-      workspace: state.workspace,
-      linkDir: state.socketDir,
-      etcFiles: Object.fromEntries(Object.keys(etcFiles).map((n) => [n, join(state.etcDir, n)])),
-      optDir,
-      extraFiles: [{ host: preload, guest: GUEST_PRELOAD_PATH }],
-      runtime,
-      // /tmp and /dev/shm live in the sandbox's memory: their sizes keep inside its budget.
-      ...(memory === undefined
-        ? {}
-        : {
-            tmpBytes: Math.floor(memory / 2),
-            shmBytes: Math.floor(memory / 4),
-            memoryBytes: memory + AGENT_MEMORY_RESERVE_BYTES,
-          }),
-      userProcesses: pids,
-      hostPids: hostTaskBackstop(pids),
-      ...(spec.limits.cpus === undefined ? {} : { cpus: spec.limits.cpus }),
-      cgroupsPath: state.cgroupsPath,
-      env,
-      // pid 1 is a shell that waits for the agent, reaping every orphan meanwhile (wait(2) takes
-      // any child), and exits with the agent, which stops the container.
-      args: ['/bin/sh', '-c', '"$@" & wait $!', 'conch-init', ...agent],
+    const bundle = writeGvisorBundle({
+      paths: state,
+      spec,
+      runtime: await this.#runtime,
+      preload: buildPreload(this.#runtimeCache),
+      uid: this.#uid,
+      rootfs: this.#rootfs,
     })
-    const bundle = join(state.dir, 'bundle')
-    mkdirSync(bundle, { recursive: true, mode: 0o700 })
-    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config, null, 2), { mode: 0o600 })
-
     mkdirSync(state.runscRoot, { recursive: true, mode: 0o700 })
-    await this.#deleteContainer(state, sandbox.id)
-    const log = join(state.dir, 'agent.log')
-    const logFd = openSync(log, 'a', 0o600)
-    try {
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(
-          this.#runscPath(),
-          [...this.#globalArgs(state), 'run', '--detach', '--bundle', bundle, sandbox.id],
-          { detached: true, stdio: ['ignore', logFd, logFd], env: {}, cwd: '/' },
-        )
-        child.once('error', (error) =>
-          reject(
-            new RunnerError('AGENT_UNAVAILABLE', `could not start runsc: ${error.message}`, { cause: error }),
-          ),
-        )
-        child.once('exit', (exitCode) => resolve(exitCode))
-      })
-      if (code !== 0) {
-        const tail = readFileSync(log, 'utf8').trim().split('\n').slice(-3).join(' | ')
-        throw new RunnerError(
-          'AGENT_UNAVAILABLE',
-          `runsc could not start sandbox ${sandbox.id} (exit ${code}): ${tail}; see agent.log in ${state.dir}`,
-        )
-      }
-    } finally {
-      closeSync(logFd)
-    }
+    const runsc = this.#cli(state)
+    await runsc.delete(sandbox.id)
+    await runsc.runDetached(bundle, sandbox.id, join(state.dir, 'agent.log'))
     return sandbox
   }
 
@@ -370,10 +219,10 @@ export class GvisorDriver implements SandboxDriver {
   /** True while `runsc state` says the container runs. */
   async isAlive(sandbox: DriverSandbox): Promise<Liveness> {
     const state = GvisorState.parse(sandbox.state)
-    const status = await this.#status(state, sandbox.id)
+    const status = await this.#cli(state).status(sandbox.id)
     if (status === 'running') return { alive: true, reason: null }
-    const oom = this.#oomKills(state)
-    const why = oom > 0 ? '; the host killed it for exceeding its memory limit' : ''
+    const why =
+      gvisorHostOomKills(sandbox.id) > 0 ? '; the host killed it for exceeding its memory limit' : ''
     return {
       alive: false,
       reason:
@@ -383,17 +232,34 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
+  /**
+   * Memory (now and at peak) and CPU time of the host cgroup, processes inside gVisor, and OOM
+   * kills (the preload's and the host's); null once the container's groups are gone.
+   */
+  async usage(sandbox: DriverSandbox): Promise<SandboxUsage | null> {
+    const state = GvisorState.parse(sandbox.state)
+    const host = gvisorCgroupStats(sandbox.id)
+    if (host === null) return null
+    const guest = await this.#cli(state).stats(sandbox.id)
+    return {
+      ...host,
+      pids: guest?.pids ?? host.pids,
+      oomKills: host.oomKills + guestOomKills(oomEventsFile(state)),
+    }
+  }
+
   /** Kills and deletes the container (every process in it); the workspace stays. */
   async stop(sandbox: DriverSandbox): Promise<void> {
     const state = GvisorState.parse(sandbox.state)
-    await this.#deleteContainer(state, sandbox.id)
-    if ((await this.#status(state, sandbox.id)) !== null) {
+    const runsc = this.#cli(state)
+    await runsc.delete(sandbox.id)
+    if ((await runsc.status(sandbox.id)) !== null) {
       throw new RunnerError(
         'INTERNAL',
         `runsc delete --force left gVisor container ${sandbox.id}; see runsc list --root ${state.runscRoot}`,
       )
     }
-    this.#removeCgroups(state)
+    removeGvisorCgroups(sandbox.id)
   }
 
   /** Stops the container and deletes its folder, disk and cgroups. */
@@ -404,110 +270,31 @@ export class GvisorDriver implements SandboxDriver {
     rmSync(state.dir, { recursive: true, force: true })
   }
 
-  #runscPath(): string {
+  /** runsc on the sandbox's state dir. */
+  #cli(state: GvisorState): RunscCli {
     if (!this.#runsc)
       throw new RunnerError('AGENT_UNAVAILABLE', 'runsc is not installed; apt-get install runsc')
-    return this.#runsc
-  }
-
-  /** Flags every runsc call of this sandbox shares. */
-  #globalArgs(state: GvisorState): string[] {
-    return [
-      '--root',
-      state.runscRoot,
-      '--platform=ptrace',
-      '--network=none',
-      '--host-uds=create',
-      '--cpu-num-from-quota',
-    ]
-  }
-
-  /** Runs runsc with the sandbox's flags; resolves with its exit code and output. */
-  #run(state: GvisorState, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(this.#runscPath(), [...this.#globalArgs(state), ...args], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: {},
-        cwd: '/',
-      })
-      let stdout = ''
-      let stderr = ''
-      child.stdout.setEncoding('utf8').on('data', (text: string) => {
-        stdout += text
-      })
-      child.stderr.setEncoding('utf8').on('data', (text: string) => {
-        stderr += text
-      })
-      child.once('error', reject)
-      child.once('close', (code) => resolve({ code, stdout, stderr }))
-    })
-  }
-
-  /** The container's status from `runsc state`, or null when runsc knows no such container. */
-  async #status(state: GvisorState, id: string): Promise<string | null> {
-    if (!existsSync(state.runscRoot)) return null
-    const result = await this.#run(state, ['state', id])
-    if (result.code !== 0) return null
-    const parsed = z.object({ status: z.string() }).safeParse(JSON.parse(result.stdout))
-    return parsed.success ? parsed.data.status : null
-  }
-
-  /** `runsc delete --force` of the container, when runsc knows it. */
-  async #deleteContainer(state: GvisorState, id: string): Promise<void> {
-    if ((await this.#status(state, id)) === null) return
-    const result = await this.#run(state, ['delete', '--force', id])
-    if (result.code !== 0 && (await this.#status(state, id)) !== null) {
-      throw new RunnerError(
-        'INTERNAL',
-        `runsc delete --force ${id} failed: ${result.stderr.trim()}; see runsc list --root ${state.runscRoot}`,
-      )
-    }
-  }
-
-  /** How many times the host's OOM killer acted in the sandbox's memory cgroup (v1 or v2). */
-  #oomKills(state: GvisorState): number {
-    for (const file of [
-      join(CGROUP_ROOT, 'memory', state.cgroupsPath, 'memory.oom_control'),
-      join(CGROUP_ROOT, state.cgroupsPath, 'memory.events'),
-    ]) {
-      try {
-        return Number(/oom_kill (\d+)/.exec(readFileSync(file, 'utf8'))?.[1] ?? 0)
-      } catch {
-        // not this cgroup version
-      }
-    }
-    return 0
-  }
-
-  /** Removes the sandbox's cgroup dirs (v1 or v2) runsc left behind (they are empty once it is deleted). */
-  #removeCgroups(state: GvisorState): void {
-    let controllers: string[]
-    try {
-      controllers = readdirSync(CGROUP_ROOT)
-    } catch {
-      return
-    }
-    const dirs = [
-      ...controllers.map((controller) => join(CGROUP_ROOT, controller, state.cgroupsPath)),
-      join(CGROUP_ROOT, state.cgroupsPath),
-    ]
-    for (const dir of dirs) {
-      try {
-        rmdirSync(dir)
-      } catch {
-        // not there, or not a cgroup v1 controller dir
-      }
-    }
+    return new RunscCli(this.#runsc, state.runscRoot)
   }
 }
 
-/** The host-task backstop for `pids` user processes, never more than half the host's pid space. */
-function hostTaskBackstop(pids: number): number {
-  let pidMax = Number.POSITIVE_INFINITY
+/** Bytes of the OOM counter file read: `oom_kill N` fits; sandbox code may have made it larger. */
+const OOM_FILE_READ_BYTES = 64
+
+/** The `oom_kill N` count the preload keeps in `file` (its first bytes only); 0 when unreadable. */
+function guestOomKills(file: string): number {
+  let fd: number
   try {
-    pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'))
+    fd = openSync(file, 'r')
   } catch {
-    // not Linux: no cap
+    return 0
   }
-  return Math.min(HOST_TASKS_BASE + HOST_TASKS_PER_PROCESS * pids, Math.floor(pidMax / 2))
+  try {
+    const buffer = Buffer.alloc(OOM_FILE_READ_BYTES)
+    const n = readSync(fd, buffer, 0, buffer.length, 0)
+    const count = Number(/^oom_kill (\d+)$/m.exec(buffer.toString('latin1', 0, n))?.[1] ?? 0)
+    return Math.min(count, Number.MAX_SAFE_INTEGER)
+  } finally {
+    closeSync(fd)
+  }
 }

@@ -83,8 +83,8 @@ export interface OciLayout {
   etcFiles: Record<string, string>
   /** A host dir bound read-only at /opt/conch under the runtime's mounts (it holds the runtime's symlinks). */
   optDir: string
-  /** Single host files bound read-only at guest paths (the preload library). */
-  extraFiles: { host: string; guest: string }[]
+  /** Single host files bound at guest paths (the preload library, read-only; its OOM counter, writable). */
+  extraFiles: { host: string; guest: string; writable?: boolean }[]
   /** The agent's files. */
   runtime: AgentRuntime
   /** Size of /tmp in bytes; unbounded when absent. */
@@ -155,7 +155,7 @@ export function ociSpec(layout: OciLayout): OciSpec {
   mounts.push(tmpfs('/tmp', layout.tmpBytes), tmpfs('/dev/shm', layout.shmBytes))
   mounts.push(bind(layout.optDir, GUEST_RUNTIME_DIR, false))
   for (const m of layout.runtime.mounts) mounts.push(bind(m.host, m.guest, false))
-  for (const f of layout.extraFiles) mounts.push(bind(f.host, f.guest, false))
+  for (const f of layout.extraFiles) mounts.push(bind(f.host, f.guest, f.writable ?? false))
   mounts.push(bind(layout.workspace, '/workspace', true), bind(layout.linkDir, '/run/conch', true))
   const caps = [...AGENT_CAPS]
   return {

@@ -1,0 +1,159 @@
+// The runsc command line, as the gVisor driver uses it: every call carries the same global
+// flags (one state dir, the ptrace platform, no network, host unix sockets the sandbox creates,
+// CPUs from the quota), runs with an empty environment from `/`, and is parsed at the boundary
+// (`state` and `events --stats` answer JSON). A container is named by its sandbox id.
+import { spawn } from 'node:child_process'
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { z } from 'zod'
+import { RunnerError } from '../runner-error.ts'
+
+/** Folders searched for runsc. */
+export const RUNSC_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/bin', '/sbin']
+
+/** The first runsc in the system folders, or null. */
+export function findRunsc(): string | null {
+  for (const dir of RUNSC_DIRS) if (existsSync(join(dir, 'runsc'))) return join(dir, 'runsc')
+  return null
+}
+
+/** What `runsc events --stats` reports of a container's guest (gVisor's own counters). */
+const RunscStats = z.object({
+  data: z.object({
+    /** Guest tasks now. */
+    pids: z.object({ current: z.number().int().nonnegative() }).optional(),
+  }),
+})
+
+/** The guest counters the driver reads from `runsc events --stats`. */
+export interface GuestStats {
+  /** Processes and threads inside gVisor now. */
+  pids: number
+}
+
+/** One runsc call's outcome. */
+interface RunscResult {
+  /** Exit code (null when a signal ended it). */
+  code: number | null
+  /** Its stdout. */
+  stdout: string
+  /** Its stderr. */
+  stderr: string
+}
+
+/** runsc with one state dir (`--root`) and the flags every call of the gVisor driver shares. */
+export class RunscCli {
+  readonly #path: string
+  readonly #root: string
+
+  /** A runsc at `path` keeping its containers' state in `root`. */
+  constructor(path: string, root: string) {
+    this.#path = path
+    this.#root = root
+  }
+
+  /** The flags of every call. */
+  #globalArgs(): string[] {
+    return [
+      '--root',
+      this.#root,
+      '--platform=ptrace',
+      '--network=none',
+      '--host-uds=create',
+      '--cpu-num-from-quota',
+    ]
+  }
+
+  /** Runs runsc; resolves with its exit code and output. */
+  #run(args: string[]): Promise<RunscResult> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.#path, [...this.#globalArgs(), ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: {},
+        cwd: '/',
+      })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.setEncoding('utf8').on('data', (text: string) => {
+        stdout += text
+      })
+      child.stderr.setEncoding('utf8').on('data', (text: string) => {
+        stderr += text
+      })
+      child.once('error', reject)
+      child.once('close', (code) => resolve({ code, stdout, stderr }))
+    })
+  }
+
+  /** `runsc run --detach` of the bundle as container `id`, its output appended to `log`. */
+  async runDetached(bundle: string, id: string, log: string): Promise<void> {
+    const logFd = openSync(log, 'a', 0o600)
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn(this.#path, [...this.#globalArgs(), 'run', '--detach', '--bundle', bundle, id], {
+          detached: true,
+          stdio: ['ignore', logFd, logFd],
+          env: {},
+          cwd: '/',
+        })
+        child.once('error', (error) =>
+          reject(
+            new RunnerError('AGENT_UNAVAILABLE', `could not start runsc: ${error.message}`, { cause: error }),
+          ),
+        )
+        child.once('exit', (exitCode) => resolve(exitCode))
+      })
+      if (code !== 0) {
+        const tail = readFileSync(log, 'utf8').trim().split('\n').slice(-3).join(' | ')
+        throw new RunnerError(
+          'AGENT_UNAVAILABLE',
+          `runsc could not start sandbox ${id} (exit ${code}): ${tail}; see ${log}`,
+        )
+      }
+    } finally {
+      closeSync(logFd)
+    }
+  }
+
+  /** The container's status (`running`, `stopped`...), or null when runsc knows no such container. */
+  async status(id: string): Promise<string | null> {
+    if (!existsSync(this.#root)) return null
+    const result = await this.#run(['state', id])
+    if (result.code !== 0) return null
+    let json: unknown
+    try {
+      json = JSON.parse(result.stdout)
+    } catch {
+      return null
+    }
+    const parsed = z.object({ status: z.string() }).safeParse(json)
+    return parsed.success ? parsed.data.status : null
+  }
+
+  /** The guest's counters from `runsc events --stats`, or null when runsc cannot give them. */
+  async stats(id: string): Promise<GuestStats | null> {
+    const result = await this.#run(['events', '--stats', id])
+    if (result.code !== 0) return null
+    let json: unknown
+    try {
+      json = JSON.parse(result.stdout)
+    } catch {
+      return null
+    }
+    const parsed = RunscStats.safeParse(json)
+    const pids = parsed.success ? parsed.data.data.pids?.current : undefined
+    return pids === undefined ? null : { pids }
+  }
+
+  /** `runsc delete --force` of the container when runsc knows it; INTERNAL when it stays. */
+  async delete(id: string): Promise<void> {
+    if ((await this.status(id)) === null) return
+    const result = await this.#run(['delete', '--force', id])
+    if (result.code !== 0 && (await this.status(id)) !== null) {
+      throw new RunnerError(
+        'INTERNAL',
+        `runsc delete --force ${id} failed: ${result.stderr.trim()}; see runsc list --root ${this.#root}`,
+      )
+    }
+  }
+}
