@@ -169,7 +169,7 @@ describe('gvisor driver', () => {
     expect((await runner.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
   }, 60_000)
 
-  it('attack: a memory hog fails alone; the agent, the shell and its state survive', async () => {
+  it('attack: a memory hog is killed alone with SIGKILL and counted; the agent, the shell and its state survive', async () => {
     await using runner = await gvisorRunner()
     const id = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
     await exec(runner, id, 'export KEPT=yes; cd /tmp', 'default')
@@ -180,10 +180,66 @@ describe('gvisor driver', () => {
       'default',
     )
     expect(hog.stdout).not.toContain('survived')
-    expect(hog.stdout).toMatch(/Out of memory/)
-    expect(hog.exitCode).not.toBe(0)
+    expect(hog).toMatchObject({ exitCode: 137, oomKilled: true })
     expect(await exec(runner, id, 'echo $KEPT $(pwd)', 'default')).toMatchObject({ stdout: 'yes /tmp\n' })
-    expect((await info(runner, id)).status).toBe('running')
+    const after = await info(runner, id)
+    expect(after.status).toBe('running')
+    expect(after.usage?.oomKills).toBe(1)
+    // A process that lowers its own limit gets NULL back, as without the preload: no kill.
+    const own = await exec(
+      runner,
+      id,
+      `ulimit -v 65536; perl -e '$x = "a" x (512 * 1024 * 1024); print "survived\\n"' 2>&1; echo "rc=$?"`,
+    )
+    expect(own.stdout).toMatch(/Out of memory/)
+    expect(own.stdout).not.toMatch(/rc=137/)
+    expect((await info(runner, id)).usage?.oomKills).toBe(1)
+  })
+
+  it('reports usage on GET and /metrics: memory grows while a process holds it, processes are counted inside gVisor', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner, { limits: { memoryBytes: 512 * MiB } })
+    const before = (await info(runner, id)).usage
+    expect(before).toMatchObject({ oomKills: 0 })
+    expect(before?.cpuSeconds).toBeGreaterThan(0)
+    await exec(
+      runner,
+      id,
+      `perl -e '$x = "a" x (200 * 1024 * 1024); open(my $f, ">", "/tmp/held") or die; close $f; sleep 600' > /dev/null 2>&1 &
+       sleep 600 > /dev/null 2>&1 &`,
+      'default',
+    )
+    await expect
+      .poll(async () => (await exec(runner, id, 'test -e /tmp/held && echo y')).stdout, { timeout: 30_000 })
+      .toBe('y\n')
+    const after = (await info(runner, id)).usage
+    expect(after?.memoryBytes).toBeGreaterThan((before?.memoryBytes ?? 0) + 150 * MiB)
+    expect(after?.memoryPeakBytes).toBeGreaterThanOrEqual(after?.memoryBytes ?? 0)
+    // The count is gVisor's (the agent, its shell and the two sleepers among a few more), not
+    // the hundreds of host tasks the sentry and its stubs use.
+    expect(after?.pids).toBeGreaterThanOrEqual((before?.pids ?? 0) + 2)
+    expect(after?.pids).toBeLessThan(50)
+    const metrics = await runner.app.inject({ method: 'GET', url: '/metrics', headers: runner.auth })
+    const line = metrics.body
+      .split('\n')
+      .find((l) => l.startsWith(`conch_sandbox_memory_bytes{sandbox="${id}"}`))
+    expect(Number(line?.split(' ')[1])).toBeGreaterThan(150 * MiB)
+  })
+
+  it('attack: a forged, oversized OOM counter cannot stall or crash the runner reading usage', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner, { limits: { memoryBytes: 128 * MiB } })
+    const forged = await exec(
+      runner,
+      id,
+      'printf "oom_kill 99999999999999999999999\\n" > /run/conch-oom-events && head -c 20000000 /dev/zero >> /run/conch-oom-events; echo rc=$?',
+    )
+    expect(forged.stdout).toBe('rc=0\n')
+    const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+    expect(res.statusCode).toBe(200)
+    // The runner reads only the file's first bytes and clamps what it finds.
+    expect(SandboxInfo.parse(res.json()).usage?.oomKills).toBe(Number.MAX_SAFE_INTEGER)
+    expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
   })
 
   it('attack: processes that together exceed the memory limit kill only their own sandbox, which reports why', async () => {
