@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { DEFAULT_SANDBOX_LIMITS, SandboxInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { descendantsOf } from '../../src/drivers/proc-stat.ts'
+import { AGENT_PIDS_RESERVE } from '../../src/drivers/work-cgroup.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
 
@@ -152,7 +153,9 @@ describe('attack: exhaust the host from inside the sandbox', () => {
     const cgroup = '/sys/fs/cgroup'
     const read = (path: string): string => String(Number(readFileSync(path, 'utf8')))
     expect(read(join(cgroup, 'memory/conch', id, 'work/memory.limit_in_bytes'))).toBe(String(1024 * MiB))
-    expect(read(join(cgroup, 'pids/conch', id, 'pids.max'))).toBe('1024')
+    // The commands get the default; the agent's reserve sits above it in the sandbox group.
+    expect(read(join(cgroup, 'pids/conch', id, 'work/pids.max'))).toBe('1024')
+    expect(read(join(cgroup, 'pids/conch', id, 'pids.max'))).toBe(String(1024 + AGENT_PIDS_RESERVE))
     expect(read(join(cgroup, 'cpu/conch', id, 'cpu.cfs_quota_us'))).toBe('100000')
     expect((await exec(runner, id, 'df -B1 --output=size /workspace | tail -1')).stdout.trim()).toMatch(
       /^\d+$/,
