@@ -273,6 +273,8 @@ export const CONFORMANCE_CASES: readonly ConformanceCase[] = [
       await shell(runner, id, 'setsid sleep 601 > /dev/null 2>&1 < /dev/null &')
       const footprint = await runner.footprint(id)
       expect(footprint.processes.length).toBeGreaterThan(0)
+      // The check below sees a live sandbox, so an empty answer after destroy means something.
+      expect(await runner.leftovers(footprint)).not.toEqual([])
       expect((await runner.request('DELETE', `/v1/sandboxes/${id}`)).status).toBe(200)
       expect(await runner.leftovers(footprint)).toEqual([])
       expect((await runner.request('GET', `/v1/sandboxes/${id}`)).status).toBe(404)

@@ -75,6 +75,8 @@ async function hostRunner(
       }
       for (const pid of processesInCgroupsNamed(footprint.id))
         out.push(`process ${pid} is in a cgroup of the sandbox`)
+      for (const pid of processesNaming(footprint.id))
+        out.push(`process ${pid} still runs with the sandbox id in its command line`)
       for (const dir of footprint.cgroupDirs) if (existsSync(dir)) out.push(`cgroup ${dir} still exists`)
       for (const path of filesNamed(stateDir, footprint.id)) out.push(`state file ${path} still exists`)
       for (const point of mountsNamed(footprint.id)) out.push(`mount ${point} still exists`)
@@ -144,6 +146,22 @@ function processesInCgroupsNamed(id: string): number[] {
       continue
     }
     if (text.split('\n').some((line) => line.split('/').includes(id))) out.push(Number(name))
+  }
+  return out
+}
+
+/** Every live process on the host whose command line contains `id` (runsc's sentry and gofer, bwrap). */
+function processesNaming(id: string): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    let cmdline: string
+    try {
+      cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
+    } catch {
+      continue
+    }
+    if (cmdline.includes(id) && procStat(Number(name))?.state !== 'Z') out.push(Number(name))
   }
   return out
 }

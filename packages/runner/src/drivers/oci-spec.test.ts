@@ -9,7 +9,10 @@ const layout = {
   linkDir: '/state/sb/link',
   etcFiles: { passwd: '/state/sb/etc/passwd' },
   optDir: '/state/sb/opt',
-  extraFiles: [{ host: '/cache/preload.so', guest: '/opt/conch/preload.so' }],
+  extraFiles: [
+    { host: '/cache/preload.so', guest: '/opt/conch/preload.so' },
+    { host: '/state/sb/oom-events', guest: '/run/conch-oom-events', writable: true },
+  ],
   runtime: {
     mounts: [{ host: '/cache/rt/node', guest: '/opt/conch/node' }],
     symlinks: [],
@@ -26,14 +29,16 @@ const layout = {
 }
 
 describe('ociSpec', () => {
-  it('makes only the workspace and the link dir writable, on a read-only root', () => {
+  it('makes only the workspace, the link dir and the OOM counter writable, on a read-only root', () => {
     const spec = ociSpec(layout)
     expect(spec.root).toEqual({ path: '/state/sb/rootfs', readonly: true })
     const writable = spec.mounts.filter((m) => m.type === 'bind' && m.options.includes('rw'))
     expect(writable.map((m) => [m.source, m.destination])).toEqual([
+      ['/state/sb/oom-events', '/run/conch-oom-events'],
       ['/state/sb/workspace', '/workspace'],
       ['/state/sb/link', '/run/conch'],
     ])
+    expect(spec.mounts.find((m) => m.destination === '/opt/conch/preload.so')?.options).toContain('ro')
     expect(spec.mounts.find((m) => m.destination === '/usr')?.options).toContain('ro')
   })
 
