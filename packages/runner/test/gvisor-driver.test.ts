@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
+import { z } from 'zod'
 import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
@@ -241,6 +242,30 @@ describe('gvisor driver', () => {
     expect(SandboxInfo.parse(res.json()).usage?.oomKills).toBe(Number.MAX_SAFE_INTEGER)
     expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
   })
+
+  it("answers GET and /metrics while a sandbox's kernel does not answer runsc, with the host's process count", async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner)
+    const state = stateOf(runner, id)
+    const sentry = z
+      .object({ pid: z.number().int().positive() })
+      .parse(
+        JSON.parse(execFileSync('runsc', ['--root', state.runscRoot, 'state', id], { encoding: 'utf8' })),
+      )
+    // A stopped sentry stands in for a kernel kept busy by its sandbox's code.
+    process.kill(sentry.pid, 'SIGSTOP')
+    try {
+      const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+      expect(res.statusCode).toBe(200)
+      // The host cgroup's count: the sentry's threads, more than gVisor would report.
+      expect(SandboxInfo.parse(res.json()).usage?.pids).toBeGreaterThan(20)
+      const metrics = await runner.app.inject({ method: 'GET', url: '/metrics', headers: runner.auth })
+      expect(metrics.statusCode).toBe(200)
+    } finally {
+      process.kill(sentry.pid, 'SIGCONT')
+    }
+    expect((await exec(runner, id, 'echo served')).stdout).toBe('served\n')
+  }, 60_000)
 
   it('attack: processes that together exceed the memory limit kill only their own sandbox, which reports why', async () => {
     await using runner = await gvisorRunner()

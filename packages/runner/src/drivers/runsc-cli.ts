@@ -17,6 +17,9 @@ export function findRunsc(): string | null {
   return null
 }
 
+/** How long a `runsc events --stats` call may take before its answer is given up. */
+const STATS_TIMEOUT_MS = 2_000
+
 /** What `runsc events --stats` reports of a container's guest (gVisor's own counters). */
 const RunscStats = z.object({
   data: z.object({
@@ -64,13 +67,14 @@ export class RunscCli {
     ]
   }
 
-  /** Runs runsc; resolves with its exit code and output. */
-  #run(args: string[]): Promise<RunscResult> {
+  /** Runs runsc; resolves with its exit code and output (code null when `timeoutMs` passed and it was killed). */
+  #run(args: string[], timeoutMs?: number): Promise<RunscResult> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.#path, [...this.#globalArgs(), ...args], {
         stdio: ['ignore', 'pipe', 'pipe'],
         env: {},
         cwd: '/',
+        ...(timeoutMs === undefined ? {} : { timeout: timeoutMs, killSignal: 'SIGKILL' as const }),
       })
       let stdout = ''
       let stderr = ''
@@ -130,9 +134,13 @@ export class RunscCli {
     return parsed.success ? parsed.data.status : null
   }
 
-  /** The guest's counters from `runsc events --stats`, or null when runsc cannot give them. */
+  /**
+   * The guest's counters from `runsc events --stats`, or null when runsc cannot give them within
+   * `STATS_TIMEOUT_MS`: the answer comes from the sandbox's own kernel, which its code can keep
+   * busy, and a usage read must not hold up the runner's other requests.
+   */
   async stats(id: string): Promise<GuestStats | null> {
-    const result = await this.#run(['events', '--stats', id])
+    const result = await this.#run(['events', '--stats', id], STATS_TIMEOUT_MS)
     if (result.code !== 0) return null
     let json: unknown
     try {
