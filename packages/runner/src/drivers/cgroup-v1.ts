@@ -2,8 +2,8 @@
 // controller the limits need (pids always, memory and cpu when asked, memory and cpuacct for
 // usage whenever mounted), the limits written before any process joins, a `work` child under
 // memory and pids for the commands (pids.max there is the sandbox's limit, the agent's reserve
-// sits above it in the sandbox group), and kill by SIGKILLing every pid in cgroup.procs until the groups are empty
-// (v1 has no cgroup.kill). The driver puts the sandbox's first process in every group before it
+// sits above it in the sandbox group), and kill by SIGKILLing every pid in cgroup.procs until
+// the groups are empty (v1 has no cgroup.kill). The driver puts the sandbox's first process in every group before it
 // forks, so everything in the sandbox inherits them.
 import { existsSync, mkdirSync, realpathSync, rmdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -82,11 +82,13 @@ export class CgroupsV1 implements Cgroups {
     const memoryDir = this.#dirOf('memory', spec.id)
     const pidsDir = this.#dirOf('pids', spec.id)
     let work: SandboxCgroup['work'] = null
+    const workDirs: string[] = []
     if (memoryDir !== null && pidsDir !== null) {
       const dir = join(memoryDir, 'work')
       const pidsWork = join(pidsDir, 'work')
       mkdirSync(dir, { recursive: true })
       mkdirSync(pidsWork, { recursive: true })
+      workDirs.push(dir, pidsWork)
       work = {
         dir,
         procs: join(dir, 'cgroup.procs'),
@@ -94,7 +96,6 @@ export class CgroupsV1 implements Cgroups {
         pidsProcs: join(pidsWork, 'cgroup.procs'),
       }
     }
-    const workDirs = work === null ? [] : [work.dir, join(pidsDir ?? '', 'work')]
     const group: SandboxCgroup = {
       version: 1,
       id: spec.id,
@@ -112,8 +113,9 @@ export class CgroupsV1 implements Cgroups {
     const pids = limits.pids ?? DEFAULT_PIDS
     const pidsDir = this.#dirOf('pids', group.id)
     if (pidsDir !== null) {
-      // Parent first: the kernel checks each level at fork, so work's limit is the commands' own.
-      // A handle made without a pids work group has no reserve: its pids.max is the commands' own.
+      // The kernel checks every level at fork: work holds the commands to their limit, and the
+      // sandbox group leaves the agent its reserve. A handle made without a pids work group (an
+      // older sandbox) has no reserve: its pids.max is the commands' own.
       const hasWork = group.work?.pidsProcs !== undefined
       writeCgroupFile(pidsDir, 'pids.max', String(pids + (hasWork ? AGENT_PIDS_RESERVE : 0)))
       if (hasWork) writeCgroupFile(join(pidsDir, 'work'), 'pids.max', String(pids))
