@@ -12,6 +12,7 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify'
 import { capConnections } from './connection-cap.ts'
+import { enforceRequestDeadlines } from './request-deadline.ts'
 import { RouterError } from './router-error.ts'
 import { RouterMetrics } from './router-metrics.ts'
 import { listAcrossShards } from './sandbox-list.ts'
@@ -92,7 +93,19 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     connectionTimeout: 0,
     requestTimeout,
     keepAliveTimeout,
-    maxParamLength: 200,
+    routerOptions: { maxParamLength: 200 },
+    // A URL fastify cannot decode gets the same typed answer as any other bad request.
+    frameworkErrors: (_error, _request, reply) => {
+      metrics.errors.inc({ code: 'BAD_REQUEST' })
+      const body = JSON.stringify(
+        new RouterError('BAD_REQUEST', 'the request URL is not valid percent-encoded text').toBody(),
+      )
+      reply.raw.writeHead(400, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      })
+      reply.raw.end(body)
+    },
     http: {
       maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
       headersTimeout,
@@ -101,7 +114,10 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       connectionsCheckingInterval: Math.min(5_000, Math.max(25, Math.floor(headersTimeout / 4))),
     },
     clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) return
+      if (!socket.writable) {
+        socket.destroy()
+        return
+      }
       const header = error.code === 'HPE_HEADER_OVERFLOW'
       const e = header
         ? new RouterError(
@@ -119,6 +135,11 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     },
   })
   capConnections(app.server, options.maxConnections ?? 4_096)
+  enforceRequestDeadlines(app.server, {
+    headersTimeoutMs: headersTimeout,
+    requestTimeoutMs: requestTimeout,
+    keepAliveTimeoutMs: keepAliveTimeout,
+  })
   // Bodies are forwarded as bytes, whatever their type: the runner parses and validates them.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body))
@@ -270,14 +291,13 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     socket.on('error', () => socket.destroy())
     const url = req.url ?? ''
     try {
-      if (!SHELL_PATH.test(url)) {
+      const target = sandboxTarget(url, options.shards)
+      if (!target || !SHELL_PATH.test(url)) {
         throw new RouterError(
           'NOT_FOUND',
           `no WebSocket at ${url.split('?')[0]!.slice(0, 200)}; the shell socket is /v1/sandboxes/:id/shell`,
         )
       }
-      const target = sandboxTarget(url, options.shards)
-      if (!target) throw new RouterError('NOT_FOUND', 'no such WebSocket')
       relay.handle(req, socket, head, target)
     } catch (error) {
       const e = toRouterError(error)

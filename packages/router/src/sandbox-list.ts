@@ -67,8 +67,12 @@ export async function listAcrossShards(options: {
     }),
   )
   const down = answers.filter((a) => a.status === 0).map((a) => a.shard.name)
+  // The most telling refusal wins: a credential some runner knows but may not list with (403),
+  // then one a runner does not know (401), then any other.
   const refused =
-    answers.find((a) => a.status === 401) ?? answers.find((a) => a.status !== 0 && a.status >= 300)
+    answers.find((a) => a.status === 403) ??
+    answers.find((a) => a.status === 401) ??
+    answers.find((a) => a.status !== 0 && a.status >= 300)
   if (refused) return { status: refused.status, body: safeJson(refused.text) }
   if (down.length > 0) {
     throw new RouterError(
