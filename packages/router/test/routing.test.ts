@@ -23,6 +23,9 @@ describe('the router over three runners', () => {
     const router = await cluster.extraRouter(['--poll-interval-ms', '3600000'])
     const placed: Sandbox[] = []
     for (let i = 0; i < 4; i++) placed.push(await Sandbox.create({ url: router.url, apiKey: cluster.apiKey }))
+    // Each runner reports its shard and its load on /readyz, which is what the router read.
+    const ready = JSON.parse((await rawRequest(cluster.runners[0]!.current.url, 'GET', '/readyz')).body)
+    expect(ready).toMatchObject({ ok: true, shard: 'conch-0', load: { sandboxes: 2, maxSandboxes: 32 } })
     const shards = placed.map((s) => shardOfSandboxId(s.id))
     expect(shards.filter((s) => s === 'conch-0')).toEqual([])
     expect(shards.filter((s) => s === 'conch-1')).toHaveLength(2)
