@@ -107,7 +107,10 @@ export class ShellSocketRelay {
     })
     let settled = false
     const clientGone = (): void => {
-      if (!settled) upstream.terminate()
+      if (settled) return
+      // The client left before the runner answered: not a runner failure.
+      settled = true
+      upstream.terminate()
     }
     socket.once('close', clientGone)
     upstream.on('unexpected-response', (_r, res) => {

@@ -104,6 +104,12 @@ describe('credentials through the router', () => {
     const { token } = await (await Sandbox.connect(a.id, key)).createAccessToken()
     const own = await rawRequest(router.url, 'GET', `/v1/sandboxes/${a.id}`, auth(token))
     expect(own.status).toBe(200)
+    // As a browser sends it, in a subprotocol: the runner's choice comes back, never the secret.
+    const ownShell = await openShell(router.url, a.id, token, { viaSubprotocol: true })
+    if (ownShell.kind !== 'open') throw new Error(`refused: ${ownShell.status} ${ownShell.body}`)
+    expect(ownShell.ws.protocol).toBe('conch.v1')
+    ownShell.ws.close()
+    await ownShell.closed
     const forged = `sb_conchX1Z${a.id.slice(a.id.indexOf('Z') + 1)}`
     for (const id of [b.id, forged]) {
       const res = await rawRequest(router.url, 'GET', `/v1/sandboxes/${id}`, auth(token))

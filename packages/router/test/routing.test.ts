@@ -85,6 +85,18 @@ describe('the router over three runners', () => {
     })
     expect((await again.run('echo $ROUTED $(pwd)')).stdout).toBe('yes /tmp\n')
     expect(replayed.join('')).toContain('first-yes')
+    // Output larger than the relay's buffers arrives whole and in order.
+    let streamed = 0
+    let lastLine = ''
+    const big = await again.run('seq 1 400000', {
+      onStdout: (chunk: string) => {
+        streamed += chunk.length
+        lastLine = (lastLine + chunk).slice(-16)
+      },
+    })
+    expect(big.exitCode).toBe(0)
+    expect(streamed).toBe(Array.from({ length: 400000 }, (_, i) => `${i + 1}\n`).join('').length)
+    expect(lastLine.endsWith('\n399999\n400000\n')).toBe(true)
     again.close()
     await sandbox.destroy()
   })
