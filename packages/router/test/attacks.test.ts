@@ -197,6 +197,26 @@ describe('oversized and slow clients', () => {
   })
 })
 
+describe('a misconfigured shard table', () => {
+  it('never places on a runner that answers under another shard name, and says why', async () => {
+    const wrong = await cluster.extraRouter(['--shards', `conch-9=${cluster.runners[0]!.current.url}`])
+    const ready = await rawRequest(wrong.url, 'GET', '/readyz')
+    expect([ready.status, JSON.parse(ready.body).checks]).toEqual([503, { 'conch-9': false }])
+    const create = await rawRequest(
+      wrong.url,
+      'POST',
+      '/v1/sandboxes',
+      {
+        ...auth(cluster.apiKey),
+        'content-type': 'application/json',
+      },
+      '{}',
+    )
+    expect([create.status, codeOf(create)]).toEqual([503, 'RUNNER_UNAVAILABLE'])
+    expect(JSON.parse(create.body).error.message).toMatch(/reports shard "conch-0", not "conch-9"/)
+  })
+})
+
 describe('router endpoints', () => {
   it('reports readiness per shard and serves metrics', async () => {
     const ready = JSON.parse((await rawRequest(router.url, 'GET', '/readyz')).body)
