@@ -1,8 +1,8 @@
 // Deadlines for slow clients, enforced per connection. Node's own header and request timeouts
-// are checked by a periodic scan that stops at the first connection that has not expired, so
-// one idle keep-alive connection held open shields every slow connection opened after it (a
-// slow-loris client can hold the router's sockets indefinitely). These timers do not depend on
-// that scan: a connection must finish its request headers within `headersTimeoutMs` of opening,
+// are checked by a periodic scan over the server's connections, and on Node 24 one idle
+// keep-alive connection opened earlier keeps that scan from closing the slow connections opened
+// after it (observed: test/attacks.test.ts), so a slow-loris client could hold the router's
+// sockets for as long as it keeps one idle connection. These timers do not depend on the scan: a connection must finish its request headers within `headersTimeoutMs` of opening,
 // a request must arrive whole within `requestTimeoutMs` of its headers, and after an answer the
 // next request's headers must follow within the keep-alive time plus `headersTimeoutMs`. A
 // connection that misses a deadline gets a 408 and is closed. Upgraded sockets are left alone.
