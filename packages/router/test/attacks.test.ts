@@ -197,6 +197,23 @@ describe('oversized and slow clients', () => {
   })
 })
 
+describe('long answers to quick requests', () => {
+  it('keeps a buffered run and a streamed GET going past the request deadline once the request arrived', async () => {
+    // This router gives a request 1 s to arrive; both answers take longer than that.
+    const sandbox = await Sandbox.create({ url: router.url, apiKey: cluster.apiKey })
+    expect((await sandbox.exec('sleep 2; echo done')).stdout).toBe('done\n')
+    const proc = await sandbox.startProcess('for i in 1 2 3 4; do echo tick$i; sleep 0.6; done')
+    let out = ''
+    let exitCode: number | null = null
+    for await (const ev of proc.stream()) {
+      if (ev.type === 'stdout') out += ev.data
+      if (ev.type === 'exit') exitCode = ev.exitCode
+    }
+    expect([out, exitCode]).toEqual(['tick1\ntick2\ntick3\ntick4\n', 0])
+    await sandbox.destroy()
+  })
+})
+
 describe('a misconfigured shard table', () => {
   it('never places on a runner that answers under another shard name, and says why', async () => {
     const wrong = await cluster.extraRouter(['--shards', `conch-9=${cluster.runners[0]!.current.url}`])
