@@ -182,6 +182,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: "Retry after a short wait. If it persists, read the sandbox's `status` and `deadReason`.",
     sdkClass: 'ConnectionError',
   },
+  RUNNER_UNAVAILABLE: {
+    when: 'A router could not reach the runner that holds the sandbox (it is down or restarting), or no runner behind the router is ready to take a new sandbox. The message names the runner shard.',
+    fix: "Retry after a short wait: the SDK does, with backoff. A runner that restarts keeps its sandboxes, and they answer again once it is back. If it persists, check the runner pods (`kubectl get pods`) and the router's `/readyz`.",
+    sdkClass: 'ConnectionError',
+  },
   CONNECTION_LOST: {
     when: 'The connection between the client and the runner, or between the runner and an agent, dropped while a call was in flight.',
     fix: 'The SDK reconnects with backoff and resumes from the last byte offset it saw, so a run usually completes anyway. If it gives up, it throws `ConnectionError`; check the network and the runner.',

@@ -125,6 +125,7 @@ export {
   SandboxLimits,
   SandboxStatus,
 } from './sandbox.ts'
+export { MAX_SHARD_NAME_LENGTH, ShardName, shardedSandboxId, shardOfSandboxId } from './sandbox-shard.ts'
 export { SandboxUsage } from './sandbox-usage.ts'
 export {
   DEFAULT_SESSION_ID,

@@ -204,6 +204,17 @@ export const Health = z.object({
   version: z.string(),
   /** Facts behind the answer. */
   checks: z.record(z.string(), z.boolean()).optional(),
+  /** The runner's shard name, when it has one (`/readyz` only). */
+  shard: z.string().optional(),
+  /** How full the runner is, for a router's placement (`/readyz` only). */
+  load: z
+    .object({
+      /** Sandboxes alive now. */
+      sandboxes: z.number().int().nonnegative(),
+      /** Sandboxes the runner accepts at most. */
+      maxSandboxes: z.number().int().positive(),
+    })
+    .optional(),
 })
 
 /** The empty success body. */

@@ -44,6 +44,8 @@ export interface BuildAppOptions {
   now?: () => number
   /** Origins whose browser pages may call the REST API (`*` for any); none by default. */
   corsOrigins?: readonly string[]
+  /** Shard name written into every new sandbox id, for a router in front of several runners. */
+  shard?: string | null
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
 }
@@ -146,6 +148,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     logger: app.log,
     metrics,
     now,
+    shard: options.shard ?? null,
   })
   const ctx: RunnerContext = {
     manager,
@@ -155,6 +158,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     now,
     version: RUNNER_VERSION,
     apiKeyHashes: options.apiKeyHashes,
+    shard: options.shard ?? null,
   }
 
   app.setErrorHandler((error, request, reply) => {

@@ -104,6 +104,7 @@ async function main(argv: string[]): Promise<void> {
     drivers: choice.allowed,
     defaultDriver: driver.name,
     corsOrigins: config.corsOrigins,
+    shard: config.shard ?? null,
     limits: config.limits,
     logger: {
       level: config.logLevel,

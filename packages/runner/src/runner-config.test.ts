@@ -23,6 +23,15 @@ describe('parseRunnerConfig', () => {
     expect(() => parseRunnerConfig([], { CONCH_PORT: '70000' }, '/x')).toThrow(ConfigError)
   })
 
+  it('takes a shard name from --shard or CONCH_SHARD and refuses one that is not a short DNS label', () => {
+    expect(parseRunnerConfig([], {}, '/x').shard).toBeUndefined()
+    expect(parseRunnerConfig(['--shard', 'conch-2'], {}, '/x').shard).toBe('conch-2')
+    expect(parseRunnerConfig([], { CONCH_SHARD: 'conch-runner-0' }, '/x').shard).toBe('conch-runner-0')
+    for (const bad of ['Conch', '../x', 'a_b', '-a', 'x'.repeat(24)]) {
+      expect(() => parseRunnerConfig(['--shard', bad], {}, '/x')).toThrow(/--shard .*DNS label|at most 23/)
+    }
+  })
+
   it('rejects unknown flags and unknown drivers', () => {
     expect(() => parseRunnerConfig(['--nope', '1'], {}, '/x')).toThrow(/unknown flag --nope/)
     expect(() => parseRunnerConfig(['--driver', 'vm'], {}, '/x')).toThrow(/--driver vm/)

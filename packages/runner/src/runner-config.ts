@@ -1,4 +1,5 @@
 import { isAbsolute, join } from 'node:path'
+import { ShardName } from '@conch/protocol'
 import { z } from 'zod'
 import { ConfigError } from './config-error.ts'
 import { DRIVERS_BY_STRENGTH } from './driver-choice.ts'
@@ -52,6 +53,8 @@ export const RunnerConfig = z.object({
         .filter((o) => o.length > 0),
     )
     .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ })]))),
+  /** Shard name written into every new sandbox id, so a router can forward by id; none by default. */
+  shard: ShardName.optional(),
   /** The API key; when absent one is generated on first start and stored only as a hash. */
   apiKey: z.string().min(16, 'the API key must be at least 16 characters').optional(),
   /** Limits. */
@@ -78,6 +81,7 @@ const TOP = [
   'unsafeLocal',
   'logLevel',
   'corsOrigins',
+  'shard',
   'apiKey',
 ] as const
 const BOOLEAN_KEYS: ReadonlySet<string> = new Set(['unsafeLocal'])

@@ -19,4 +19,6 @@ export interface RunnerContext {
   version: string
   /** Hashes of the API keys accepted. */
   apiKeyHashes: readonly string[]
+  /** The runner's shard name (in every new sandbox id), or null. */
+  shard: string | null
 }

@@ -16,6 +16,7 @@ import {
   type SandboxInfo,
   type SessionInfo,
   type SessionOptions,
+  shardedSandboxId,
 } from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
@@ -59,6 +60,8 @@ export interface SandboxManagerOptions {
   metrics: RunnerMetrics
   /** Clock. */
   now: () => number
+  /** The runner's shard name, written into every new sandbox id; null keeps plain ids. */
+  shard?: string | null
 }
 
 /** One sandbox as the runner holds it in memory. */
@@ -198,6 +201,11 @@ export class SandboxManager {
   }
 
   /** Counts by status, for metrics. */
+  /** Sandboxes that count against `maxSandboxes` (every one not dead). */
+  liveCount(): number {
+    return [...this.#sandboxes.values()].filter((s) => s.record.status !== 'dead').length
+  }
+
   countByStatus(): Record<string, number> {
     const out: Record<string, number> = { starting: 0, running: 0, unreachable: 0, dead: 0 }
     for (const s of this.#sandboxes.values()) out[s.record.status] = (out[s.record.status] ?? 0) + 1
@@ -245,7 +253,7 @@ export class SandboxManager {
 
   /** Creates a sandbox and starts its agent; resolves once the agent answered hello. */
   async create(request: CreateSandboxRequest): Promise<SandboxInfo> {
-    const live = [...this.#sandboxes.values()].filter((s) => s.record.status !== 'dead').length
+    const live = this.liveCount()
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
         'TOO_MANY_SANDBOXES',
@@ -273,7 +281,7 @@ export class SandboxManager {
         `the ${driver.name} driver cannot enforce these limits: ${unenforceable}`,
       )
     }
-    const id = randomId('sb_', 16)
+    const id = this.#o.shard ? shardedSandboxId(this.#o.shard, randomId('', 16)) : randomId('sb_', 16)
     const spec: SandboxSpec = {
       id,
       env: request.env ?? {},

@@ -188,7 +188,7 @@ export class OutputLostError extends ConchError {
 
 /**
  * The runner could not be reached, or the connection dropped and did not come back within
- * the reconnect budget (`CONNECTION_LOST`, `AGENT_UNAVAILABLE`).
+ * the reconnect budget (`CONNECTION_LOST`, `AGENT_UNAVAILABLE`, `RUNNER_UNAVAILABLE`).
  *
  * @example
  * ```ts
@@ -202,7 +202,9 @@ export class OutputLostError extends ConchError {
 export class ConnectionError extends ConchError {
   constructor(
     message: string,
-    options: ConchErrorOptions & { code?: 'CONNECTION_LOST' | 'AGENT_UNAVAILABLE' } = {},
+    options: ConchErrorOptions & {
+      code?: 'CONNECTION_LOST' | 'AGENT_UNAVAILABLE' | 'RUNNER_UNAVAILABLE'
+    } = {},
   ) {
     super(options.code ?? 'CONNECTION_LOST', message, options)
     this.name = 'ConnectionError'

@@ -35,6 +35,7 @@ const ERROR_CODES = {
   RATE_LIMITED: true,
   DEADLINE_EXCEEDED: true,
   AGENT_UNAVAILABLE: true,
+  RUNNER_UNAVAILABLE: true,
   CONNECTION_LOST: true,
   INTERNAL: true,
 } as const

@@ -27,6 +27,7 @@ const EXPECTED_CLASS: Partial<Record<ErrorCode, new (...args: never[]) => ConchE
   OUTPUT_LOST: OutputLostError,
   CONNECTION_LOST: ConnectionError,
   AGENT_UNAVAILABLE: ConnectionError,
+  RUNNER_UNAVAILABLE: ConnectionError,
   DEADLINE_EXCEEDED: DeadlineError,
 }
 

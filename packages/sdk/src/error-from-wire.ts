@@ -64,6 +64,7 @@ export function errorFromWire(
       return new OutputLostError(`${message}; run the command again to get its full output`, opts)
     case 'CONNECTION_LOST':
     case 'AGENT_UNAVAILABLE':
+    case 'RUNNER_UNAVAILABLE':
       return new ConnectionError(message, { ...opts, code })
     case 'DEADLINE_EXCEEDED':
       return new DeadlineError(message, opts)

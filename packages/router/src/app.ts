@@ -1,0 +1,318 @@
+// The router's HTTP + WebSocket server. It holds no state of its own and no secret: every
+// sandbox request goes to the runner shard its id names, with the client's credentials, and the
+// runner decides. New sandboxes go to the least-loaded ready runner; listings ask every runner.
+// It never listens and never reads the environment: `main.ts` does both.
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { PROTOCOL_VERSION } from '@conch/protocol'
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify'
+import { capConnections } from './connection-cap.ts'
+import { enforceRequestDeadlines } from './request-deadline.ts'
+import { RouterError } from './router-error.ts'
+import { RouterMetrics } from './router-metrics.ts'
+import { listAcrossShards } from './sandbox-list.ts'
+import { sandboxTarget } from './sandbox-target.ts'
+import { ShardMonitor } from './shard-monitor.ts'
+import type { Shard, ShardTable } from './shard-table.ts'
+import { refuseWithError, ShellSocketRelay } from './shell-socket-relay.ts'
+import { callUpstream, forwardableHeaders, returnableHeaders, UpstreamPool } from './upstream-request.ts'
+
+/** The router's version, reported by its health checks. */
+export const ROUTER_VERSION = '0.1.0'
+
+/** Everything `buildRouter` needs. */
+export interface BuildRouterOptions {
+  /** The runners, by shard name. */
+  shards: ShardTable
+  /** fastify logger options (pino); false for none. */
+  logger?: FastifyServerOptions['logger']
+  /** How often each runner's `/readyz` is read. */
+  pollIntervalMs?: number
+  /** Time to connect to a runner. */
+  connectTimeoutMs?: number
+  /** Largest request body forwarded. */
+  maxBodyBytes?: number
+  /** Largest request header block. */
+  maxHeaderBytes?: number
+  /** Largest WebSocket message relayed. */
+  maxFrameBytes?: number
+  /** Time a client has to send a request's headers. */
+  headersTimeoutMs?: number
+  /** Time a client has to send a whole request. */
+  requestTimeoutMs?: number
+  /** Time an idle keep-alive connection stays open. */
+  keepAliveTimeoutMs?: number
+  /** Open client connections at once. */
+  maxConnections?: number
+}
+
+/** The router app, with its shard monitor for `main.ts` and tests. */
+export type RouterApp = FastifyInstance & { shardMonitor: ShardMonitor }
+
+/** Log options that keep secrets out of the log. */
+export const REDACTED_PATHS = ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]']
+
+const SHELL_PATH = /^\/v1\/sandboxes\/[^/?]+\/shell(\?|$)/
+
+function toRouterError(error: unknown): RouterError {
+  if (error instanceof RouterError) return error
+  const code = (error as { code?: unknown }).code
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new RouterError(
+      'FRAME_TOO_LARGE',
+      'the request body is larger than the router forwards; send a smaller body',
+    )
+  }
+  if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
+    return new RouterError(
+      'BAD_REQUEST',
+      'the request body could not be read; send a complete body with a correct length',
+    )
+  }
+  return new RouterError('INTERNAL', 'the router hit an unexpected error; see its log', { cause: error })
+}
+
+/** Builds the router (plugins load on `ready()`/`listen`, which also polls every runner once). */
+export function buildRouter(options: BuildRouterOptions): RouterApp {
+  const headersTimeout = options.headersTimeoutMs ?? 10_000
+  const requestTimeout = Math.max(options.requestTimeoutMs ?? 60_000, headersTimeout)
+  const keepAliveTimeout = options.keepAliveTimeoutMs ?? 72_000
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const app = Fastify({
+    logger: options.logger ?? false,
+    requestIdHeader: 'x-request-id',
+    bodyLimit: options.maxBodyBytes ?? 8 * 1024 * 1024,
+    forceCloseConnections: true,
+    // A forwarded buffered run may be silent for as long as its command runs; slow requests are
+    // bounded by the header and request timeouts instead of an idle timeout.
+    connectionTimeout: 0,
+    requestTimeout,
+    keepAliveTimeout,
+    routerOptions: { maxParamLength: 200 },
+    // A URL fastify cannot decode gets the same typed answer as any other bad request.
+    frameworkErrors: (_error, _request, reply) => {
+      metrics.errors.inc({ code: 'BAD_REQUEST' })
+      const body = JSON.stringify(
+        new RouterError('BAD_REQUEST', 'the request URL is not valid percent-encoded text').toBody(),
+      )
+      reply.raw.writeHead(400, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      })
+      reply.raw.end(body)
+    },
+    http: {
+      maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
+      headersTimeout,
+      requestTimeout,
+      keepAliveTimeout,
+      connectionsCheckingInterval: Math.min(5_000, Math.max(25, Math.floor(headersTimeout / 4))),
+    },
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) {
+        socket.destroy()
+        return
+      }
+      const header = error.code === 'HPE_HEADER_OVERFLOW'
+      const e = header
+        ? new RouterError(
+            'FRAME_TOO_LARGE',
+            `the request headers are larger than ${options.maxHeaderBytes ?? 16 * 1024} bytes; send smaller headers`,
+          )
+        : new RouterError('BAD_REQUEST', 'the request is not valid HTTP/1.1')
+      const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      const body = JSON.stringify(e.toBody())
+      socket.end(
+        timedOut
+          ? 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'
+          : `HTTP/1.1 ${e.status} Error\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      )
+    },
+  })
+  capConnections(app.server, options.maxConnections ?? 4_096)
+  enforceRequestDeadlines(app.server, {
+    headersTimeoutMs: headersTimeout,
+    requestTimeoutMs: requestTimeout,
+    keepAliveTimeoutMs: keepAliveTimeout,
+  })
+  // Bodies are forwarded as bytes, whatever their type: the runner parses and validates them.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body))
+
+  let monitor: ShardMonitor | null = null
+  const metrics = new RouterMetrics(() => monitor!)
+  monitor = new ShardMonitor({
+    shards: options.shards,
+    log: app.log,
+    intervalMs: options.pollIntervalMs ?? 2_000,
+    timeoutMs: connectTimeoutMs,
+  })
+  const shardMonitor = monitor
+  const pool = new UpstreamPool()
+  const onUnreachable = (shard: string, problem: string): void => shardMonitor.noteUnreachable(shard, problem)
+  const relay = new ShellSocketRelay({
+    maxFrameBytes: options.maxFrameBytes ?? 16 * 1024 * 1024,
+    connectTimeoutMs,
+    log: app.log,
+    metrics,
+    onUnreachable,
+  })
+
+  app.setErrorHandler((error, request, reply) => {
+    const e = toRouterError(error)
+    if (e.code === 'INTERNAL') request.log.error({ err: error }, 'request failed')
+    metrics.errors.inc({ code: e.code })
+    reply.header('x-conch-protocol', String(PROTOCOL_VERSION))
+    return reply.code(e.status).send(e.toBody())
+  })
+  app.setNotFoundHandler((request, reply) => {
+    metrics.errors.inc({ code: 'NOT_FOUND' })
+    const path = (request.raw.url ?? '').split('?')[0]!.slice(0, 200)
+    return reply
+      .code(404)
+      .send(new RouterError('NOT_FOUND', `no route ${request.method} ${path}; see /v1/openapi.json`).toBody())
+  })
+
+  /** Forwards the request to `shard` and streams the runner's answer back. */
+  const forward = async (
+    shard: Shard,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply> => {
+    const abort = new AbortController()
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) abort.abort()
+    })
+    const body = Buffer.isBuffer(request.body) ? request.body : undefined
+    const res = await callUpstream({
+      shard,
+      method: request.method,
+      pathAndQuery: request.raw.url ?? '/',
+      headers: forwardableHeaders(request.headers),
+      body,
+      pool,
+      connectTimeoutMs,
+      signal: abort.signal,
+    }).catch((error: unknown) => {
+      if (error instanceof RouterError && error.code === 'RUNNER_UNAVAILABLE')
+        onUnreachable(shard.name, error.message)
+      throw error
+    })
+    metrics.forwarded.inc({ shard: shard.name, status: `${String(res.statusCode ?? 0).slice(0, 1)}xx` })
+    return reply
+      .code(res.statusCode ?? 502)
+      .headers(returnableHeaders(res.headers))
+      .send(res)
+  }
+
+  app.get('/healthz', async () => ({ ok: true, version: ROUTER_VERSION }))
+  app.get('/readyz', async (_request, reply) => {
+    const checks = Object.fromEntries(shardMonitor.states().map((s) => [s.shard.name, s.ready]))
+    const ok = Object.values(checks).some((ready) => ready)
+    reply.code(ok ? 200 : 503)
+    return { ok, version: ROUTER_VERSION, checks }
+  })
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(metrics.registry.contentType)
+    return metrics.registry.metrics()
+  })
+
+  app.post('/v1/sandboxes', async (request, reply) => {
+    const order = shardMonitor.placementOrder()
+    if (order.length === 0) {
+      const why = shardMonitor
+        .states()
+        .map((s) => `${s.shard.name}: ${s.problem ?? (s.sandboxes >= s.maxSandboxes ? 'full' : 'ready')}`)
+      throw new RouterError(
+        'RUNNER_UNAVAILABLE',
+        `no runner is ready to take a new sandbox (${why.join('; ')}); retry shortly`,
+        {
+          details: {
+            shards: Object.fromEntries(shardMonitor.states().map((s) => [s.shard.name, s.problem])),
+          },
+        },
+      )
+    }
+    let last: RouterError | null = null
+    for (const shard of order) {
+      try {
+        const sent = await forward(shard, request, reply)
+        if (reply.statusCode < 300) {
+          shardMonitor.notePlaced(shard.name)
+          metrics.placed.inc({ shard: shard.name })
+        }
+        return sent
+      } catch (error) {
+        // Only a runner that could not be reached is skipped: the request never got to it.
+        if (!(error instanceof RouterError && error.code === 'RUNNER_UNAVAILABLE')) throw error
+        last = error
+      }
+    }
+    throw last!
+  })
+
+  app.get('/v1/sandboxes', async (request, reply) => {
+    const answer = await listAcrossShards({
+      shards: [...options.shards.values()],
+      pathAndQuery: request.raw.url ?? '/v1/sandboxes',
+      headers: forwardableHeaders(request.headers),
+      pool,
+      connectTimeoutMs,
+      onUnreachable,
+    })
+    return reply.code(answer.status).send(answer.body)
+  })
+
+  /** Requests that are the same on every runner go to a ready one (any, if none is ready). */
+  const anyRunner = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const states = shardMonitor.states()
+    const shard = (states.find((s) => s.ready) ?? states.find((s) => s.reachable) ?? states[0])!.shard
+    return forward(shard, request, reply)
+  }
+  app.get('/v1/openapi.json', anyRunner)
+  app.options('/v1/sandboxes', anyRunner)
+
+  app.route({
+    method: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH'],
+    url: '/v1/sandboxes/*',
+    handler: async (request, reply) => {
+      const target = sandboxTarget(request.raw.url ?? '', options.shards)
+      if (!target) throw new RouterError('NOT_FOUND', 'no such route; see /v1/openapi.json')
+      return forward(target.shard, request, reply)
+    },
+  })
+
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy())
+    const url = req.url ?? ''
+    try {
+      const target = sandboxTarget(url, options.shards)
+      if (!target || !SHELL_PATH.test(url)) {
+        throw new RouterError(
+          'NOT_FOUND',
+          `no WebSocket at ${url.split('?')[0]!.slice(0, 200)}; the shell socket is /v1/sandboxes/:id/shell`,
+        )
+      }
+      relay.handle(req, socket, head, target)
+    } catch (error) {
+      const e = toRouterError(error)
+      metrics.errors.inc({ code: e.code })
+      refuseWithError(socket, e)
+    }
+  })
+
+  app.addHook('onReady', async () => {
+    await shardMonitor.start()
+  })
+  app.addHook('onClose', async () => {
+    shardMonitor.stop()
+    relay.close()
+    pool.close()
+  })
+  return Object.assign(app, { shardMonitor })
+}

@@ -1,0 +1,111 @@
+// Raw HTTP and WebSocket clients for attack tests: a path is sent byte for byte (fetch would
+// resolve `..`), headers can be oversized, and a shell socket reports how it closed.
+import { request } from 'node:http'
+import { connect, type Socket } from 'node:net'
+import WebSocket from 'ws'
+
+/** A response as received. */
+export interface RawResponse {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: string
+}
+
+/** Sends one request with the path exactly as given. */
+export function rawRequest(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: Buffer | string,
+): Promise<RawResponse> {
+  const url = new URL(base)
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, method, path, headers, agent: false },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => {
+          text += c
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }))
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/** The parsed error code of a response body, or null. */
+export function codeOf(response: RawResponse): string | null {
+  try {
+    return (JSON.parse(response.body) as { error?: { code?: string } }).error?.code ?? null
+  } catch {
+    return null
+  }
+}
+
+/** Opens a TCP connection and resolves once it is connected. */
+export function openSocket(base: string): Promise<Socket> {
+  const url = new URL(base)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname, () => resolve(socket))
+    socket.once('error', reject)
+  })
+}
+
+/** How a shell socket attempt ended. */
+export type ShellOutcome =
+  | {
+      kind: 'open'
+      ws: WebSocket
+      frames: Record<string, unknown>[]
+      closed: Promise<{ code: number; reason: string }>
+    }
+  | { kind: 'refused'; status: number; body: string }
+
+/** Opens `/v1/sandboxes/:id/shell` with a bearer secret (header, or subprotocol as browsers do). */
+export function openShell(
+  base: string,
+  sandboxId: string,
+  secret: string,
+  options: { query?: string; viaSubprotocol?: boolean } = {},
+): Promise<ShellOutcome> {
+  const url = `${base.replace(/^http/, 'ws')}/v1/sandboxes/${sandboxId}/shell${options.query ? `?${options.query}` : ''}`
+  const ws = options.viaSubprotocol
+    ? new WebSocket(url, ['conch.v1', `bearer.${secret}`])
+    : new WebSocket(url, ['conch.v1'], { headers: { authorization: `Bearer ${secret}` } })
+  const frames: Record<string, unknown>[] = []
+  ws.on('message', (data) => frames.push(JSON.parse(data.toString()) as Record<string, unknown>))
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  )
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve({ kind: 'open', ws, frames, closed }))
+    ws.once('unexpected-response', (_req, res) => {
+      let body = ''
+      res.on('data', (c: Buffer) => {
+        body += c.toString()
+      })
+      res.on('end', () => resolve({ kind: 'refused', status: res.statusCode ?? 0, body }))
+    })
+    ws.once('error', reject)
+  })
+}
+
+/** Resolves with the first frame (seen or future) that matches. */
+export async function nextFrame(
+  outcome: Extract<ShellOutcome, { kind: 'open' }>,
+  match: (frame: Record<string, unknown>) => boolean,
+): Promise<Record<string, unknown>> {
+  for (;;) {
+    const seen = outcome.frames.find(match)
+    if (seen) return seen
+    await new Promise<void>((resolve, reject) => {
+      outcome.ws.once('message', () => resolve())
+      void outcome.closed.then(({ code }) => reject(new Error(`socket closed (${code}) before the frame`)))
+    })
+  }
+}
