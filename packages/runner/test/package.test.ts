@@ -1,0 +1,160 @@
+// The published package, as a user gets it: `pnpm pack` the runner, check what the tarball
+// holds, then run it the way the README says (`npx @conch/runner runner`, here `npm exec` of
+// the tarball) in an empty folder with an empty npm cache, so its dependencies come from the
+// npm registry and nothing from this checkout. A sandbox of the namespace driver, driven
+// through the SDK, then shows what the agent's runtime inside is: Node and one file.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Sandbox } from '@conch/sdk'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { generateApiKey } from '../src/credentials.ts'
+
+const RUNNER_DIR = fileURLToPath(new URL('..', import.meta.url))
+/** Packing builds, and `npm exec` fetches the dependencies from the registry. */
+const SETUP_TIMEOUT_MS = 240_000
+
+let work: string
+let tarball: string
+let entries: string[]
+let runner: ChildProcess
+let url: string
+let log = ''
+const apiKey = generateApiKey()
+
+function run(cmd: string, args: string[], cwd: string): string {
+  const result = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+  if (result.status !== 0) {
+    throw new Error(
+      `${cmd} ${args.join(' ')} failed (${result.status}): ${result.stderr}${result.error ?? ''}`,
+    )
+  }
+  return result.stdout
+}
+
+/** The packed file's text. */
+function packed(path: string): string {
+  return run('tar', ['-xzOf', tarball, `package/${path}`], work)
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'conch-package-'))
+  run('pnpm', ['pack', '--pack-destination', work], RUNNER_DIR)
+  const name = readdirSync(work).find((f) => f.endsWith('.tgz'))
+  if (!name) throw new Error(`pnpm pack wrote no tarball into ${work}`)
+  tarball = join(work, name)
+  entries = run('tar', ['-tzf', tarball], work)
+    .split('\n')
+    .filter(Boolean)
+    .map((e) => e.replace(/^package\//, ''))
+
+  const empty = join(work, 'empty')
+  mkdirSync(empty)
+  // `conch` runs on whichever `node` PATH finds first: the one running this test.
+  const env = {
+    ...Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_') && !k.startsWith('npm_')),
+    ),
+    PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+    npm_config_cache: join(work, 'npm-cache'),
+    npm_config_update_notifier: 'false',
+    CONCH_API_KEY: apiKey,
+  }
+  runner = spawn(
+    'npm',
+    [
+      'exec',
+      '--yes',
+      `--package=${tarball}`,
+      '--',
+      'conch',
+      'runner',
+      '--port',
+      '0',
+      '--state-dir',
+      join(work, 'state'),
+      '--drivers',
+      'namespace',
+    ],
+    { cwd: empty, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      log += chunk
+      const match = /listening on (http:\/\/[\d.:]+)/.exec(log)
+      if (match) resolve(match[1]!)
+    }
+    runner.stdout?.on('data', onData)
+    runner.stderr?.on('data', onData)
+    runner.once('exit', (code) => reject(new Error(`npm exec conch runner exited (${code}):\n${log}`)))
+  })
+}, SETUP_TIMEOUT_MS)
+
+afterAll(async () => {
+  if (runner?.pid && runner.exitCode === null) {
+    const exited = new Promise((resolve) => runner.once('exit', resolve))
+    process.kill(-runner.pid, 'SIGTERM')
+    await exited
+  }
+  if (work) rmSync(work, { recursive: true, force: true })
+})
+
+describe('the packed @conch/runner', () => {
+  it('holds built JavaScript, the agent bundle, README and LICENSE, and no sources or tests', () => {
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'LICENSE',
+        'dist/conch.js',
+        'dist/conch-agent.mjs',
+      ]),
+    )
+    expect(entries.filter((e) => e.endsWith('.ts') && !e.endsWith('.d.ts'))).toEqual([])
+    expect(entries.filter((e) => /(^|\/)(test|bench|src|scripts)\/|\.test\./.test(e))).toEqual([])
+  })
+
+  it('names no workspace package in its manifest and runs dist/conch.js as `conch`', () => {
+    const manifest = JSON.parse(packed('package.json')) as Record<string, unknown>
+    expect(manifest.private).toBeUndefined()
+    expect(manifest.bin).toEqual({ conch: './dist/conch.js' })
+    expect(Object.keys(manifest.dependencies as object).filter((d) => d.startsWith('@conch/'))).toEqual([])
+    expect(JSON.stringify(manifest)).not.toContain('workspace:')
+  })
+
+  it('ships an agent bundle that imports nothing but Node built-ins', () => {
+    const bundle = packed('dist/conch-agent.mjs')
+    const imports = [...bundle.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']/gm)].map(
+      (m) => m[1],
+    )
+    expect(imports.length).toBeGreaterThan(0)
+    expect(imports.filter((i) => !i?.startsWith('node:'))).toEqual([])
+    expect(bundle).not.toMatch(/\brequire\(["'](?!node:)/)
+    expect(bundle).not.toMatch(/\bimport\(["'](?!node:)/)
+  })
+
+  it('installs from the registry into an empty folder with no @conch package but itself', () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const scopes = readdirSync(installs).map((d) => join(installs, d, 'node_modules', '@conch'))
+    const scope = scopes.find((s) => existsSync(s))
+    expect(scope).toBeDefined()
+    expect(readdirSync(scope!)).toEqual(['runner'])
+  })
+
+  it('runs a command through the SDK in a namespace sandbox whose runtime is Node and the agent bundle', async () => {
+    await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
+    const shell = await sandbox.shell()
+    const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
+    expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
+      '/opt/conch/agent.mjs',
+      '/opt/conch/node',
+    ])
+    // Neither the install folder (npm's cache) nor any node_modules is reachable there.
+    const probe = await shell.run(
+      `test -e ${JSON.stringify(work)} && echo visible; find /opt /workspace -name node_modules; echo done`,
+    )
+    expect(probe.stdout).toBe('done\n')
+  })
+})
