@@ -4,15 +4,19 @@
 // npm registry and nothing from this checkout. A sandbox of the namespace driver, driven
 // through the SDK, then shows what the agent's runtime inside is: Node and one file.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
 import { fileURLToPath } from 'node:url'
 import { Sandbox } from '@conch/sdk'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
+import { descendantsOf } from '../src/drivers/proc-stat.ts'
 
 const RUNNER_DIR = fileURLToPath(new URL('..', import.meta.url))
+/** The Node that runs the packed runner (and so its agents): this test's, or CONCH_PACKAGE_NODE. */
+const NODE = process.env.CONCH_PACKAGE_NODE ?? process.execPath
 /** Packing builds, and `npm exec` fetches the dependencies from the registry. */
 const SETUP_TIMEOUT_MS = 240_000
 
@@ -34,6 +38,19 @@ function run(cmd: string, args: string[], cwd: string): string {
   return result.stdout
 }
 
+/** The host pid, argv and executable of a sandbox's agent, found from its driver state. */
+function agentOf(sandboxId: string): { argv: string[]; exe: string } {
+  const db = new DatabaseSync(join(work, 'state', 'runner.db'), { readOnly: true })
+  const row = db.prepare('SELECT driver_state FROM sandboxes WHERE id = ?').get(sandboxId)
+  db.close()
+  const { pid } = JSON.parse(String(row?.driver_state)) as { pid: number }
+  for (const p of [pid, ...descendantsOf(pid)]) {
+    const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')
+    if (argv[0]?.endsWith('/node') && argv.includes('--listenFd')) return { argv, exe: `/proc/${p}/exe` }
+  }
+  throw new Error(`no agent under pid ${pid}`)
+}
+
 /** The packed file's text. */
 function packed(path: string): string {
   return run('tar', ['-xzOf', tarball, `package/${path}`], work)
@@ -52,12 +69,12 @@ beforeAll(async () => {
 
   const empty = join(work, 'empty')
   mkdirSync(empty)
-  // `conch` runs on whichever `node` PATH finds first: the one running this test.
+  // `conch` runs on whichever `node` PATH finds first.
   const env = {
     ...Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_') && !k.startsWith('npm_')),
     ),
-    PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+    PATH: `${dirname(NODE)}${delimiter}${process.env.PATH ?? ''}`,
     npm_config_cache: join(work, 'npm-cache'),
     npm_config_update_notifier: 'false',
     CONCH_API_KEY: apiKey,
@@ -147,6 +164,11 @@ describe('the packed @conch/runner', () => {
     await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
     const shell = await sandbox.shell()
     const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
+    // The agent (the sandbox user may not run it) is that Node, running the bundle.
+    const agent = agentOf(sandbox.id)
+    expect(agent.argv.slice(0, 2)).toEqual(['/opt/conch/node', '/opt/conch/agent.mjs'])
+    const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
+    expect(version(agent.exe)).toBe(version(NODE))
     expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
       '/opt/conch/agent.mjs',
       '/opt/conch/node',
