@@ -2,8 +2,9 @@
 // imports but Node's own. Every driver runs this file, so a sandbox needs only a Node binary and
 // it. The published package ships it as `conch-agent.mjs` beside the runner's code. Running
 // from source (a checkout, the tests), it is built on first use into a cache named by a hash of
-// everything it is built from (the agent's and the protocol's sources, zod's and esbuild's
-// versions), so an edited agent is rebuilt and an unchanged one costs only the hash.
+// what it is built from (the agent's and the protocol's sources by relative path, zod's version,
+// the build options), so an edited agent is rebuilt, an unchanged one costs only the hash, and a
+// copy of the checkout elsewhere (the VM tier) finds the same file without esbuild.
 import { createHash } from 'node:crypto'
 import {
   existsSync,
@@ -15,7 +16,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { BuildOptions } from 'esbuild'
 import { RunnerError } from '../runner-error.ts'
@@ -27,7 +28,7 @@ export const AGENT_BUNDLE_FILE = 'conch-agent.mjs'
 export const AGENT_BUNDLE_TARGET = 'node22'
 
 /** What esbuild needs to bundle the agent from `entry` (its source main file). */
-export function agentBundleOptions(entry: string): BuildOptions & { write: false } {
+function agentBundleOptions(entry: string): BuildOptions & { write: false } {
   return {
     entryPoints: [entry],
     bundle: true,
@@ -44,7 +45,7 @@ export function agentBundleOptions(entry: string): BuildOptions & { write: false
 }
 
 /** The nearest folder at or above `file` holding a package.json named `name`. */
-export function packageRoot(file: string, name: string): string {
+function packageRoot(file: string, name: string): string {
   let dir = dirname(file)
   for (;;) {
     const manifest = join(dir, 'package.json')
@@ -66,25 +67,26 @@ function versionOf(name: string, from: string): string {
   return typeof parsed === 'object' && parsed !== null && 'version' in parsed ? String(parsed.version) : '?'
 }
 
-/** Hashes every non-test source file under `dir`, in a stable order. */
-function hashTree(hash: ReturnType<typeof createHash>, dir: string): void {
+/** Hashes every non-test source file under `dir` (named relative to `base`), in a stable order. */
+function hashTree(hash: ReturnType<typeof createHash>, base: string, dir = base): void {
   for (const entry of readdirSync(dir).sort()) {
     const path = join(dir, entry)
-    if (statSync(path).isDirectory()) hashTree(hash, path)
-    else if (!entry.endsWith('.test.ts')) hash.update(`${path}\0`).update(readFileSync(path))
+    if (statSync(path).isDirectory()) hashTree(hash, base, path)
+    else if (!entry.endsWith('.test.ts')) hash.update(`${relative(base, path)}\0`).update(readFileSync(path))
   }
 }
 
 /** The cache key of a bundle built from the agent whose main file is `entry`. */
-export function agentSourceKey(entry: string): string {
+function agentSourceKey(entry: string): string {
   const agentDir = packageRoot(entry, '@conch/agent')
   const agentManifest = join(agentDir, 'package.json')
   const protocolDir = packageRoot(createRequire(agentManifest).resolve('@conch/protocol'), '@conch/protocol')
   const hash = createHash('sha256')
+  hash.update('agent\0')
   hashTree(hash, join(agentDir, 'src'))
+  hash.update('protocol\0')
   hashTree(hash, join(protocolDir, 'src'))
   hash.update(`zod@${versionOf('zod', join(protocolDir, 'package.json'))}\0`)
-  hash.update(`esbuild@${versionOf('esbuild', import.meta.filename)}\0`)
   hash.update(JSON.stringify(agentBundleOptions('')))
   return hash.digest('hex').slice(0, 16)
 }
