@@ -3,7 +3,7 @@
 // It builds and mounts the namespace driver's runtime image exactly as the driver does (same
 // code, same key, so the runner finds it mounted), then compiles the agent bundle into Node's
 // compile cache (the dir given as the one argument) under the path each driver loads it from:
-// the checkout's bundle for the local driver, and `/opt/conch/agent.mjs` on the image for the
+// the checkout's bundle for the local driver, and `/opt/conch/conch-agent.mjs` on the image for the
 // namespace driver, loaded in a private mount namespace laid out as a sandbox sees it. Loading
 // the bundle without arguments compiles it and stops at the agent's usage check (exit 2). Only
 // those loads write the cache: this process runs without one, so it never writes an entry of a

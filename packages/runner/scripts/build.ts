@@ -33,9 +33,10 @@ await build({
   format: 'esm',
   target: AGENT_BUNDLE_TARGET,
   conditions: ['source'],
-  // npm dependencies are installed beside the package; esbuild serves only the checkout's lazy
-  // agent build (agent-bundle.ts), which the published package never reaches.
-  external: [...Object.keys(manifest.dependencies), 'esbuild'],
+  // npm dependencies are installed beside the package; the workspace's are bundled (and dropped
+  // from the packed manifest by .pnpmfile.cjs); esbuild serves only the checkout's lazy agent
+  // build (agent-bundle.ts), which the published package never reaches.
+  external: [...Object.keys(manifest.dependencies).filter((d) => !d.startsWith('@conch/')), 'esbuild'],
   legalComments: 'none',
   logLevel: 'warning',
 })

@@ -166,11 +166,11 @@ describe('the packed @conch/runner', () => {
     const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
     // The agent (the sandbox user may not run it) is that Node, running the bundle.
     const agent = agentOf(sandbox.id)
-    expect(agent.argv.slice(0, 2)).toEqual(['/opt/conch/node', '/opt/conch/agent.mjs'])
+    expect(agent.argv.slice(0, 2)).toEqual(['/opt/conch/node', '/opt/conch/conch-agent.mjs'])
     const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
     expect(version(agent.exe)).toBe(version(NODE))
     expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
-      '/opt/conch/agent.mjs',
+      '/opt/conch/conch-agent.mjs',
       '/opt/conch/node',
     ])
     // Neither the install folder (npm's cache) nor any node_modules is reachable there.

@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url'
 import type { BuildOptions } from 'esbuild'
 import { RunnerError } from '../runner-error.ts'
 
-/** The bundle's file name, in the published package beside the runner's code. */
+/** The bundle's file name: beside the runner's code in the package, and in sandboxes (`/opt/conch/`). */
 export const AGENT_BUNDLE_FILE = 'conch-agent.mjs'
 
 /** The oldest Node the bundle is compiled for (the runner checks it at start). */
@@ -134,7 +134,7 @@ export async function locateAgentBundle(agentEntry?: string): Promise<string> {
   if (agentEntry === undefined && existsSync(shipped)) return shipped
   try {
     const entry = agentEntry ?? resolveAgentEntry()
-    const cached = join(devCacheDir(), `agent-${agentSourceKey(entry)}.mjs`)
+    const cached = join(devCacheDir(), `conch-agent-${agentSourceKey(entry)}.mjs`)
     if (!existsSync(cached)) await writeAgentBundle(entry, cached)
     return cached
   } catch (error) {

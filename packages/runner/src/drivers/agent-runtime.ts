@@ -3,7 +3,7 @@
 // with no imports but Node's own), each bound read-only under /opt/conch. Nothing of the
 // runner's node_modules enters a sandbox.
 import { realpathSync } from 'node:fs'
-import { locateAgentBundle } from './agent-bundle.ts'
+import { AGENT_BUNDLE_FILE, locateAgentBundle } from './agent-bundle.ts'
 
 /** Where the agent's files appear inside a sandbox. */
 export const GUEST_RUNTIME_DIR = '/opt/conch'
@@ -38,10 +38,10 @@ export async function locateAgentRuntime(nodePath: string, agentEntry?: string):
   return {
     mounts: [
       { host: realpathSync(nodePath), guest: `${g}/node` },
-      { host: bundle, guest: `${g}/agent.mjs` },
+      { host: bundle, guest: `${g}/${AGENT_BUNDLE_FILE}` },
     ],
     symlinks: [],
     node: `${g}/node`,
-    entry: `${g}/agent.mjs`,
+    entry: `${g}/${AGENT_BUNDLE_FILE}`,
   }
 }
