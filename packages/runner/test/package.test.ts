@@ -173,6 +173,16 @@ describe('the packed @conch/runner', () => {
       '/opt/conch/conch-agent.mjs',
       '/opt/conch/node',
     ])
+    // The agent's code cannot be changed or replaced from inside: the next agent start would run it.
+    const tamper = await shell.run(
+      [
+        ': >> /opt/conch/conch-agent.mjs 2>/dev/null && echo appended',
+        'rm -f /opt/conch/conch-agent.mjs 2>/dev/null && echo removed',
+        'mv /opt/conch/conch-agent.mjs /tmp/x 2>/dev/null && echo moved',
+        'echo done',
+      ].join('; '),
+    )
+    expect(tamper.stdout).toBe('done\n')
     // Neither the install folder (npm's cache) nor any node_modules is reachable there.
     const probe = await shell.run(
       `test -e ${JSON.stringify(work)} && echo visible; find /opt /workspace -name node_modules; echo done`,
