@@ -125,7 +125,6 @@ export function writeGvisorBundle(input: GvisorBundleInput): string {
   }
   const agent = [
     runtime.node,
-    '--conditions=source',
     runtime.entry,
     '--socket',
     `${GUEST_LINK_DIR}/agent.sock`,
