@@ -11,8 +11,10 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
@@ -107,10 +109,25 @@ function ensureTools(): void {
   }
 }
 
-/** Builds and packs @conch/sdk from this checkout into `dir`; returns the tarball. */
+/** Newest modification time of the files under `dir`. */
+function newestMtime(dir: string): number {
+  let newest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs)
+  }
+  return newest
+}
+
+/**
+ * Packs @conch/sdk from this checkout into `dir`; returns the tarball. The build runs only when
+ * dist/ is older than src/: under `npm test` the build step made it already, and rebuilding
+ * here would empty dist/ under the SDK's own package test running in parallel.
+ */
 function packSdk(dir: string): string {
   const sdk = join(REPO_ROOT, 'packages', 'sdk')
-  pnpm(['run', 'build'], sdk)
+  const built = join(sdk, 'dist', 'index.js')
+  if (!existsSync(built) || statSync(built).mtimeMs < newestMtime(join(sdk, 'src')))
+    pnpm(['run', 'build'], sdk)
   pnpm(['pack', '--pack-destination', dir], sdk)
   const version = (JSON.parse(readFileSync(join(sdk, 'package.json'), 'utf8')) as { version: string }).version
   const tarball = join(dir, `conch-sdk-${version}.tgz`)

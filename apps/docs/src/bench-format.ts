@@ -58,3 +58,8 @@ export function formatQuantity(value: number, unit: string): string {
 export function formatRatio(ratio: number): string {
   return `${formatNumber(ratio)}×`
 }
+
+/** Prose from the benchmark file with its raw byte counts written for humans: `1073741824 bytes` gives `1.07 GB`. */
+export function humanizeBytesInText(text: string): string {
+  return text.replace(/\b(\d{4,}) bytes\b/g, (_, n: string) => formatBytes(Number(n)))
+}

@@ -1,7 +1,7 @@
 // The benchmark page reads bench/results/latest.json in the shape bench/README.md documents;
 // these tests pin that reading, including what happens with a foreign or partial file.
 import { expect, it } from 'vitest'
-import { formatQuantity } from '../src/bench-format.ts'
+import { formatQuantity, humanizeBytesInText } from '../src/bench-format.ts'
 import { headlineLatency, latencyComparisons, parseBenchFile } from '../src/bench-results.ts'
 
 const SAMPLE = {
@@ -62,4 +62,10 @@ it('writes figures for humans in their units', () => {
   expect(formatQuantity(4728.6645, 'cmds/s')).toBe('4,729 commands/s')
   expect(formatQuantity(12.8439, 'x')).toBe('12.8×')
   expect(formatQuantity(7, 'widgets')).toBe('7 widgets')
+})
+
+it('writes the byte counts in the method line for humans', () => {
+  expect(humanizeBytesInText('Streaming: 1073741824 bytes; idle memory: 1000 sessions.')).toBe(
+    'Streaming: 1.07 GB; idle memory: 1000 sessions.',
+  )
 })
