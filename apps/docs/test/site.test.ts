@@ -249,6 +249,12 @@ it('groups the SDK reference index by topic, with a summary per export, at /refe
       .textContent()
     expect(sandboxRow).toMatch(/sandbox/i)
     expect((sandboxRow ?? '').trim().length).toBeGreaterThan('Sandbox'.length + 20)
+    // One line per export: the first sentence of its summary, the rest on its own page.
+    const shellRow = await page
+      .locator('.sl-markdown-content tr', { hasText: 'A live bash session' })
+      .first()
+      .textContent()
+    expect(shellRow).not.toContain('Concurrent runs')
   } finally {
     await page.close()
   }
