@@ -72,6 +72,8 @@ function ensureSystemPackages() {
     { pkg: 'runsc', bin: '/usr/bin/runsc' },
     { pkg: 'gcc', bin: '/usr/bin/gcc' },
     { pkg: 'libc6-dev', bin: '/usr/include/stdio.h' },
+    // The first-hour test runs the quickstart's `openssl rand` as the page writes it.
+    { pkg: 'openssl', bin: '/usr/bin/openssl' },
     ...(ci ? VM_TIER_PACKAGES : []),
   ]
   const missing = wanted.filter((w) => !existsSync(w.bin)).map((w) => w.pkg)

@@ -2,12 +2,22 @@
 // The docs site. Reference pages under src/content/docs/reference/generated/ are written at
 // build time: by scripts/generate-reference.ts (REST, WebSocket, errors) and by starlight-typedoc
 // (the SDK, from packages/sdk's TSDoc). Nothing is fetched from the network.
+
+import { fileURLToPath } from 'node:url'
 import starlight from '@astrojs/starlight'
 import { defineConfig } from 'astro/config'
 import starlightLinksValidator from 'starlight-links-validator'
 import starlightTypeDoc, { typeDocSidebarGroup } from 'starlight-typedoc'
 
+/**
+ * Where the site is served: sitemap, canonical links and `og:url` are built from it. The
+ * default is a placeholder (`.example` is reserved for examples); set CONCH_DOCS_SITE to the
+ * real docs host when building for it.
+ */
+const site = process.env.CONCH_DOCS_SITE || 'https://docs.conch.example'
+
 export default defineConfig({
+  site,
   vite: {
     build: {
       rollupOptions: {
@@ -24,6 +34,7 @@ export default defineConfig({
       title: 'conch',
       description: 'Persistent, stateful bash sessions for AI agents, in sandboxes you run yourself.',
       lastUpdated: false,
+      customCss: ['./src/styles/tables.css'],
       pagefind: true,
       plugins: [
         starlightLinksValidator({ errorOnRelativeLinks: true, errorOnInvalidHashes: true }),
@@ -31,7 +42,7 @@ export default defineConfig({
           entryPoints: ['../../packages/sdk/src/index.ts'],
           // Only the SDK's sources, never its tests: the reference documents the public entry.
           tsconfig: './tsconfig.typedoc.json',
-          output: 'reference/generated/sdk',
+          output: 'reference/sdk',
           sidebar: { label: 'SDK', collapsed: true },
           typeDoc: {
             disableSources: true,
@@ -40,6 +51,12 @@ export default defineConfig({
             excludePrivate: true,
             excludeInternal: true,
             readme: 'none',
+            // The index: one section per topic, each export with its TSDoc summary.
+            plugin: [fileURLToPath(new URL('./scripts/sdk-reference-groups.ts', import.meta.url))],
+            categorizeByGroup: false,
+            categoryOrder: ['Sandbox', 'Shell', 'Session', 'Processes', 'Files', 'Errors', 'Connection', '*'],
+            indexFormat: 'table',
+            entryFileName: 'index',
           },
         }),
       ],

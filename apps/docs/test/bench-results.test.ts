@@ -1,6 +1,7 @@
 // The benchmark page reads bench/results/latest.json in the shape bench/README.md documents;
 // these tests pin that reading, including what happens with a foreign or partial file.
 import { expect, it } from 'vitest'
+import { formatQuantity, humanizeBytesInText } from '../src/bench-format.ts'
 import { headlineLatency, latencyComparisons, parseBenchFile } from '../src/bench-results.ts'
 
 const SAMPLE = {
@@ -47,4 +48,24 @@ it('has no headline figure when there is no file or no method', () => {
   expect(headlineLatency(null)).toBeNull()
   expect(parseBenchFile({ results: [] })).toBeNull()
   expect(parseBenchFile('not json')).toBeNull()
+})
+
+it('writes figures for humans in their units', () => {
+  expect(formatQuantity(1073741824, 'B')).toBe('1.07 GB')
+  expect(formatQuantity(0.324026, 'ms')).toBe('0.324 ms')
+  expect(formatQuantity(0.028648, 'ms')).toBe('28.6 µs')
+  expect(formatQuantity(1257.15, 'ms')).toBe('1.26 s')
+  expect(formatQuantity(174.440448, 'MB')).toBe('174 MB')
+  expect(formatQuantity(3392.056, 'KB')).toBe('3.39 MB')
+  expect(formatQuantity(0.328, 'KB')).toBe('328 B')
+  expect(formatQuantity(1049.30318, 'MB/s')).toBe('1.05 GB/s')
+  expect(formatQuantity(4728.6645, 'cmds/s')).toBe('4,729 commands/s')
+  expect(formatQuantity(12.8439, 'x')).toBe('12.8×')
+  expect(formatQuantity(7, 'widgets')).toBe('7 widgets')
+})
+
+it('writes the byte counts in the method line for humans', () => {
+  expect(humanizeBytesInText('Streaming: 1073741824 bytes; idle memory: 1000 sessions.')).toBe(
+    'Streaming: 1.07 GB; idle memory: 1000 sessions.',
+  )
 })

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { ErrorCode } from '@conch/protocol'
 import { type Browser, type BrowserContext, chromium } from 'playwright-core'
 import { expect, test } from 'vitest'
+import { type LayoutFaults, layoutFaults } from './layout-faults.ts'
 import { serveStatic } from './static-server.ts'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -39,6 +40,8 @@ interface PageVisit {
   consoleErrors: string[]
   /** Page is wider than the viewport (horizontal scrolling of the whole page). */
   overflowX: boolean
+  /** Layout faults found by `layoutFaults` (see layout-faults.ts). */
+  layout: LayoutFaults
 }
 
 /** What the crawl saw across the site. */
@@ -95,7 +98,14 @@ async function visitAll(context: BrowserContext, viewport: ViewportName, crawl: 
   })
   while (queue.length > 0) {
     const path = queue.shift()!
-    const visit: PageVisit = { path, viewport, status: 0, consoleErrors: [], overflowX: false }
+    const visit: PageVisit = {
+      path,
+      viewport,
+      status: 0,
+      consoleErrors: [],
+      overflowX: false,
+      layout: { columnOverflow: [], clippedSvgText: [], wideSvgs: [], tocMissing: [] },
+    }
     current = visit
     const response = await page.goto(crawl.origin + path, { waitUntil: 'load' })
     visit.status = response?.status() ?? 0
@@ -106,9 +116,10 @@ async function visitAll(context: BrowserContext, viewport: ViewportName, crawl: 
       withCopy: document.querySelectorAll('.expressive-code .copy button[data-code]').length,
       overflowX: document.documentElement.scrollWidth > window.innerWidth + 1,
     }))
-    visit.overflowX = facts.overflowX
-    crawl.visits.push(visit)
     const desktop = viewport === 'desktop'
+    visit.overflowX = facts.overflowX
+    visit.layout = await page.evaluate(layoutFaults, { wide: desktop })
+    crawl.visits.push(visit)
     if (desktop) {
       crawl.ids.set(path, new Set(facts.ids))
       crawl.codeBlocks.set(path, { blocks: facts.blocks, withCopy: facts.withCopy })
@@ -184,6 +195,71 @@ it('fits every page into the phone width without horizontal scrolling', ({ crawl
   expect(wide).toEqual([])
 })
 
+/** Every fault of one kind, as `viewport path: fault` lines. */
+function faults(crawl: Crawl, kind: keyof LayoutFaults): string[] {
+  return crawl.visits.flatMap((v) => v.layout[kind].map((f) => `${v.viewport} ${v.path}: ${f}`))
+}
+
+it('keeps every element inside its content column unless it scrolls in its own container', ({ crawl }) => {
+  expect(faults(crawl, 'columnOverflow')).toEqual([])
+})
+
+it('draws every SVG text inside its viewBox', ({ crawl }) => {
+  expect(faults(crawl, 'clippedSvgText')).toEqual([])
+})
+
+it('scales every chart to its column instead of scrolling it', ({ crawl }) => {
+  expect(faults(crawl, 'wideSvgs')).toEqual([])
+})
+
+it('lists every section heading in the table of contents', ({ crawl }) => {
+  expect(faults(crawl, 'tocMissing').filter((f) => f.startsWith('desktop'))).toEqual([])
+})
+
+it('names the landing page, and gives every page a canonical URL on the site and a sitemap', ({ crawl }) => {
+  expect(crawl.visits.length).toBeGreaterThan(0)
+  const landing = readFileSync(join(dist, 'index.html'), 'utf8')
+  const title = /<title>([^<]*)<\/title>/.exec(landing)?.[1] ?? ''
+  expect(title).not.toBe('conch | conch')
+  expect(title).toMatch(/\| conch$/)
+  const quickstart = readFileSync(join(dist, 'quickstart', 'index.html'), 'utf8')
+  const canonical = /<link rel="canonical" href="([^"]+)"/.exec(quickstart)?.[1]
+  const ogUrl = /<meta property="og:url" content="([^"]+)"/.exec(quickstart)?.[1]
+  expect(canonical).toMatch(/^https:\/\/[^/]+\/quickstart\/$/)
+  expect(ogUrl).toBe(canonical)
+  const sitemap = readFileSync(join(dist, 'sitemap-0.xml'), 'utf8')
+  expect(sitemap).toContain(canonical)
+})
+
+it('groups the SDK reference index by topic, with a summary per export, at /reference/sdk/', async ({
+  crawl,
+}) => {
+  const page = await crawl.browser.newPage({ viewport: VIEWPORTS.desktop })
+  try {
+    const response = await page.goto(`${crawl.origin}/reference/sdk/`)
+    expect(response?.status()).toBe(200)
+    const headings = await page.locator('.sl-markdown-content h2').allTextContents()
+    expect(headings.map((h) => h.trim())).toEqual(
+      expect.arrayContaining(['Sandbox', 'Shell', 'Session', 'Processes', 'Files', 'Errors']),
+    )
+    expect(headings.map((h) => h.trim()).indexOf('Sandbox')).toBe(0)
+    const sandboxRow = await page
+      .locator('.sl-markdown-content tr', { hasText: 'Sandbox' })
+      .first()
+      .textContent()
+    expect(sandboxRow).toMatch(/sandbox/i)
+    expect((sandboxRow ?? '').trim().length).toBeGreaterThan('Sandbox'.length + 20)
+    // One line per export: the first sentence of its summary, the rest on its own page.
+    const shellRow = await page
+      .locator('.sl-markdown-content tr', { hasText: 'A live bash session' })
+      .first()
+      .textContent()
+    expect(shellRow).not.toContain('Concurrent runs')
+  } finally {
+    await page.close()
+  }
+})
+
 it('has no broken internal links or anchors', ({ crawl }) => {
   const broken: string[] = []
   for (const [target, from] of crawl.links) {
@@ -236,10 +312,13 @@ it('finds "reattach" with the pagefind search', async ({ crawl }) => {
   }
 })
 
-it('saves screenshots of the landing page and a guide', async ({ crawl }) => {
+it('saves screenshots of the pages a newcomer sees first, for review', async ({ crawl }) => {
   mkdirSync(screenshots, { recursive: true })
   const shots = [
     ['landing', '/'],
+    ['quickstart', '/quickstart/'],
+    ['benchmarks', '/benchmarks/'],
+    ['comparison', '/comparison/'],
     ['guide-agent-loop', '/guides/agent-loop/'],
   ] as const
   for (const [viewport, size] of Object.entries(VIEWPORTS)) {
@@ -248,7 +327,7 @@ it('saves screenshots of the landing page and a guide', async ({ crawl }) => {
       for (const [name, path] of shots) {
         await page.goto(crawl.origin + path)
         const file = join(screenshots, `${name}-${viewport}.png`)
-        await page.screenshot({ path: file, fullPage: viewport === 'desktop' })
+        await page.screenshot({ path: file, fullPage: true })
         expect(readFileSync(file).subarray(1, 4).toString()).toBe('PNG')
       }
     } finally {

@@ -36,10 +36,10 @@ import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './w
 export interface ConnectOptions {
   /** Runner base URL, such as `http://127.0.0.1:7070`. */
   url: string
-  /** The runner's API key (`conch_...`); full access. */
-  apiKey?: string
+  /** The runner's API key (`conch_...`); full access. `undefined` is allowed, so `process.env.CONCH_API_KEY` fits. */
+  apiKey?: string | undefined
   /** A sandbox-scoped token (`cst_...`); access to one sandbox only. */
-  token?: string
+  token?: string | undefined
   /** The fetch to use; default `globalThis.fetch`. */
   fetch?: FetchLike
   /** The WebSocket constructor to use; default `globalThis.WebSocket`, else the `ws` package. */
@@ -162,7 +162,24 @@ interface Resolved {
   options: ConnectOptions
 }
 
+/** Rejects a runner URL that fetch could not use, saying how to write it instead. */
+function checkRunnerUrl(url: string): void {
+  let parsed: URL | null = null
+  try {
+    parsed = new URL(url)
+  } catch {
+    // Not absolute: reported below.
+  }
+  // `localhost:7878` parses, with `localhost:` as its scheme; only http(s) reaches a runner.
+  if (parsed?.protocol === 'http:' || parsed?.protocol === 'https:') return
+  throw new ConchError(
+    'BAD_REQUEST',
+    `invalid runner url ${JSON.stringify(url)}: include the scheme, such as http://127.0.0.1:7878 (https:// behind TLS)`,
+  )
+}
+
 function resolve(options: ConnectOptions): Resolved {
+  checkRunnerUrl(options.url)
   const secret = options.apiKey ?? options.token
   if (!secret) {
     throw new AuthError(
