@@ -69,6 +69,7 @@ export default defineConfig({
             'guides/files',
             'guides/browser-token',
             'guides/production',
+            'guides/deploy',
           ],
         },
         {

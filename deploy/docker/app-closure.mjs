@@ -33,7 +33,8 @@ const SKIPPED_FILE = /\.test\.ts$/
 function dependencyNames(dir) {
   const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
   const names = new Set()
-  for (const field of DEPENDENCY_FIELDS) for (const name of Object.keys(manifest[field] ?? {})) names.add(name)
+  for (const field of DEPENDENCY_FIELDS)
+    for (const name of Object.keys(manifest[field] ?? {})) names.add(name)
   return [...names]
 }
 

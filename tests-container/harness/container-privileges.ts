@@ -5,7 +5,9 @@
 import { fileURLToPath } from 'node:url'
 
 /** The seccomp profile shipped for the namespace driver. */
-export const SECCOMP_PROFILE = fileURLToPath(new URL('../../deploy/docker/seccomp-namespace.json', import.meta.url))
+export const SECCOMP_PROFILE = fileURLToPath(
+  new URL('../../deploy/docker/seccomp-namespace.json', import.meta.url),
+)
 
 /** One privilege: its name in the docs' table and its flags. */
 export interface Privilege {

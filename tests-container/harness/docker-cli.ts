@@ -33,7 +33,9 @@ export function dockerCli(host: string): DockerCli {
         stderr += c.toString('utf8')
       })
       child.once('error', (error) =>
-        reject(new ContainerError('CONTAINER_TOOL_MISSING', `docker CLI: ${error.message}; install docker.io`)),
+        reject(
+          new ContainerError('CONTAINER_TOOL_MISSING', `docker CLI: ${error.message}; install docker.io`),
+        ),
       )
       child.once('close', (code) => resolve({ code: code ?? 1, stdout, stderr }))
       child.stdin.end(input)

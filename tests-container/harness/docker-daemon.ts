@@ -20,23 +20,47 @@ export interface DockerDaemon extends AsyncDisposable {
 const READY_TIMEOUT_MS = 90_000
 
 function onPath(name: string): boolean {
-  return spawnSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore', env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } }).status === 0
+  return (
+    spawnSync('sh', ['-c', `command -v ${name}`], {
+      stdio: 'ignore',
+      env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
+    }).status === 0
+  )
+}
+
+/** Unmounts what dockerd leaves mounted under `dir` (its `exec/netns/default`), deepest first. */
+function unmountUnder(dir: string): void {
+  const points = readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[1] ?? '')
+    .filter((point) => point.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length)
+  for (const point of points) spawnSync('umount', ['-l', point], { stdio: 'ignore' })
 }
 
 /** Starts a private dockerd (or binds to CONCH_CONTAINER_DOCKER_HOST) and waits until it answers. */
 export async function startDockerDaemon(cacheDir: string): Promise<DockerDaemon> {
   const external = process.env.CONCH_CONTAINER_DOCKER_HOST
   if (!onPath('docker'))
-    throw new ContainerError('CONTAINER_TOOL_MISSING', 'the docker CLI is not on PATH; install it with: apt-get install docker.io (scripts/bootstrap.mjs does under CI=true)')
+    throw new ContainerError(
+      'CONTAINER_TOOL_MISSING',
+      'the docker CLI is not on PATH; install it with: apt-get install docker.io (scripts/bootstrap.mjs does under CI=true)',
+    )
   if (external) {
     const docker = dockerCli(external)
     await docker.run(['version', '--format', '{{.Server.Version}}'])
     return { docker, own: false, async [Symbol.asyncDispose]() {} }
   }
   if (!onPath('dockerd'))
-    throw new ContainerError('CONTAINER_TOOL_MISSING', 'dockerd is not installed; install it with: apt-get install docker.io (scripts/bootstrap.mjs does under CI=true)')
+    throw new ContainerError(
+      'CONTAINER_TOOL_MISSING',
+      'dockerd is not installed; install it with: apt-get install docker.io (scripts/bootstrap.mjs does under CI=true)',
+    )
   if (process.getuid?.() !== 0)
-    throw new ContainerError('CONTAINER_DAEMON_FAILED', 'the container tier starts its own dockerd and needs root; run it as root or set CONCH_CONTAINER_DOCKER_HOST')
+    throw new ContainerError(
+      'CONTAINER_DAEMON_FAILED',
+      'the container tier starts its own dockerd and needs root; run it as root or set CONCH_CONTAINER_DOCKER_HOST',
+    )
 
   const dataRoot = join(cacheDir, 'docker')
   mkdirSync(dataRoot, { recursive: true })
@@ -65,7 +89,10 @@ export async function startDockerDaemon(cacheDir: string): Promise<DockerDaemon>
       '--containerd-plugins-namespace',
       'conch-tests-plugins',
     ],
-    { stdio: ['ignore', openSync(logFile, 'a'), openSync(logFile, 'a')], env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } },
+    {
+      stdio: ['ignore', openSync(logFile, 'a'), openSync(logFile, 'a')],
+      env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
+    },
   )
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   const docker = dockerCli(`unix://${socket}`)
@@ -76,6 +103,7 @@ export async function startDockerDaemon(cacheDir: string): Promise<DockerDaemon>
       await exited
       clearTimeout(timer)
     }
+    unmountUnder(run)
     rmSync(run, { recursive: true, force: true })
   }
   const deadline = Date.now() + READY_TIMEOUT_MS
@@ -89,7 +117,10 @@ export async function startDockerDaemon(cacheDir: string): Promise<DockerDaemon>
     if (Date.now() > deadline) {
       const log = readFileSync(logFile, 'utf8').slice(-4000)
       await stop()
-      throw new ContainerError('CONTAINER_DAEMON_FAILED', `dockerd did not answer within ${READY_TIMEOUT_MS} ms:\n${log}`)
+      throw new ContainerError(
+        'CONTAINER_DAEMON_FAILED',
+        `dockerd did not answer within ${READY_TIMEOUT_MS} ms:\n${log}`,
+      )
     }
     await new Promise((r) => setTimeout(r, 250))
   }

@@ -119,7 +119,10 @@ export async function startRunnerContainer(
       const status = await health()
       if (status === 'healthy') return
       if (status === 'unhealthy' || Date.now() > deadline) {
-        throw new ContainerError('CONTAINER_START_FAILED', `container ${name} is ${status}:\n${(await logs()).slice(-4000)}`)
+        throw new ContainerError(
+          'CONTAINER_START_FAILED',
+          `container ${name} is ${status}:\n${(await logs()).slice(-4000)}`,
+        )
       }
       await new Promise((r) => setTimeout(r, 500))
     }

@@ -33,7 +33,11 @@ export async function ensureBaseImage(docker: DockerCli, cacheDir: string): Prom
   try {
     tar = script.buildBaseImage(cacheDir)
   } catch (error) {
-    throw new ContainerError('CONTAINER_BUILD_FAILED', `building the base image failed: ${String(error)}; it needs root and debootstrap (apt-get install debootstrap)`, { cause: error })
+    throw new ContainerError(
+      'CONTAINER_BUILD_FAILED',
+      `building the base image failed: ${String(error)}; it needs root and debootstrap (apt-get install debootstrap)`,
+      { cause: error },
+    )
   }
   await docker.run(['import', tar, tag])
   return tag
@@ -59,8 +63,10 @@ export async function buildRunnerImage(docker: DockerCli, base: string): Promise
     child.once('close', (c) => resolve(c ?? 1))
   })
   if (code !== 0) {
-    throw new ContainerError('CONTAINER_BUILD_FAILED', `deploy/docker/build.mjs exited with ${code}:\n${log.join('').slice(-4000)}`)
+    throw new ContainerError(
+      'CONTAINER_BUILD_FAILED',
+      `deploy/docker/build.mjs exited with ${code}:\n${log.join('').slice(-4000)}`,
+    )
   }
   return RUNNER_IMAGE
 }
-

@@ -12,20 +12,37 @@ import { z } from 'zod'
 const COMPOSE_DIR = fileURLToPath(new URL('../../deploy/compose/', import.meta.url))
 
 /** `config` through the Compose plugin when the CLI has it, else the standalone docker-compose. */
-function composeConfig(env: Record<string, string> = {}): { code: number; stdout: string; stderr: string; tool: string } {
+function composeConfig(env: Record<string, string> = {}): {
+  code: number
+  stdout: string
+  stderr: string
+  tool: string
+} {
   const plugin = spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' }).status === 0
   const [cmd, args] = plugin
     ? ['docker', ['compose', '-f', 'compose.yaml', 'config']]
     : ['docker-compose', ['-f', 'compose.yaml', 'config']]
   const r = spawnSync(cmd, args, { cwd: COMPOSE_DIR, encoding: 'utf8', env: { ...process.env, ...env } })
-  if (r.error) throw new Error(`neither the docker compose plugin nor docker-compose runs: ${r.error.message}; apt-get install docker-compose`)
-  return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr, tool: plugin ? 'docker compose' : 'docker-compose' }
+  if (r.error)
+    throw new Error(
+      `neither the docker compose plugin nor docker-compose runs: ${r.error.message}; apt-get install docker-compose`,
+    )
+  return {
+    code: r.status ?? 1,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    tool: plugin ? 'docker compose' : 'docker-compose',
+  }
 }
 
 /** A port in either the short (`127.0.0.1:7878:7878/tcp`) or the long form. */
 const Port = z.union([
   z.string(),
-  z.object({ host_ip: z.string().optional(), published: z.union([z.string(), z.number()]), target: z.number() }),
+  z.object({
+    host_ip: z.string().optional(),
+    published: z.union([z.string(), z.number()]),
+    target: z.number(),
+  }),
 ])
 
 const Service = z.object({
@@ -33,7 +50,9 @@ const Service = z.object({
   ports: z.array(Port),
   environment: z.record(z.string(), z.string().nullable()),
   secrets: z.array(z.union([z.string(), z.object({ source: z.string() })])),
-  volumes: z.array(z.union([z.string(), z.object({ type: z.string(), source: z.string(), target: z.string() })])),
+  volumes: z.array(
+    z.union([z.string(), z.object({ type: z.string(), source: z.string(), target: z.string() })]),
+  ),
   cap_add: z.array(z.string()),
   devices: z.array(z.union([z.string(), z.object({ source: z.string() })])),
   device_cgroup_rules: z.array(z.string()),
@@ -53,7 +72,10 @@ describe('compose file', () => {
   })
 
   test('runs one runner on loopback with its state on a volume and its key from a secret', () => {
-    const config = parse(r.stdout) as { services: Record<string, unknown>; secrets: Record<string, { file: string }> }
+    const config = parse(r.stdout) as {
+      services: Record<string, unknown>
+      secrets: Record<string, { file: string }>
+    }
     expect(Object.keys(config.services)).toEqual(['runner'])
     const runner = Service.parse(config.services.runner)
     expect(runner.ports.length).toBe(1)
@@ -69,7 +91,9 @@ describe('compose file', () => {
     const config = parse(r.stdout) as { services: { runner: unknown } }
     const runner = Service.parse(config.services.runner)
     expect([...runner.cap_add].sort()).toEqual(['SYS_ADMIN', 'SYS_PTRACE'])
-    expect(runner.devices.map((d) => (typeof d === 'string' ? d.split(':')[0] : d.source))).toEqual(['/dev/loop-control'])
+    expect(runner.devices.map((d) => (typeof d === 'string' ? d.split(':')[0] : d.source))).toEqual([
+      '/dev/loop-control',
+    ])
     expect(runner.device_cgroup_rules).toEqual(['b 7:* rwm'])
     const opts = runner.security_opt.map((o) => o.replace(':', '='))
     expect(opts.some((o) => /^seccomp=.*seccomp-namespace\.json$/.test(o))).toBe(true)

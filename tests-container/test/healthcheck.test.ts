@@ -5,7 +5,12 @@ describe('image healthcheck', () => {
   test('reports the running container healthy through the image HEALTHCHECK', async () => {
     const status = await docker().run(['inspect', '--format', '{{.State.Health.Status}}', tier().name])
     expect(status.trim()).toBe('healthy')
-    const log = await docker().run(['inspect', '--format', '{{range .State.Health.Log}}{{.ExitCode}} {{end}}', tier().name])
+    const log = await docker().run([
+      'inspect',
+      '--format',
+      '{{range .State.Health.Log}}{{.ExitCode}} {{end}}',
+      tier().name,
+    ])
     expect(log.trim().split(' ')).toContain('0')
   })
 

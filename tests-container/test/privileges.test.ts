@@ -23,7 +23,9 @@ async function createWithout(privilege: string): Promise<string> {
   // start an agent; both end in an answer, never in a hang.
   const deadline = Date.now() + 120_000
   for (;;) {
-    const state = (await docker().run(['inspect', '--format', '{{.State.Status}} {{.State.Health.Status}}', box.name])).trim()
+    const state = (
+      await docker().run(['inspect', '--format', '{{.State.Status}} {{.State.Health.Status}}', box.name])
+    ).trim()
     if (state.startsWith('exited')) return `runner exited: ${(await box.logs()).slice(-300)}`
     if (state.endsWith('healthy') && !state.endsWith('unhealthy')) break
     if (Date.now() > deadline) throw new Error(`container without ${privilege} stayed ${state}`)

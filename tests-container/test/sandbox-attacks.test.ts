@@ -7,7 +7,15 @@ import { test } from '../../tests-e2e/test/runner-fixture.ts'
 import { containerExec, tier } from './tier-fixture.ts'
 
 describe('attacks from a sandbox in the container', () => {
-  test('cannot read the API key from the secret file, the environment or any process', async ({ sandbox }) => {
+  test('runs against the runner in the container, not one on the host', async ({ runner, sandbox }) => {
+    expect(runner.url).toBe(tier().url)
+    const listed = await containerExec(tier().name, 'ls /var/lib/conch/sandboxes')
+    expect(listed.split('\n')).toContain(sandbox.id)
+  })
+
+  test('cannot read the API key from the secret file, the environment or any process', async ({
+    sandbox,
+  }) => {
     const key = tier().apiKey
     const r = await sandbox.exec(
       'cat /run/secrets/conch-api-key; env; cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n"; ' +
@@ -27,7 +35,9 @@ describe('attacks from a sandbox in the container', () => {
   })
 
   test('cannot see the runner or any process outside its own pid namespace', async ({ sandbox }) => {
-    const r = await sandbox.exec('cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo; grep CapEff /proc/self/status; id -u')
+    const r = await sandbox.exec(
+      'cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo; grep CapEff /proc/self/status; id -u',
+    )
     expect(r.stdout).not.toContain('main.ts runner')
     expect(r.stdout).not.toContain('tini')
     expect(r.stdout).toMatch(/CapEff:\s+0000000000000000/)

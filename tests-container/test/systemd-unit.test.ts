@@ -22,7 +22,9 @@ function verify(text: string): { code: number; stderr: string } {
   writeFileSync(join(root, 'usr/local/bin/conch'), '#!/bin/sh\n')
   chmodSync(join(root, 'usr/local/bin/conch'), 0o755)
   writeFileSync(join(root, 'etc/systemd/system/conch-runner.service'), text)
-  const r = spawnSync('systemd-analyze', ['verify', `--root=${root}`, 'conch-runner.service'], { encoding: 'utf8' })
+  const r = spawnSync('systemd-analyze', ['verify', `--root=${root}`, 'conch-runner.service'], {
+    encoding: 'utf8',
+  })
   if (r.error) throw new Error(`systemd-analyze: ${r.error.message}; apt-get install systemd`)
   return { code: r.status ?? 1, stderr: r.stderr }
 }
@@ -45,7 +47,7 @@ describe('systemd unit', () => {
   })
 
   test('reports a setting systemd cannot parse, so the clean verify means something', () => {
-    expect(verify(text.replace('KillMode=process', 'KillMode=bogus')).stderr).toMatch(/kill mode/i)
+    expect(verify(text.replace(/^KillMode=process$/m, 'KillMode=bogus')).stderr).toMatch(/kill mode/i)
   })
 
   test('keeps agents across a runner restart and delegates its cgroup', () => {
@@ -55,7 +57,15 @@ describe('systemd unit', () => {
     expect(s.get('EnvironmentFile')).toBe('/etc/conch/runner.env')
     expect(s.get('CapabilityBoundingSet')).toContain('CAP_SYS_ADMIN')
     // Settings that would stop sandboxes from starting stay out.
-    for (const breaking of ['PrivateDevices', 'ProtectControlGroups', 'RestrictNamespaces', 'NoNewPrivileges', 'ProtectClock', 'ProtectHostname', 'SystemCallFilter'])
+    for (const breaking of [
+      'PrivateDevices',
+      'ProtectControlGroups',
+      'RestrictNamespaces',
+      'NoNewPrivileges',
+      'ProtectClock',
+      'ProtectHostname',
+      'SystemCallFilter',
+    ])
       expect(s.has(breaking), breaking).toBe(false)
   })
 })

@@ -26,7 +26,8 @@ describe('what survives what', () => {
     const deadline = Date.now() + 60_000
     let after = before
     while (after === before || after === '') {
-      if (Date.now() > deadline) throw new Error(`no new runner after killing ${before}:\n${await box.logs()}`)
+      if (Date.now() > deadline)
+        throw new Error(`no new runner after killing ${before}:\n${await box.logs()}`)
       await new Promise((r) => setTimeout(r, 250))
       after = await runnerPid(box.name).catch(() => '')
     }

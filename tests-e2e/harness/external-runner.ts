@@ -30,7 +30,9 @@ export function externalRunner(env: NodeJS.ProcessEnv = process.env): E2eRunner 
   const apiKey = env[EXTERNAL_KEY_ENV]
   if (!url && !apiKey) return null
   if (!url || !apiKey) {
-    throw new Error(`set both ${EXTERNAL_URL_ENV} and ${EXTERNAL_KEY_ENV} to run the e2e suite against a runner`)
+    throw new Error(
+      `set both ${EXTERNAL_URL_ENV} and ${EXTERNAL_KEY_ENV} to run the e2e suite against a runner`,
+    )
   }
   const parsed = new URL(url)
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
