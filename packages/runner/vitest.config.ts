@@ -2,6 +2,9 @@ import { defineProject } from 'vitest/config'
 
 export default defineProject({
   resolve: { conditions: ['source'] },
+  // Tests run in Vite's server-side environment, which resolves with its own conditions (the
+  // SDK's `default` export is its build; `source` is its TypeScript).
+  ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     name: 'runner',
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],

@@ -104,12 +104,12 @@ export function sandboxProcesses(
   const table = listTargetProcesses(target)
   // The sandbox's outermost process names its id: the agent itself under the local driver,
   // bwrap under the namespace driver, where the agent is a descendant. bwrap's own command
-  // line names the agent's main.ts too, so the agent is the one whose program is node.
+  // line names the agent bundle (conch-agent*.mjs) too, so the agent is the one whose program is node.
   const named = table.filter((e) => e.pid !== runnerPid && e.cmdline.includes(sandboxId))
   const roots = named.filter((a) => !named.some((b) => b.pid === a.ppid))
   const agent = roots
     .flatMap((root) => [root, ...descendants(table, root.pid)])
-    .find((e) => /^\S*\/node\s.*agent\/src\/main\.ts/.test(e.cmdline))
+    .find((e) => /^\S*\/node\s.*conch-agent\S*\.mjs/.test(e.cmdline))
   if (!agent) {
     const seen = table.map((e) => `${e.pid} ${e.cmdline}`).join('\n')
     throw new Error(`no agent process for ${sandboxId} among:\n${seen}`)

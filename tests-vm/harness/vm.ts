@@ -23,8 +23,9 @@ import {
 } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { locateAgentBundle } from '../../packages/runner/src/drivers/agent-bundle.ts'
 import { GUEST_NODE, writeAppArchive } from './app-archive.ts'
 import { VmError } from './vm-error.ts'
 import { ensureVmImage, type VmImage } from './vm-image.ts'
@@ -63,7 +64,7 @@ export const GUEST_COMPILE_CACHE = '/usr/local/share/conch-node-cache'
 /** The guest's warm-up script, shipped at the same repo-relative path (see guest/warm-agents.ts). */
 const WARMUP_SCRIPT = 'tests-vm/guest/warm-agents.ts'
 
-/** Run by /init next to the runner: builds the runtime image and compiles the agent's modules. */
+/** Run by /init next to the runner: builds the runtime image and compiles the agent bundle. */
 const WARMUP_COMMAND = `env -u NODE_COMPILE_CACHE "$VM_NODE" --conditions=source ${WARMUP_SCRIPT} "$NODE_COMPILE_CACHE"`
 
 /** How QEMU executes the guest. */
@@ -290,11 +291,14 @@ export async function bootVm(options: VmOptions = {}): Promise<Vm> {
   let qemu: QemuProcess | undefined
   try {
     const app = join(work, 'app.cpio')
+    // The agent bundle, built here from the sources being packed (esbuild is not in the guest);
+    // the guest's runner finds it at the same repo-relative path under the same content key.
+    const agentBundle = relative(REPO_ROOT, await locateAgentBundle())
     writeAppArchive({
       repoRoot: REPO_ROOT,
       packages: options.packages ?? ['packages/runner'],
       rootDependencies: options.rootDependencies ?? [],
-      files: [WARMUP_SCRIPT],
+      files: [WARMUP_SCRIPT, agentBundle],
       nodeBinary: NODE_BINARY,
       out: app,
       env: {

@@ -1,16 +1,15 @@
 import { z } from 'zod'
 
-// How a driver starts an agent. The driver runs the agent's entry file
-// (`@conch/agent/main`, i.e. `packages/agent/src/main.ts`, on Node 24 with
-// `--conditions=source`) detached from the runner, with the arguments below, and with an
-// environment that is exactly the sandbox's base environment (never the runner's own:
-// it holds secrets). The agent gives that environment, minus `CONCH_AGENT_*` variables, to
-// sessions that do not ask for `cleanEnv`. The driver creates the agent's listening socket
-// where sandbox code cannot reach it and passes it as an fd, and writes the sandbox's link
-// secret into a pipe whose read end is another fd (or, where fds cannot cross, such as into
-// gVisor, a root-only file the agent deletes once read); the agent reads it at start. The agent
-// outlives its runner: it keeps serving, and a new runner connection that proves the secret
-// replaces the previous one.
+// How a driver starts an agent. The driver runs the agent bundle (`conch-agent.mjs`: the agent's
+// entry `@conch/agent/main` with the protocol and zod, built by esbuild) detached from the runner,
+// with the arguments below, and with an environment that is exactly the sandbox's base environment
+// (never the runner's own: it holds secrets). The agent gives that environment, minus
+// `CONCH_AGENT_*` variables, to sessions that do not ask for `cleanEnv`. The driver creates the
+// agent's listening socket where sandbox code cannot reach it and passes it as an fd, and writes
+// the sandbox's link secret into a pipe whose read end is another fd (or, where fds cannot cross,
+// such as into gVisor, a root-only file the agent deletes once read); the agent reads it at start.
+// The agent outlives its runner: it keeps serving, and a new runner connection that proves the
+// secret replaces the previous one.
 
 const Fd = z.coerce.number().int().min(3)
 

@@ -1,6 +1,7 @@
 export { AgentLink, type ChannelEvent, LinkChannel } from './agent-link.ts'
 export { type BuildAppOptions, buildApp, REDACTED_PATHS, RUNNER_VERSION, type RunnerApp } from './app.ts'
-export { LocalDriver, type LocalDriverOptions, resolveAgentEntry } from './drivers/local-driver.ts'
+export { resolveAgentEntry } from './drivers/agent-bundle.ts'
+export { LocalDriver, type LocalDriverOptions } from './drivers/local-driver.ts'
 export type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
 export { ConfigError, DEFAULT_PORT, parseRunnerConfig, RunnerConfig } from './runner-config.ts'
 export { RunnerError } from './runner-error.ts'

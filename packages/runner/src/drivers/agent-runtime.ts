@@ -1,13 +1,9 @@
 // What a sandbox needs of the host to run the agent, and where it appears inside: the Node
-// binary, the agent's and the protocol's package.json and src/, and zod, each bound read-only
-// under /opt/conch. The agent runs from source exactly as the local driver runs it, so nothing
-// is built; the layout mirrors node_modules resolution (`/opt/conch/node_modules/@conch/protocol`
-// is a symlink to `/opt/conch/protocol`, so its real path is outside node_modules, where Node
-// strips types).
-import { existsSync, readFileSync, realpathSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join, relative } from 'node:path'
-import { resolveAgentEntry } from './local-driver.ts'
+// binary and the agent bundle (agent-bundle.ts: the agent, the protocol and zod in one file
+// with no imports but Node's own), each bound read-only under /opt/conch. Nothing of the
+// runner's node_modules enters a sandbox.
+import { realpathSync } from 'node:fs'
+import { AGENT_BUNDLE_FILE, locateAgentBundle } from './agent-bundle.ts'
 
 /** Where the agent's files appear inside a sandbox. */
 export const GUEST_RUNTIME_DIR = '/opt/conch'
@@ -24,7 +20,7 @@ export interface RuntimeMount {
 export interface AgentRuntime {
   /** Read-only bind mounts. */
   mounts: RuntimeMount[]
-  /** Symlinks inside the sandbox, as [target, path]. */
+  /** Symlinks inside the sandbox, as [target, path] (the bundle needs none). */
   symlinks: [string, string][]
   /** The Node binary inside the sandbox. */
   node: string
@@ -32,45 +28,20 @@ export interface AgentRuntime {
   entry: string
 }
 
-/** The nearest folder at or above `file` holding a package.json (with `name` when given). */
-function packageRoot(file: string, name?: string): string {
-  let dir = dirname(file)
-  for (;;) {
-    const manifest = join(dir, 'package.json')
-    if (existsSync(manifest)) {
-      if (name === undefined) return dir
-      const parsed: unknown = JSON.parse(readFileSync(manifest, 'utf8'))
-      if (typeof parsed === 'object' && parsed !== null && 'name' in parsed && parsed.name === name)
-        return dir
-    }
-    const up = dirname(dir)
-    if (up === dir) throw new Error(`no package.json${name ? ` for ${name}` : ''} above ${file}`)
-    dir = up
-  }
-}
-
-/** Locates the agent, the protocol, zod and Node on the host and lays them out under /opt/conch. */
-export function locateAgentRuntime(nodePath: string, agentEntry?: string): AgentRuntime {
-  const entry = realpathSync(agentEntry ?? resolveAgentEntry())
-  const agentDir = packageRoot(entry)
-  const protocolDir = realpathSync(
-    packageRoot(createRequire(join(agentDir, 'package.json')).resolve('@conch/protocol'), '@conch/protocol'),
-  )
-  const zodDir = realpathSync(
-    packageRoot(createRequire(join(protocolDir, 'package.json')).resolve('zod'), 'zod'),
-  )
+/**
+ * Locates Node and the agent bundle on the host and lays them out under /opt/conch. A given
+ * `agentEntry` (the agent's source main file) is bundled from that source.
+ */
+export async function locateAgentRuntime(nodePath: string, agentEntry?: string): Promise<AgentRuntime> {
+  const bundle = realpathSync(await locateAgentBundle(agentEntry))
   const g = GUEST_RUNTIME_DIR
   return {
     mounts: [
       { host: realpathSync(nodePath), guest: `${g}/node` },
-      { host: join(agentDir, 'package.json'), guest: `${g}/agent/package.json` },
-      { host: join(agentDir, 'src'), guest: `${g}/agent/src` },
-      { host: join(protocolDir, 'package.json'), guest: `${g}/protocol/package.json` },
-      { host: join(protocolDir, 'src'), guest: `${g}/protocol/src` },
-      { host: zodDir, guest: `${g}/node_modules/zod` },
+      { host: bundle, guest: `${g}/${AGENT_BUNDLE_FILE}` },
     ],
-    symlinks: [['../../protocol', `${g}/node_modules/@conch/protocol`]],
+    symlinks: [],
     node: `${g}/node`,
-    entry: `${g}/agent/${relative(agentDir, entry)}`,
+    entry: `${g}/${AGENT_BUNDLE_FILE}`,
   }
 }

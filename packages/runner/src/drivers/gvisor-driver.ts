@@ -111,7 +111,7 @@ export interface GvisorDriverOptions {
   uid?: number
   /** A root filesystem dir to use instead of the host's system dirs (read-only; runsc adds mount points to it). */
   rootfs?: string
-  /** The agent's entry file; defaults to `@conch/agent/main` resolved from this package. */
+  /** The agent's source main file to bundle; defaults to the shipped bundle (see agent-bundle.ts). */
   agentEntry?: string
   /** Node binary that runs the agent; defaults to the runner's own. */
   nodePath?: string
@@ -219,9 +219,8 @@ export class GvisorDriver implements SandboxDriver {
   /** Writes the bundle and starts the container detached (`runsc run --detach`), logging to `agent.log`. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = GvisorState.parse(sandbox.state)
-    this.#runtime ??= mountRuntimeImage(
-      locateAgentRuntime(this.#nodePath, this.#agentEntry),
-      this.#runtimeCache,
+    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
+      mountRuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
@@ -274,7 +273,6 @@ export class GvisorDriver implements SandboxDriver {
     }
     const agent = [
       runtime.node,
-      '--conditions=source',
       runtime.entry,
       '--socket',
       `${GUEST_LINK_DIR}/agent.sock`,

@@ -4,13 +4,12 @@
 // not enforced. It exists for development; the namespace driver is the real sandbox.
 import { spawn } from 'node:child_process'
 import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { fileURLToPath } from 'node:url'
 import type { SandboxLimits } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { locateAgentBundle } from './agent-bundle.ts'
 import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { descendantsOf } from './proc-stat.ts'
@@ -33,25 +32,12 @@ type LocalState = z.infer<typeof LocalState>
 export interface LocalDriverOptions {
   /** The runner's state dir; sandboxes live in `<stateDir>/sandboxes/<id>`. */
   stateDir: string
-  /** The agent's entry file; defaults to `@conch/agent/main` resolved from this package. */
+  /** The agent's source main file to bundle; defaults to the shipped bundle (see agent-bundle.ts). */
   agentEntry?: string
   /** PATH given to agents; defaults to the runner's PATH. */
   path?: string
   /** Node binary that runs the agent; defaults to the runner's own. */
   nodePath?: string
-}
-
-/** Locates the agent's entry file without importing it. */
-export function resolveAgentEntry(): string {
-  const resolve = (import.meta as { resolve?: (s: string) => string }).resolve
-  if (typeof resolve === 'function') {
-    try {
-      return fileURLToPath(resolve('@conch/agent/main'))
-    } catch {
-      // fall through to require-style resolution (the package maps `default` to the same file)
-    }
-  }
-  return createRequire(import.meta.url).resolve('@conch/agent/main')
 }
 
 /** A driver that runs each agent as a detached child process with no isolation. */
@@ -97,7 +83,7 @@ export class LocalDriver implements SandboxDriver {
   /** Spawns the agent detached, logging to `agent.log` in the sandbox folder. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = LocalState.parse(sandbox.state)
-    const entry = this.#agentEntry ?? resolveAgentEntry()
+    const entry = await locateAgentBundle(this.#agentEntry)
     const endpoint = await bindAgentSocket(state.socketDir)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
@@ -111,7 +97,6 @@ export class LocalDriver implements SandboxDriver {
       const child = spawn(
         this.#nodePath,
         [
-          '--conditions=source',
           entry,
           '--listenFd',
           '3',

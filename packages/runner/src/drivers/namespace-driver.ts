@@ -84,7 +84,7 @@ export interface NamespaceDriverOptions {
   stateDir: string
   /** Uid and gid of sandbox processes, inside and on the host; default 1000. */
   uid?: number
-  /** The agent's entry file; defaults to `@conch/agent/main` resolved from this package. */
+  /** The agent's source main file to bundle; defaults to the shipped bundle (see agent-bundle.ts). */
   agentEntry?: string
   /** Node binary that runs the agent; defaults to the runner's own. */
   nodePath?: string
@@ -201,9 +201,8 @@ export class NamespaceDriver implements SandboxDriver {
   /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = NamespaceState.parse(sandbox.state)
-    this.#runtime ??= mountRuntimeImage(
-      locateAgentRuntime(this.#nodePath, this.#agentEntry),
-      this.#runtimeCache,
+    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
+      mountRuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
@@ -223,7 +222,6 @@ export class NamespaceDriver implements SandboxDriver {
       }
       const agent = [
         runtime.node,
-        '--conditions=source',
         runtime.entry,
         '--listenFd',
         '4',

@@ -14,7 +14,7 @@ const layout = {
     mounts: [{ host: '/cache/rt/node', guest: '/opt/conch/node' }],
     symlinks: [],
     node: '/opt/conch/node',
-    entry: '/opt/conch/agent/src/main.ts',
+    entry: '/opt/conch/conch-agent.mjs',
   },
   memoryBytes: 512,
   userProcesses: 64,

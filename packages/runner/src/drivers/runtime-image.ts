@@ -1,6 +1,5 @@
-// The agent's runtime (Node, the agent's and the protocol's sources, zod) on a read-only ext4
-// image of its own, so a sandbox binds it from a filesystem whose paths name nothing of the
-// host: `/proc/self/mountinfo` inside shows `/node` on a loop device, not the checkout's path.
+// The agent's runtime (the Node binary and the agent bundle) on a read-only ext4 image of its
+// own, so a sandbox binds it from a filesystem whose paths name nothing of the host: `/proc/self/mountinfo` inside shows `/node` on a loop device, not the checkout's path.
 // One image per runtime content (keyed by the files' paths, sizes and mtimes), built once and
 // shared by every sandbox of every runner on the host; it stays mounted like a package cache,
 // because agents outlive their runner. Builders on the same key serialise on a lock directory.

@@ -15,7 +15,7 @@ const REPO = fileURLToPath(new URL('../../../..', import.meta.url)).replace(/\/$
 
 /** Shell that prints the pid of the agent as the sandbox sees it. */
 const FIND_AGENT =
-  'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null | grep -q "agent/src/main.ts" && echo ${p#/proc/}; done | head -1'
+  'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null | grep -q "conch-agent" && echo ${p#/proc/}; done | head -1'
 
 async function info(runner: TestRunner, id: string): Promise<SandboxInfo> {
   const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
@@ -179,7 +179,7 @@ describe('fault: the agent dies', () => {
     const victim = await createSandbox(runner)
     const state = runner.app.conch.manager.get(id).record.driverState
     const agent = descendantsOf(Number(state.pid)).find((pid) =>
-      readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('agent/src/main.ts'),
+      readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('conch-agent'),
     )
     if (agent === undefined) throw new Error('no agent process below the sandbox')
     process.kill(agent, 'SIGKILL')

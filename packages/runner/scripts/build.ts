@@ -1,0 +1,43 @@
+// Builds the publishable runner into dist/: `conch.js` (the bin: a Node version check that loads
+// the CLI), the CLI and runner code with @conch/protocol bundled in (npm dependencies stay
+// imports), and `conch-agent.mjs`, the agent bundle every driver runs. Nothing in dist/ imports
+// a workspace package. Run by `pnpm build` (turbo) and before `pnpm pack`.
+//
+//   node --conditions=source scripts/build.ts
+import { readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { build } from 'esbuild'
+import {
+  AGENT_BUNDLE_FILE,
+  AGENT_BUNDLE_TARGET,
+  resolveAgentEntry,
+  writeAgentBundle,
+} from '../src/drivers/agent-bundle.ts'
+
+const root = join(import.meta.dirname, '..')
+const dist = join(root, 'dist')
+const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>
+}
+
+rmSync(dist, { recursive: true, force: true })
+await build({
+  entryPoints: { conch: join(root, 'src', 'bin.ts') },
+  outdir: dist,
+  bundle: true,
+  // The bin must stay a file that an old Node can run up to its version check: the CLI goes
+  // into a chunk that the check imports only once the version is right.
+  splitting: true,
+  chunkNames: 'runner-[hash]',
+  platform: 'node',
+  format: 'esm',
+  target: AGENT_BUNDLE_TARGET,
+  conditions: ['source'],
+  // npm dependencies are installed beside the package; the workspace's are bundled (and dropped
+  // from the packed manifest by .pnpmfile.cjs); esbuild serves only the checkout's lazy agent
+  // build (agent-bundle.ts), which the published package never reaches.
+  external: [...Object.keys(manifest.dependencies).filter((d) => !d.startsWith('@conch/')), 'esbuild'],
+  legalComments: 'none',
+  logLevel: 'warning',
+})
+await writeAgentBundle(resolveAgentEntry(), join(dist, AGENT_BUNDLE_FILE))

@@ -1,0 +1,192 @@
+// The published package, as a user gets it: `pnpm pack` the runner, check what the tarball
+// holds, then run it the way the README says (`npx @conch/runner runner`, here `npm exec` of
+// the tarball) in an empty folder with an empty npm cache, so its dependencies come from the
+// npm registry and nothing from this checkout. A sandbox of the namespace driver, driven
+// through the SDK, then shows what the agent's runtime inside is: Node and one file.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, dirname, join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import { fileURLToPath } from 'node:url'
+import { Sandbox } from '@conch/sdk'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { generateApiKey } from '../src/credentials.ts'
+import { descendantsOf } from '../src/drivers/proc-stat.ts'
+
+const RUNNER_DIR = fileURLToPath(new URL('..', import.meta.url))
+/** The Node that runs the packed runner (and so its agents): this test's, or CONCH_PACKAGE_NODE. */
+const NODE = process.env.CONCH_PACKAGE_NODE ?? process.execPath
+/** Packing builds, and `npm exec` fetches the dependencies from the registry. */
+const SETUP_TIMEOUT_MS = 240_000
+
+let work: string
+let tarball: string
+let entries: string[]
+let runner: ChildProcess
+let url: string
+let log = ''
+const apiKey = generateApiKey()
+
+function run(cmd: string, args: string[], cwd: string): string {
+  const result = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+  if (result.status !== 0) {
+    throw new Error(
+      `${cmd} ${args.join(' ')} failed (${result.status}): ${result.stderr}${result.error ?? ''}`,
+    )
+  }
+  return result.stdout
+}
+
+/** The host pid, argv and executable of a sandbox's agent, found from its driver state. */
+function agentOf(sandboxId: string): { argv: string[]; exe: string } {
+  const db = new DatabaseSync(join(work, 'state', 'runner.db'), { readOnly: true })
+  const row = db.prepare('SELECT driver_state FROM sandboxes WHERE id = ?').get(sandboxId)
+  db.close()
+  const { pid } = JSON.parse(String(row?.driver_state)) as { pid: number }
+  for (const p of [pid, ...descendantsOf(pid)]) {
+    const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')
+    if (argv[0]?.endsWith('/node') && argv.includes('--listenFd')) return { argv, exe: `/proc/${p}/exe` }
+  }
+  throw new Error(`no agent under pid ${pid}`)
+}
+
+/** The packed file's text. */
+function packed(path: string): string {
+  return run('tar', ['-xzOf', tarball, `package/${path}`], work)
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'conch-package-'))
+  run('pnpm', ['pack', '--pack-destination', work], RUNNER_DIR)
+  const name = readdirSync(work).find((f) => f.endsWith('.tgz'))
+  if (!name) throw new Error(`pnpm pack wrote no tarball into ${work}`)
+  tarball = join(work, name)
+  entries = run('tar', ['-tzf', tarball], work)
+    .split('\n')
+    .filter(Boolean)
+    .map((e) => e.replace(/^package\//, ''))
+
+  const empty = join(work, 'empty')
+  mkdirSync(empty)
+  // `conch` runs on whichever `node` PATH finds first.
+  const env = {
+    ...Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_') && !k.startsWith('npm_')),
+    ),
+    PATH: `${dirname(NODE)}${delimiter}${process.env.PATH ?? ''}`,
+    npm_config_cache: join(work, 'npm-cache'),
+    npm_config_update_notifier: 'false',
+    CONCH_API_KEY: apiKey,
+  }
+  runner = spawn(
+    'npm',
+    [
+      'exec',
+      '--yes',
+      `--package=${tarball}`,
+      '--',
+      'conch',
+      'runner',
+      '--port',
+      '0',
+      '--state-dir',
+      join(work, 'state'),
+      '--drivers',
+      'namespace',
+    ],
+    { cwd: empty, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      log += chunk
+      const match = /listening on (http:\/\/[\d.:]+)/.exec(log)
+      if (match) resolve(match[1]!)
+    }
+    runner.stdout?.on('data', onData)
+    runner.stderr?.on('data', onData)
+    runner.once('exit', (code) => reject(new Error(`npm exec conch runner exited (${code}):\n${log}`)))
+  })
+}, SETUP_TIMEOUT_MS)
+
+afterAll(async () => {
+  if (runner?.pid && runner.exitCode === null) {
+    const exited = new Promise((resolve) => runner.once('exit', resolve))
+    process.kill(-runner.pid, 'SIGTERM')
+    await exited
+  }
+  if (work) rmSync(work, { recursive: true, force: true })
+})
+
+describe('the packed @conch/runner', () => {
+  it('holds built JavaScript, the agent bundle, README and LICENSE, and no sources or tests', () => {
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'LICENSE',
+        'dist/conch.js',
+        'dist/conch-agent.mjs',
+      ]),
+    )
+    expect(entries.filter((e) => e.endsWith('.ts') && !e.endsWith('.d.ts'))).toEqual([])
+    expect(entries.filter((e) => /(^|\/)(test|bench|src|scripts)\/|\.test\./.test(e))).toEqual([])
+  })
+
+  it('names no workspace package in its manifest and runs dist/conch.js as `conch`', () => {
+    const manifest = JSON.parse(packed('package.json')) as Record<string, unknown>
+    expect(manifest.private).toBeUndefined()
+    expect(manifest.bin).toEqual({ conch: './dist/conch.js' })
+    expect(Object.keys(manifest.dependencies as object).filter((d) => d.startsWith('@conch/'))).toEqual([])
+    expect(JSON.stringify(manifest)).not.toContain('workspace:')
+  })
+
+  it('ships an agent bundle that imports nothing but Node built-ins', () => {
+    const bundle = packed('dist/conch-agent.mjs')
+    const imports = [...bundle.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']/gm)].map(
+      (m) => m[1],
+    )
+    expect(imports.length).toBeGreaterThan(0)
+    expect(imports.filter((i) => !i?.startsWith('node:'))).toEqual([])
+    expect(bundle).not.toMatch(/\brequire\(["'](?!node:)/)
+    expect(bundle).not.toMatch(/\bimport\(["'](?!node:)/)
+  })
+
+  it('installs from the registry into an empty folder with no @conch package but itself', () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const scopes = readdirSync(installs).map((d) => join(installs, d, 'node_modules', '@conch'))
+    const scope = scopes.find((s) => existsSync(s))
+    expect(scope).toBeDefined()
+    expect(readdirSync(scope!)).toEqual(['runner'])
+  })
+
+  it('runs a command through the SDK in a namespace sandbox whose runtime is Node and the agent bundle', async () => {
+    await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
+    const shell = await sandbox.shell()
+    const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
+    // The agent (the sandbox user may not run it) is that Node, running the bundle.
+    const agent = agentOf(sandbox.id)
+    expect(agent.argv.slice(0, 2)).toEqual(['/opt/conch/node', '/opt/conch/conch-agent.mjs'])
+    const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
+    expect(version(agent.exe)).toBe(version(NODE))
+    expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
+      '/opt/conch/conch-agent.mjs',
+      '/opt/conch/node',
+    ])
+    // The agent's code cannot be changed or replaced from inside: the next agent start would run it.
+    const tamper = await shell.run(
+      [
+        ': >> /opt/conch/conch-agent.mjs 2>/dev/null && echo appended',
+        'rm -f /opt/conch/conch-agent.mjs 2>/dev/null && echo removed',
+        'mv /opt/conch/conch-agent.mjs /tmp/x 2>/dev/null && echo moved',
+        'echo done',
+      ].join('; '),
+    )
+    expect(tamper.stdout).toBe('done\n')
+    // Neither the install folder (npm's cache) nor any node_modules is reachable there.
+    const probe = await shell.run(
+      `test -e ${JSON.stringify(work)} && echo visible; find /opt /workspace -name node_modules; echo done`,
+    )
+    expect(probe.stdout).toBe('done\n')
+  })
+})
