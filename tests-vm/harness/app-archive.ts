@@ -7,7 +7,9 @@
 // What goes in is the dependency closure of the named workspace packages: each package's own
 // files (without its node_modules), then for every name in `dependencies`,
 // `optionalDependencies` and `peerDependencies` the folder Node would find, recursively. A
-// missing optional or peer dependency is left out, as Node would.
+// missing optional or peer dependency is left out, as Node would. The named packages' `workspace:`
+// devDependencies go in too: run from source, a package loads the workspace packages its build
+// bundles (the runner's protocol and agent).
 import {
   existsSync,
   lstatSync,
@@ -74,6 +76,15 @@ function dependencyNames(manifest: Record<string, unknown>): string[] {
     if (typeof deps === 'object' && deps !== null) for (const name of Object.keys(deps)) names.add(name)
   }
   return [...names]
+}
+
+/** The devDependencies that are workspace packages (`workspace:` specifiers). */
+function workspaceDevDependencies(manifest: Record<string, unknown>): string[] {
+  const deps = manifest.devDependencies
+  if (typeof deps !== 'object' || deps === null) return []
+  return Object.entries(deps)
+    .filter(([, spec]) => typeof spec === 'string' && spec.startsWith('workspace:'))
+    .map(([name]) => name)
 }
 
 /** The path Node would find `name` at from `dir` (a symlink under pnpm), or null. */
@@ -151,7 +162,11 @@ class Closure {
 export function writeAppArchive(options: AppArchiveOptions): AppArchiveSummary {
   const root = realpathSync(options.repoRoot)
   const closure = new Closure(root)
-  for (const pkg of options.packages) closure.addPackage(realpathSync(join(root, pkg)))
+  for (const pkg of options.packages) {
+    const dir = realpathSync(join(root, pkg))
+    closure.addPackage(dir)
+    for (const name of workspaceDevDependencies(readManifest(dir))) closure.addDependency(dir, name)
+  }
   for (const name of options.rootDependencies ?? []) closure.addDependency(root, name)
   closure.files.add('package.json')
   for (const file of options.files ?? []) {

@@ -33,10 +33,10 @@ await build({
   format: 'esm',
   target: AGENT_BUNDLE_TARGET,
   conditions: ['source'],
-  // npm dependencies are installed beside the package; the workspace's are bundled (and dropped
-  // from the packed manifest by .pnpmfile.cjs); esbuild serves only the checkout's lazy agent
-  // build (agent-bundle.ts), which the published package never reaches.
-  external: [...Object.keys(manifest.dependencies).filter((d) => !d.startsWith('@conch/')), 'esbuild'],
+  // npm dependencies are installed beside the package; workspace packages are devDependencies,
+  // so they are bundled; esbuild serves only the checkout's lazy agent build (agent-bundle.ts),
+  // which the published package never reaches.
+  external: [...Object.keys(manifest.dependencies), 'esbuild'],
   legalComments: 'none',
   logLevel: 'warning',
 })

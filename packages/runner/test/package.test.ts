@@ -110,6 +110,12 @@ beforeAll(async () => {
 }, SETUP_TIMEOUT_MS)
 
 afterAll(async () => {
+  // Agents outlive their runner by design: destroy whatever a failed test left behind first.
+  if (url) {
+    for (const { id } of await Sandbox.list({ url, apiKey }).catch(() => [])) {
+      await (await Sandbox.connect(id, { url, apiKey })).destroy().catch(() => {})
+    }
+  }
   if (runner?.pid && runner.exitCode === null) {
     const exited = new Promise((resolve) => runner.once('exit', resolve))
     process.kill(-runner.pid, 'SIGTERM')
