@@ -52,6 +52,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     t = lap(`base image ${base} ready`, t)
     const image = await buildRunnerImage(daemon.docker, base)
     t = lap(`runner image ${image} built`, t)
+    // The tier's own daemon keeps its data in the cache: drop the layers of earlier builds
+    // that no tag names any more, so the cache does not grow with every run.
+    if (daemon.own) await daemon.docker.run(['image', 'prune', '--force'])
     const shared = await startRunnerContainer(daemon.docker, { image, name: 'conch-tier' })
     lap('shared runner container healthy', t)
     log(`setup took ${((Date.now() - started) / 1000).toFixed(1)} s`)
