@@ -176,7 +176,11 @@ interface Run {
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
+/** Most history entries kept, and the most memory they may take together (oldest go first). */
 const HISTORY_LIMIT = 10_000
+export const HISTORY_MAX_BYTES = 1_048_576
+/** What one history entry costs beyond its command text: the entry object and its numbers. */
+const HISTORY_ENTRY_OVERHEAD_BYTES = 128
 const POLL_MS = 20
 /** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
 const INTERRUPT_REPEAT_MS = 100
@@ -200,6 +204,11 @@ function newNonce(): string {
   const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
   noncePoolAt += NONCE_BYTES
   return nonce
+}
+
+/** What a history entry counts for against `HISTORY_MAX_BYTES`: two bytes per UTF-16 unit of its command, plus overhead. */
+function historyEntryBytes(entry: HistoryEntry): number {
+  return HISTORY_ENTRY_OVERHEAD_BYTES + 2 * entry.command.length
 }
 
 /** Quotes a string for bash as one word. */
@@ -256,6 +265,7 @@ export class BashSession {
   #lastExitCode = 0
   #history: HistoryEntry[] = []
   #historyBase = 0
+  #historyBytes = 0
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
@@ -419,6 +429,11 @@ export class BashSession {
     return true
   }
 
+  /** Memory the history counts against `HISTORY_MAX_BYTES`. */
+  get historyBytes(): number {
+    return this.#historyBytes
+  }
+
   /** Every history entry matching the query, oldest first. */
   history(query: { prefix?: string; contains?: string; limit?: number } = {}): HistoryEntry[] {
     let entries = this.#history
@@ -516,8 +531,12 @@ export class BashSession {
         durationMs: null,
       }
       this.#history.push(run.history)
-      if (this.#history.length > HISTORY_LIMIT) {
-        this.#history.shift()
+      this.#historyBytes += historyEntryBytes(run.history)
+      while (
+        this.#history.length > 1 &&
+        (this.#history.length > HISTORY_LIMIT || this.#historyBytes > HISTORY_MAX_BYTES)
+      ) {
+        this.#historyBytes -= historyEntryBytes(this.#history.shift()!)
         this.#historyBase += 1
       }
     }
