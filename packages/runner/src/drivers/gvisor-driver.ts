@@ -38,6 +38,7 @@ import {
 import { dirname, join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits } from '@conch/protocol'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
@@ -274,6 +275,7 @@ export class GvisorDriver implements SandboxDriver {
     }
     const agent = [
       runtime.node,
+      ...AGENT_NODE_FLAGS,
       '--conditions=source',
       runtime.entry,
       '--socket',

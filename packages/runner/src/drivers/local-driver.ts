@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import type { SandboxLimits } from '@conch/protocol'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
@@ -111,6 +112,7 @@ export class LocalDriver implements SandboxDriver {
       const child = spawn(
         this.#nodePath,
         [
+          ...AGENT_NODE_FLAGS,
           '--conditions=source',
           entry,
           '--listenFd',
