@@ -44,6 +44,7 @@ import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
 import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
+import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How a session is built. */
@@ -78,6 +79,8 @@ export interface BashSessionOptions {
   killGraceMs?: number
   /** Output kept for reattach, in bytes. */
   scrollbackBytes?: number
+  /** The agent-wide bound on all scrollback together, shared with other logs. */
+  scrollbackBudget?: ScrollbackBudget
   /** Default cap per stream of a buffered result. */
   outputCapBytes?: number
   /** Largest command text, in UTF-8 bytes. */
@@ -178,7 +181,7 @@ type Phase = 'starting' | 'ready' | 'closed'
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
 /** Most history entries kept, and the most memory they may take together (oldest go first). */
 const HISTORY_LIMIT = 10_000
-export const HISTORY_MAX_BYTES = 1_048_576
+export const HISTORY_MAX_BYTES = 512 * 1024
 /** What one history entry costs beyond its command text: the entry object and its numbers. */
 const HISTORY_ENTRY_OVERHEAD_BYTES = 128
 const POLL_MS = 20
@@ -241,8 +244,8 @@ export class BashSession {
   /** Resolves once, when the shell closes. */
   readonly closed: Promise<ShellClosedInfo>
 
-  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid'>> &
-    Pick<BashSessionOptions, 'sandboxGid'>
+  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid' | 'scrollbackBudget'>> &
+    Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
   readonly #dir: string
   readonly #cmdFile: string
   readonly #tag: string
@@ -288,7 +291,11 @@ export class BashSession {
     this.commandTimeoutMs = options.commandTimeoutMs
     this.cleanEnv = options.cleanEnv ?? false
     this.createdAt = options.clock.now()
-    this.log = new OutputLog(this.#opts.scrollbackBytes, (full) => this.#setPaused(full))
+    this.log = new OutputLog(
+      this.#opts.scrollbackBytes,
+      (full) => this.#setPaused(full),
+      this.#opts.scrollbackBudget,
+    )
     this.ready = new Promise((resolve, reject) => {
       this.#resolveReady = resolve
       this.#rejectReady = reject

@@ -6,12 +6,14 @@
 // `maxBytes` and evicts the oldest events first; `startOffset` is the smallest offset it can
 // still replay from. Every record counts what it costs in memory, not only its data: a fixed
 // overhead (the event object, its buffer's objects, its numbers) plus its bytes and its run id, so a log of many silent or tiny runs stays as bounded as one of large output.
-// Evicted records leave the backing array at once, so nothing outlives its eviction.
+// Evicted records leave the backing array at once, so nothing outlives its eviction. Logs may
+// share a `ScrollbackBudget` that bounds their sum and evicts from the largest of them.
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
 // asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
 // subscriber, the log only records and evicts.
 import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
+import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
 /** Output bytes; `runId` is null for output written while no run was active. */
 export interface DataEvent {
@@ -111,9 +113,10 @@ interface Subscriber {
 }
 
 /** Bounded, offset-addressed event log with backpressured subscribers. */
-export class OutputLog {
+export class OutputLog implements BudgetedLog {
   readonly #maxBytes: number
   readonly #onPressure: PressureListener
+  #budget: ScrollbackBudget | undefined
   /** Held events from `#head` on; slots before it are cleared. */
   #events: (LogEvent | undefined)[] = []
   #head = 0
@@ -123,10 +126,29 @@ export class OutputLog {
   #fullCount = 0
   readonly #subscribers = new Set<Subscriber>()
 
-  /** Keeps at most `maxBytes` of data; `onPressure` hears when consumers fill up and drain. */
-  constructor(maxBytes: number, onPressure: PressureListener = () => {}) {
+  /**
+   * Keeps at most `maxBytes` (and, with a `budget`, its share of it); `onPressure` hears when
+   * consumers fill up and drain.
+   */
+  constructor(maxBytes: number, onPressure: PressureListener = () => {}, budget?: ScrollbackBudget) {
     this.#maxBytes = maxBytes
     this.#onPressure = onPressure
+    this.#budget = budget
+    budget?.join(this)
+  }
+
+  /** Leaves the shared budget, giving back everything held (the session or process is gone). */
+  release(): void {
+    this.#budget?.leave(this)
+    this.#budget = undefined
+  }
+
+  /** Evicts the oldest record (the shared budget asks); false when none is held. */
+  evictOldest(): boolean {
+    if (this.#head >= this.#events.length) return false
+    this.#evictOne()
+    this.#compact()
+    return true
   }
 
   /** The offset the next byte gets. */
@@ -254,8 +276,11 @@ export class OutputLog {
 
   #push(event: LogEvent): void {
     this.#events.push(event)
-    this.#bytes += recordBytes(event)
+    const bytes = recordBytes(event)
+    this.#bytes += bytes
+    this.#budget?.adjust(bytes)
     this.#evict()
+    this.#budget?.enforce()
     for (const sub of this.#subscribers) {
       const room = sub.listener(event)
       if (!room) this.#setFull(sub, true)
@@ -273,15 +298,25 @@ export class OutputLog {
   }
 
   #evict(): void {
-    while (this.#bytes > this.#maxBytes && this.#head < this.#events.length) {
-      const e = this.#dropHead()
-      this.#start = Math.max(this.#start, e.type === 'data' ? e.offset + e.data.length : e.offset)
-    }
-    // Zero-length events before the first byte still held can no longer be replayed.
-    for (let e = this.#events[this.#head]; e !== undefined && e.type !== 'data' && e.offset < this.#start; ) {
+    while (this.#bytes > this.#maxBytes && this.#head < this.#events.length) this.#evictOne()
+    this.#compact()
+  }
+
+  /** Evicts the oldest record, then the zero-length records that no held byte follows any more. */
+  #evictOne(): void {
+    const e = this.#dropHead()
+    this.#start = Math.max(this.#start, e.type === 'data' ? e.offset + e.data.length : e.offset)
+    for (
+      let next = this.#events[this.#head];
+      next !== undefined && next.type !== 'data' && next.offset < this.#start;
+    ) {
       this.#dropHead()
-      e = this.#events[this.#head]
+      next = this.#events[this.#head]
     }
+  }
+
+  /** Drops the cleared slots once they are half the array (or all of it). */
+  #compact(): void {
     if (this.#head === this.#events.length) {
       this.#events = []
       this.#head = 0
@@ -296,7 +331,9 @@ export class OutputLog {
     const e = this.#events[this.#head]!
     this.#events[this.#head] = undefined
     this.#head += 1
-    this.#bytes -= recordBytes(e)
+    const bytes = recordBytes(e)
+    this.#bytes -= bytes
+    this.#budget?.adjust(-bytes)
     return e
   }
 }
