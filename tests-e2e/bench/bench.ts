@@ -56,7 +56,8 @@ const CONFIG = {
   soak: {
     sandboxes: setting('BENCH_SOAK_SANDBOXES', 4, 2),
     sessions: setting('BENCH_SOAK_SESSIONS', 4, 2),
-    seconds: setting('BENCH_SOAK_SECONDS', 60, 15),
+    depth: setting('BENCH_SOAK_DEPTH', 8, 4),
+    seconds: setting('BENCH_SOAK_SECONDS', 120, 20),
     settleSeconds: setting('BENCH_SOAK_SETTLE_SECONDS', 30, 5),
   },
 }

@@ -1,9 +1,9 @@
 // The soak benchmark's memory reference: a bare Node process that holds one bash over pipes
 // (`PipeShell`), started the way drivers start the agent (same Node, same node flags, same
 // `--conditions=source`), so its RSS is what a process doing nothing but owning a shell costs.
-// Protocol on stdio: it prints `ready` once bash answered; each `run` line on stdin makes it
-// run `echo` in a loop until the next `stop` line, printing `runs <n>` every 200 ms and after
-// stopping; stdin closing ends it.
+// Protocol on stdio: it prints `ready` once bash answered; a `run <n>` line on stdin queues n
+// more `echo` runs, and it prints `runs <total>` after each batch; stdin closing ends it. The
+// soak paces it to the runs one agent does, so both are compared at the same count.
 
 import { createInterface } from 'node:readline'
 import { PipeShell } from './pipe-shell.ts'
@@ -13,31 +13,28 @@ await shell.run('true')
 process.stdout.write('ready\n')
 
 let runs = 0
-let running = false
-let loop: Promise<void> = Promise.resolve()
-const report = (): void => {
+let queued = 0
+let loop: Promise<void> | null = null
+
+async function drain(): Promise<void> {
+  while (queued > 0) {
+    queued -= 1
+    const code = await shell.run(`echo ref-${runs}`)
+    if (code !== 0) throw new Error(`reference run ${runs} exited with ${code}`)
+    runs += 1
+  }
   process.stdout.write(`runs ${runs}\n`)
+  loop = null
 }
 
 const lines = createInterface({ input: process.stdin })
 lines.on('line', (line) => {
-  if (line === 'run' && !running) {
-    running = true
-    const timer = setInterval(report, 200)
-    loop = (async () => {
-      while (running) {
-        const code = await shell.run(`echo ref-${runs}`)
-        if (code !== 0) throw new Error(`reference run ${runs} exited with ${code}`)
-        runs += 1
-      }
-      clearInterval(timer)
-      report()
-    })()
-  } else if (line === 'stop') {
-    running = false
-  }
+  const match = /^run (\d+)$/.exec(line)
+  if (match === null) return
+  queued += Number(match[1])
+  loop ??= drain()
 })
 lines.on('close', () => {
-  running = false
-  void loop.finally(() => shell[Symbol.asyncDispose]())
+  queued = 0
+  void (loop ?? Promise.resolve()).finally(() => shell[Symbol.asyncDispose]())
 })

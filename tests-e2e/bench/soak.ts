@@ -6,7 +6,9 @@
 // one bash over pipes and running in the same window. Before the load it measures an idle agent
 // with one session and the idle runner; after it, the runner again once it has settled.
 //
-// Alone and short: BENCH_PHASES=soak BENCH_ROUNDS=1 BENCH_SOAK_SECONDS=20 pnpm --filter
+// Each session keeps `depth` checked runs in flight. The reference is paced to the runs of one
+// agent, so its slope is over as many runs. Alone and short:
+// BENCH_PHASES=soak BENCH_ROUNDS=1 BENCH_SOAK_SECONDS=20 pnpm --filter
 // @conch/tests-e2e bench
 
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -21,8 +23,10 @@ import { rssAnonBytes, rssBytes, sandboxProcesses } from './proc-memory.ts'
 export interface SoakConfig {
   /** Sandboxes under load. */
   sandboxes: number
-  /** Sessions per sandbox, each running commands one after another. */
+  /** Sessions per sandbox. */
   sessions: number
+  /** Runs each session has in flight at once (queued in order in its shell). */
+  depth: number
   /** Seconds of load. */
   seconds: number
   /** Seconds the runner gets after the load to give memory back. */
@@ -34,8 +38,8 @@ export type RecordFigure = (name: string, unit: string, value: number, ref?: str
 
 const MB = 1e6
 const SAMPLE_MS = 500
-/** The first part of the load is warm-up: scrollback and caches fill; slopes start after it. */
-const WARMUP_SHARE = 0.3
+/** The first half of the load is warm-up: scrollback and caches fill; slopes start after it. */
+const WARMUP_SHARE = 0.5
 /** Settling before an idle figure is read. */
 const IDLE_SETTLE_MS = 3000
 
@@ -87,8 +91,9 @@ class ReferenceProcess implements AsyncDisposable {
     return this.#child.pid ?? -1
   }
 
-  send(line: 'run' | 'stop'): void {
-    this.#child.stdin?.write(`${line}\n`)
+  /** Queues `n` more runs. */
+  run(n: number): void {
+    if (n > 0) this.#child.stdin?.write(`run ${n}\n`)
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -183,7 +188,12 @@ export async function soak(
     const started = performance.now()
     const endAt = started + config.seconds * 1000
     const warmupEnd = started + config.seconds * 1000 * WARMUP_SHARE
+    // The reference is paced to the mean runs of one sandbox, so its slope is over as many runs.
+    let paced = 0
     const sampler = setInterval(() => {
+      const target = Math.floor(totalRuns() / boxes.length)
+      reference.run(target - paced)
+      paced = target
       if (performance.now() < warmupEnd) return
       for (const [b, pid] of agents.entries()) agentSamples[b]!.push({ runs: boxRuns(b), rss: rssBytes(pid) })
       runnerSamples.push({ runs: totalRuns(), rss: rssBytes(runner.pid) })
@@ -191,14 +201,16 @@ export async function soak(
     }, SAMPLE_MS)
     const agentStart = agents.map((pid) => rssBytes(pid))
     const runnerStart = rssBytes(runner.pid)
-    reference.send('run')
     const stop = () => performance.now() >= endAt
     await Promise.all(
       shells.flatMap((list, b) =>
-        list.map((shell, s) => checkedLoop(shell, `s${b}x${s}`, counts[b]![s]!, stop)),
+        list.flatMap((shell, s) =>
+          Array.from({ length: config.depth }, (_, d) =>
+            checkedLoop(shell, `s${b}x${s}d${d}`, counts[b]![s]!, stop),
+          ),
+        ),
       ),
     )
-    reference.send('stop')
     clearInterval(sampler)
     const seconds = (performance.now() - started) / 1000
     const all = counts.flat()
@@ -208,12 +220,13 @@ export async function soak(
     const agentEnd = agents.map((pid) => rssBytes(pid))
     log(`soak: ${runs} runs in ${seconds.toFixed(1)} s, ${mismatches} mismatches, ${errors} errors`)
 
-    const shape = `${config.sandboxes} sandboxes × ${config.sessions} sessions, ${config.seconds} s`
+    const shape = `${config.sandboxes} sandboxes × ${config.sessions} sessions × ${config.depth} in flight, ${config.seconds} s`
     record(`soak runs (${shape})`, 'runs', runs)
     record(`soak runs per second (${shape})`, 'runs/s', runs / seconds)
     record('soak mismatches (must be 0)', 'runs', mismatches)
     record('soak errors', 'runs', errors)
-    record('reference runs in the same window', 'runs', reference.runs)
+    record('soak runs per agent', 'runs', runs / boxes.length)
+    record('reference runs in the same window (paced to one agent)', 'runs', reference.runs)
     const refSlope = 'reference: node + bash over pipes RSS slope per 100k runs'
     record(refSlope, 'MB', slopePer100k(refSamples))
     const agentSlopes = agentSamples.map(slopePer100k)
