@@ -5,7 +5,8 @@
 // zero-length events (run start, run exit, closed) sit at one offset. The log holds at most
 // `maxBytes` and evicts the oldest events first; `startOffset` is the smallest offset it can
 // still replay from. Every record counts what it costs in memory, not only its data: a fixed
-// overhead (the event object, its buffer's objects, its numbers) plus its bytes and its run id, so a log of many silent or tiny runs stays as bounded as one of large output.
+// overhead (the event object, its buffer's objects, its numbers) plus its bytes and its run id,
+// so a log of many silent or tiny runs stays as bounded as one of large output.
 // Evicted records leave the backing array at once, so nothing outlives its eviction. Logs may
 // share a `ScrollbackBudget` that bounds their sum and evicts from the largest of them.
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
@@ -127,8 +128,9 @@ export class OutputLog implements BudgetedLog {
   readonly #subscribers = new Set<Subscriber>()
 
   /**
-   * Keeps at most `maxBytes` (and, with a `budget`, its share of it); `onPressure` hears when
-   * consumers fill up and drain.
+   * Keeps at most `maxBytes`, and with a `budget` also gives up its oldest records when the
+   * budget's sum is over and this log is the largest; `onPressure` hears when consumers fill up
+   * and drain.
    */
   constructor(maxBytes: number, onPressure: PressureListener = () => {}, budget?: ScrollbackBudget) {
     this.#maxBytes = maxBytes
