@@ -112,12 +112,18 @@ interface LoopCounts {
   errors: number
 }
 
+/** Digits of the padded line a checked run writes besides its tag, so scrollback fills within the warm-up. */
+const PAD_DIGITS = 512
+
 /** Runs checked commands on one shell until `stop()` says so. */
 async function checkedLoop(shell: Shell, tag: string, counts: LoopCounts, stop: () => boolean) {
   for (let i = 0; !stop(); i++) {
     try {
-      const r = await shell.run(`printf '%s\\n' ${tag}-${i}; printf 'e%s' ${i} >&2; (exit $((${i} % 7)))`)
-      if (r.stdout !== `${tag}-${i}\n` || r.stderr !== `e${i}` || r.exitCode !== i % 7) counts.mismatches += 1
+      const r = await shell.run(
+        `printf '%s\\n' ${tag}-${i}; printf '%0${PAD_DIGITS}d\\n' ${i}; printf 'e%s' ${i} >&2; (exit $((${i} % 7)))`,
+      )
+      const stdout = `${tag}-${i}\n${String(i).padStart(PAD_DIGITS, '0')}\n`
+      if (r.stdout !== stdout || r.stderr !== `e${i}` || r.exitCode !== i % 7) counts.mismatches += 1
       counts.runs += 1
     } catch {
       counts.errors += 1
