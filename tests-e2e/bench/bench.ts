@@ -22,6 +22,7 @@ import {
 } from './bench-report.ts'
 import { PipeShell } from './pipe-shell.ts'
 import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
+import { soak } from './soak.ts'
 import { median, type Quantiles, quantiles } from './stats.ts'
 
 const QUICK = process.env.BENCH_QUICK === '1'
@@ -52,6 +53,15 @@ const CONFIG = {
   // flag says, so many sessions are spread over several sandboxes.
   sessionsPerSandbox: setting('BENCH_SESSIONS_PER_SANDBOX', 60, 60),
   deadlineMs: setting('BENCH_DEADLINE_MS', 540_000, 240_000),
+  soak: {
+    // Long enough that each agent's scrollback and heap reach their steady size within the
+    // warm-up (the first half) on a 2-core machine; the slope after it is then retention.
+    sandboxes: setting('BENCH_SOAK_SANDBOXES', 2, 2),
+    sessions: setting('BENCH_SOAK_SESSIONS', 2, 2),
+    depth: setting('BENCH_SOAK_DEPTH', 8, 4),
+    seconds: setting('BENCH_SOAK_SECONDS', 240, 20),
+    settleSeconds: setting('BENCH_SOAK_SETTLE_SECONDS', 30, 5),
+  },
 }
 
 /** Phases to run (comma-separated names); all when unset. */
@@ -422,6 +432,19 @@ async function main(): Promise<void> {
         await Promise.all(boxes.map((box) => box.destroy()))
       }
     })
+
+    // Once, not per round: a soak is one long window, and its slopes need the whole of it.
+    if (round === 0) {
+      await phase('soak', round, () =>
+        soak(
+          runner,
+          connection,
+          CONFIG.soak,
+          (name, unit, value, ref) => recordValue('soak', name, unit, value, ref),
+          log,
+        ),
+      )
+    }
 
     await phase('startup', round, async () => {
       const runs = Math.max(1, Math.round(CONFIG.startupRounds / CONFIG.rounds))

@@ -17,6 +17,14 @@ export function rssBytes(pid: number): number {
   return statusField(pid, 'VmRSS')
 }
 
+/**
+ * Anonymous resident memory in bytes (RssAnon): what the process itself allocated, without the
+ * file pages of its binary that every process running the same Node shares.
+ */
+export function rssAnonBytes(pid: number): number {
+  return statusField(pid, 'RssAnon')
+}
+
 /** Peak resident set size in bytes since start or the last `resetPeak`. */
 export function peakRssBytes(pid: number): number {
   return statusField(pid, 'VmHWM')

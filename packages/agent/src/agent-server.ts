@@ -182,6 +182,7 @@ export class AgentServer {
       agentVersion: AGENT_VERSION,
       startedAt: this.#startedAt,
       rssBytes: process.memoryUsage.rss(),
+      heapUsedBytes: heapUsedAfterGc(),
       sessions: (await this.#options.sessions.handle('session.list', {}, context)).sessions.length,
       workdir: this.#options.paths.root,
     }),
@@ -341,6 +342,16 @@ type Handler<M extends AgentMethod> = (
   params: AgentParams<M>,
   context: MethodContext,
 ) => Promise<AgentResultOf<M>>
+
+/**
+ * The V8 heap in use. Only an agent started with `--expose-gc` (a memory test) collects
+ * garbage first, so the figure is what is live; drivers never expose `gc`.
+ */
+function heapUsedAfterGc(): number {
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (typeof gc === 'function') gc()
+  return process.memoryUsage().heapUsed
+}
 
 function isSessionMethod(method: AgentMethod): method is SessionMethod {
   return method.startsWith('session.')

@@ -13,6 +13,7 @@ import { AgentError } from './agent-error.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'
 import { type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
+import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How to start one background process (paths and env already resolved). */
@@ -47,24 +48,52 @@ export interface ProcessOutputBytes {
 }
 
 /** Every background process of one sandbox. */
+/**
+ * Finished processes kept for `get`, `output` and `wait`, at most, and the most their command
+ * texts may take together (two bytes per UTF-16 unit plus an entry's overhead); the oldest
+ * finished go first. Running processes are bounded by `maxProcesses`.
+ */
+const MAX_FINISHED_PROCESSES = 64
+const MAX_FINISHED_BYTES = 1024 * 1024
+const FINISHED_ENTRY_OVERHEAD_BYTES = 1024
+
+/** What a finished entry counts for against `MAX_FINISHED_BYTES`. */
+function finishedBytes(entry: Entry): number {
+  return FINISHED_ENTRY_OVERHEAD_BYTES + 2 * entry.info.command.length
+}
+
 export class BackgroundProcesses {
   readonly #spawn: Spawn
   readonly #clock: Clock
   readonly #maxProcesses: number
   readonly #logBytes: number
+  readonly #budget: ScrollbackBudget | undefined
   readonly #entries = new Map<string, Entry>()
+  /** Finished entries, oldest first, and what they count for. */
+  readonly #finished = new Set<Entry>()
+  #finishedBytes = 0
 
-  /** Uses `spawn` and `clock`; keeps at most `maxProcesses` running and `logBytes` of output each. */
+  /**
+   * Uses `spawn` and `clock`; keeps at most `maxProcesses` running and `logBytes` of output each,
+   * within `budget` when given.
+   */
   constructor(
     spawn: Spawn,
     clock: Clock,
     maxProcesses: number = LIMITS.maxProcessesPerSandbox,
     logBytes: number = LIMITS.scrollbackBytes,
+    budget?: ScrollbackBudget,
   ) {
     this.#spawn = spawn
     this.#clock = clock
     this.#maxProcesses = maxProcesses
     this.#logBytes = logBytes
+    this.#budget = budget
+  }
+
+  /** Processes known (running and finished). */
+  get size(): number {
+    return this.#entries.size
   }
 
   /** Starts a process. */
@@ -85,15 +114,19 @@ export class BackgroundProcesses {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
-    const log = new OutputLog(this.#logBytes, (full) => {
-      if (full) {
-        child.stdout?.pause()
-        child.stderr?.pause()
-      } else {
-        child.stdout?.resume()
-        child.stderr?.resume()
-      }
-    })
+    const log = new OutputLog(
+      this.#logBytes,
+      (full) => {
+        if (full) {
+          child.stdout?.pause()
+          child.stderr?.pause()
+        } else {
+          child.stdout?.resume()
+          child.stderr?.resume()
+        }
+      },
+      this.#budget,
+    )
     const info: ProcessInfo = {
       id: `proc_${randomBytes(8).toString('hex')}`,
       pid: child.pid ?? -1,
@@ -127,6 +160,7 @@ export class BackgroundProcesses {
             timedOut: false,
             durationMs: info.endedAt - info.startedAt,
           })
+          this.#noteFinished(entry)
           resolve()
         }
         child.on('error', () => finish(127, null))
@@ -211,6 +245,21 @@ export class BackgroundProcesses {
   killAll(): void {
     for (const entry of this.#entries.values()) {
       if (entry.info.status === 'running') signalGroup(entry.info.pid, 'SIGKILL')
+    }
+  }
+
+  /** Keeps a finished entry and forgets the oldest finished ones past the bounds. */
+  #noteFinished(entry: Entry): void {
+    this.#finished.add(entry)
+    this.#finishedBytes += finishedBytes(entry)
+    for (const old of this.#finished) {
+      if (this.#finished.size <= MAX_FINISHED_PROCESSES && this.#finishedBytes <= MAX_FINISHED_BYTES) break
+      if (old === entry) break
+      this.#finished.delete(old)
+      this.#finishedBytes -= finishedBytes(old)
+      this.#entries.delete(old.info.id)
+      old.log.closeSubscribers()
+      old.log.release()
     }
   }
 

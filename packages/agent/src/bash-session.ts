@@ -44,6 +44,7 @@ import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
 import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
+import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How a session is built. */
@@ -78,6 +79,8 @@ export interface BashSessionOptions {
   killGraceMs?: number
   /** Output kept for reattach, in bytes. */
   scrollbackBytes?: number
+  /** The agent-wide bound on all scrollback together, shared with other logs. */
+  scrollbackBudget?: ScrollbackBudget
   /** Default cap per stream of a buffered result. */
   outputCapBytes?: number
   /** Largest command text, in UTF-8 bytes. */
@@ -176,7 +179,11 @@ interface Run {
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
+/** Most history entries kept, and the most memory they may take together (oldest go first). */
 const HISTORY_LIMIT = 10_000
+export const HISTORY_MAX_BYTES = 512 * 1024
+/** What one history entry costs beyond its command text: the entry object and its numbers. */
+const HISTORY_ENTRY_OVERHEAD_BYTES = 128
 const POLL_MS = 20
 /** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
 const INTERRUPT_REPEAT_MS = 100
@@ -200,6 +207,11 @@ function newNonce(): string {
   const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
   noncePoolAt += NONCE_BYTES
   return nonce
+}
+
+/** What a history entry counts for against `HISTORY_MAX_BYTES`: two bytes per UTF-16 unit of its command, plus overhead. */
+function historyEntryBytes(entry: HistoryEntry): number {
+  return HISTORY_ENTRY_OVERHEAD_BYTES + 2 * entry.command.length
 }
 
 /** Quotes a string for bash as one word. */
@@ -232,8 +244,8 @@ export class BashSession {
   /** Resolves once, when the shell closes. */
   readonly closed: Promise<ShellClosedInfo>
 
-  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid'>> &
-    Pick<BashSessionOptions, 'sandboxGid'>
+  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid' | 'scrollbackBudget'>> &
+    Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
   readonly #dir: string
   readonly #cmdFile: string
   readonly #tag: string
@@ -256,6 +268,7 @@ export class BashSession {
   #lastExitCode = 0
   #history: HistoryEntry[] = []
   #historyBase = 0
+  #historyBytes = 0
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
@@ -278,7 +291,11 @@ export class BashSession {
     this.commandTimeoutMs = options.commandTimeoutMs
     this.cleanEnv = options.cleanEnv ?? false
     this.createdAt = options.clock.now()
-    this.log = new OutputLog(this.#opts.scrollbackBytes, (full) => this.#setPaused(full))
+    this.log = new OutputLog(
+      this.#opts.scrollbackBytes,
+      (full) => this.#setPaused(full),
+      this.#opts.scrollbackBudget,
+    )
     this.ready = new Promise((resolve, reject) => {
       this.#resolveReady = resolve
       this.#rejectReady = reject
@@ -419,6 +436,11 @@ export class BashSession {
     return true
   }
 
+  /** Memory the history counts against `HISTORY_MAX_BYTES`. */
+  get historyBytes(): number {
+    return this.#historyBytes
+  }
+
   /** Every history entry matching the query, oldest first. */
   history(query: { prefix?: string; contains?: string; limit?: number } = {}): HistoryEntry[] {
     let entries = this.#history
@@ -516,8 +538,12 @@ export class BashSession {
         durationMs: null,
       }
       this.#history.push(run.history)
-      if (this.#history.length > HISTORY_LIMIT) {
-        this.#history.shift()
+      this.#historyBytes += historyEntryBytes(run.history)
+      while (
+        this.#history.length > 1 &&
+        (this.#history.length > HISTORY_LIMIT || this.#historyBytes > HISTORY_MAX_BYTES)
+      ) {
+        this.#historyBytes -= historyEntryBytes(this.#history.shift()!)
         this.#historyBase += 1
       }
     }

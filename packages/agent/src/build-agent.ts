@@ -4,6 +4,7 @@ import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
 import { ProcessTable } from './process-tree.ts'
+import { ScrollbackBudget } from './scrollback-budget.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { SessionManager } from './session-manager.ts'
 import type { SandboxUser, Spawn } from './spawner.ts'
@@ -26,6 +27,8 @@ export interface AgentDeps {
   tempRoot: string
   /** Output kept per session and per process for reattach. */
   scrollbackBytes?: number
+  /** Output kept by all sessions and processes together (default `AGENT_SCROLLBACK_BUDGET_BYTES`). */
+  scrollbackBudgetBytes?: number
   /** Time between the signals of a run's timeout. */
   killGraceMs?: number
   /** Most sessions open at once. */
@@ -43,6 +46,7 @@ export interface AgentDeps {
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
 export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: SessionManager } {
   const paths = new WorkspacePaths(deps.root)
+  const budget = new ScrollbackBudget(deps.scrollbackBudgetBytes)
   const sessions = new SessionManager({
     baseEnv: deps.baseEnv,
     root: deps.root,
@@ -54,6 +58,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     tempRoot: deps.tempRoot,
     ...(deps.sandboxUser === undefined ? {} : { sandboxGid: deps.sandboxUser.gid }),
     ...(deps.scrollbackBytes === undefined ? {} : { scrollbackBytes: deps.scrollbackBytes }),
+    scrollbackBudget: budget,
     ...(deps.killGraceMs === undefined ? {} : { killGraceMs: deps.killGraceMs }),
     ...(deps.maxSessions === undefined ? {} : { maxSessions: deps.maxSessions }),
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
@@ -61,7 +66,13 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
   const server: AgentServer = new AgentServer({
     paths,
     files: new WorkspaceFiles(paths, deps.sandboxUser === undefined ? {} : { owner: deps.sandboxUser }),
-    processes: new BackgroundProcesses(deps.spawn, deps.clock, deps.maxProcesses, deps.scrollbackBytes),
+    processes: new BackgroundProcesses(
+      deps.spawn,
+      deps.clock,
+      deps.maxProcesses,
+      deps.scrollbackBytes,
+      budget,
+    ),
     sessions,
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,

@@ -3,13 +3,18 @@
 // Model: every output byte of a session, stdout and stderr interleaved in arrival order, gets
 // the next position of one session-wide byte offset. Data events cover [offset, offset+len);
 // zero-length events (run start, run exit, closed) sit at one offset. The log holds at most
-// `maxBytes` of data and evicts the oldest events first; `startOffset` is the smallest offset
-// it can still replay from (zero-length events count as `EVENT_OVERHEAD_BYTES` each, so a log of
-// many silent runs stays bounded too). Subscribers receive every new event synchronously; a subscriber
-// that reports itself full asks the owner to stop producing (the session pauses bash's pipes)
-// until it resumes. With no subscriber, the log only records and evicts.
+// `maxBytes` and evicts the oldest events first; `startOffset` is the smallest offset it can
+// still replay from. Every record counts what it costs in memory, not only its data: a fixed
+// overhead (the event object, its buffer's objects, its numbers) plus its bytes and its run id,
+// so a log of many silent or tiny runs stays as bounded as one of large output.
+// Evicted records leave the backing array at once, so nothing outlives its eviction. Logs may
+// share a `ScrollbackBudget` that bounds their sum and evicts from the largest of them.
+// Subscribers receive every new event synchronously; a subscriber that reports itself full
+// asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
+// subscriber, the log only records and evicts.
 import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
+import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
 /** Output bytes; `runId` is null for output written while no run was active. */
 export interface DataEvent {
@@ -80,8 +85,28 @@ export interface LogSubscription {
 /** Called when the log's consumers become full (true) or all have room again (false). */
 export type PressureListener = (full: boolean) => void
 
-/** What a zero-length event counts for against the log's byte bound. */
-export const EVENT_OVERHEAD_BYTES = 64
+/**
+ * What a data record costs beyond its bytes and run id, counted against the log's byte bound:
+ * above the measured cost of its event object, Buffer, ArrayBuffer and native backing store
+ * (about 400 bytes on Node 24), so `heldBytes` bounds the memory the log really keeps.
+ */
+export const DATA_RECORD_OVERHEAD_BYTES = 512
+
+/** What a zero-length record (run start, run exit, closed) costs beyond its run id or reason. */
+export const EVENT_RECORD_OVERHEAD_BYTES = 128
+
+/** What `event` counts for against the log's byte bound. */
+export function recordBytes(event: LogEvent): number {
+  switch (event.type) {
+    case 'data':
+      return DATA_RECORD_OVERHEAD_BYTES + event.data.length + (event.runId?.length ?? 0)
+    case 'run-start':
+    case 'run-exit':
+      return EVENT_RECORD_OVERHEAD_BYTES + event.runId.length
+    case 'closed':
+      return EVENT_RECORD_OVERHEAD_BYTES + event.info.reason.length
+  }
+}
 
 interface Subscriber {
   listener: LogListener
@@ -89,10 +114,12 @@ interface Subscriber {
 }
 
 /** Bounded, offset-addressed event log with backpressured subscribers. */
-export class OutputLog {
+export class OutputLog implements BudgetedLog {
   readonly #maxBytes: number
   readonly #onPressure: PressureListener
-  #events: LogEvent[] = []
+  #budget: ScrollbackBudget | undefined
+  /** Held events from `#head` on; slots before it are cleared. */
+  #events: (LogEvent | undefined)[] = []
   #head = 0
   #bytes = 0
   #start = 0
@@ -100,10 +127,30 @@ export class OutputLog {
   #fullCount = 0
   readonly #subscribers = new Set<Subscriber>()
 
-  /** Keeps at most `maxBytes` of data; `onPressure` hears when consumers fill up and drain. */
-  constructor(maxBytes: number, onPressure: PressureListener = () => {}) {
+  /**
+   * Keeps at most `maxBytes`, and with a `budget` also gives up its oldest records when the
+   * budget's sum is over and this log is the largest; `onPressure` hears when consumers fill up
+   * and drain.
+   */
+  constructor(maxBytes: number, onPressure: PressureListener = () => {}, budget?: ScrollbackBudget) {
     this.#maxBytes = maxBytes
     this.#onPressure = onPressure
+    this.#budget = budget
+    budget?.join(this)
+  }
+
+  /** Leaves the shared budget, giving back everything held (the session or process is gone). */
+  release(): void {
+    this.#budget?.leave(this)
+    this.#budget = undefined
+  }
+
+  /** Evicts the oldest record (the shared budget asks); false when none is held. */
+  evictOldest(): boolean {
+    if (this.#head >= this.#events.length) return false
+    this.#evictOne()
+    this.#compact()
+    return true
   }
 
   /** The offset the next byte gets. */
@@ -116,9 +163,14 @@ export class OutputLog {
     return this.#start
   }
 
-  /** Bytes held: data plus the overhead of zero-length events. */
+  /** Bytes held: every record's data plus its overhead (see `recordBytes`). */
   get heldBytes(): number {
     return this.#bytes
+  }
+
+  /** Records held. */
+  get heldRecords(): number {
+    return this.#events.length - this.#head
   }
 
   /** Whether some subscriber is full. */
@@ -130,9 +182,7 @@ export class OutputLog {
   appendData(stream: StreamName, runId: string | null, data: Buffer): DataEvent {
     const event: DataEvent = { type: 'data', offset: this.#end, stream, runId, data }
     this.#end += data.length
-    this.#bytes += data.length
     this.#push(event)
-    this.#evict()
     return event
   }
 
@@ -145,7 +195,15 @@ export class OutputLog {
 
   /** Records a run exit at the current offset. */
   appendRunExit(exit: Omit<RunExitEvent, 'type' | 'offset'>): RunExitEvent {
-    const event: RunExitEvent = { type: 'run-exit', offset: this.#end, ...exit }
+    const event: RunExitEvent = {
+      type: 'run-exit',
+      offset: this.#end,
+      runId: exit.runId,
+      exitCode: exit.exitCode,
+      timedOut: exit.timedOut,
+      durationMs: exit.durationMs,
+    }
+    if (exit.oomKilled !== undefined) event.oomKilled = exit.oomKilled
     this.#push(event)
     return event
   }
@@ -220,10 +278,11 @@ export class OutputLog {
 
   #push(event: LogEvent): void {
     this.#events.push(event)
-    if (event.type !== 'data') {
-      this.#bytes += EVENT_OVERHEAD_BYTES
-      this.#evict()
-    }
+    const bytes = recordBytes(event)
+    this.#bytes += bytes
+    this.#budget?.adjust(bytes)
+    this.#evict()
+    this.#budget?.enforce()
     for (const sub of this.#subscribers) {
       const room = sub.listener(event)
       if (!room) this.#setFull(sub, true)
@@ -241,26 +300,42 @@ export class OutputLog {
   }
 
   #evict(): void {
-    while (this.#bytes > this.#maxBytes && this.#head < this.#events.length) {
-      const e = this.#events[this.#head]!
-      this.#head += 1
-      if (e.type === 'data') {
-        this.#bytes -= e.data.length
-        this.#start = e.offset + e.data.length
-      } else {
-        this.#bytes -= EVENT_OVERHEAD_BYTES
-        this.#start = Math.max(this.#start, e.offset)
-      }
+    while (this.#bytes > this.#maxBytes && this.#head < this.#events.length) this.#evictOne()
+    this.#compact()
+  }
+
+  /** Evicts the oldest record, then the zero-length records that no held byte follows any more. */
+  #evictOne(): void {
+    const e = this.#dropHead()
+    this.#start = Math.max(this.#start, e.type === 'data' ? e.offset + e.data.length : e.offset)
+    for (
+      let next = this.#events[this.#head];
+      next !== undefined && next.type !== 'data' && next.offset < this.#start;
+    ) {
+      this.#dropHead()
+      next = this.#events[this.#head]
     }
-    while (this.#head < this.#events.length) {
-      const e = this.#events[this.#head]!
-      if (e.type === 'data' || e.offset >= this.#start) break
-      this.#head += 1
-      this.#bytes -= EVENT_OVERHEAD_BYTES
-    }
-    if (this.#head > 1024 && this.#head * 2 > this.#events.length) {
+  }
+
+  /** Drops the cleared slots once they are half the array (or all of it). */
+  #compact(): void {
+    if (this.#head === this.#events.length) {
+      this.#events = []
+      this.#head = 0
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#events.length) {
       this.#events = this.#events.slice(this.#head)
       this.#head = 0
     }
+  }
+
+  /** Removes the oldest held record, clearing its slot so it is garbage at once. */
+  #dropHead(): LogEvent {
+    const e = this.#events[this.#head]!
+    this.#events[this.#head] = undefined
+    this.#head += 1
+    const bytes = recordBytes(e)
+    this.#bytes -= bytes
+    this.#budget?.adjust(-bytes)
+    return e
   }
 }

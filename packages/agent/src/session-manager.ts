@@ -27,6 +27,7 @@ import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { LogEvent } from './output-log.ts'
 import type { ProcessTable } from './process-tree.ts'
+import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { buildSessionEnv } from './session-env.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
@@ -53,6 +54,8 @@ export interface SessionManagerOptions {
   sandboxGid?: number
   /** Output kept per session for reattach. */
   scrollbackBytes?: number
+  /** The agent-wide bound on all scrollback together. */
+  scrollbackBudget?: ScrollbackBudget
   /** Most sessions at once. */
   maxSessions?: number
   /** Largest timeout a session default may have. */
@@ -132,6 +135,7 @@ export class SessionManager implements SessionService {
       tempRoot: o.tempRoot,
       ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
       ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
+      ...(o.scrollbackBudget === undefined ? {} : { scrollbackBudget: o.scrollbackBudget }),
       ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
       ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
       ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
@@ -308,6 +312,7 @@ export class SessionManager implements SessionService {
     }
     this.#sessions.delete(id)
     await session.dispose()
+    session.log.release()
   }
 
   /** The cwd and exported variables of a session's shell. */
@@ -324,6 +329,7 @@ export class SessionManager implements SessionService {
     const sessions = [...this.#sessions.values()]
     this.#sessions.clear()
     await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
+    for (const s of sessions) s.log.release()
   }
 
   async #env(session: BashSession): Promise<Record<string, string>> {

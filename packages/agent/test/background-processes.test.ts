@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { BackgroundProcesses } from '../src/background-processes.ts'
 import { systemClock } from '../src/clock.ts'
 import type { LogEvent } from '../src/output-log.ts'
+import { ScrollbackBudget } from '../src/scrollback-budget.ts'
 import { nodeSpawn as spawn } from '../src/spawner.ts'
 
 const cwd = mkdtempSync(join(tmpdir(), 'conch-proc-'))
@@ -78,5 +79,24 @@ describe('background processes', () => {
       })
     })
     expect(seen.join('')).toBe('a\nb\n')
+  })
+})
+
+describe('bounded memory: finished processes', () => {
+  it('forgets the oldest finished processes past the bound, with their output', async () => {
+    const budget = new ScrollbackBudget(1 << 20)
+    const many = new BackgroundProcesses(spawn, systemClock, 4, 4096, budget)
+    const ids: string[] = []
+    for (let i = 0; i < 70; i++) {
+      const p = many.start({ command: `echo ${i}`, cwd, env })
+      ids.push(p.id)
+      await many.wait(p.id)
+    }
+    expect(many.size).toBe(64)
+    expect(() => many.get(ids[0]!)).toThrow(expect.objectContaining({ code: 'PROCESS_NOT_FOUND' }))
+    expect(many.output(ids[69]!).stdout.toString()).toBe('69\n')
+    // The forgotten processes' logs left the budget: only 64 logs, and only their bytes.
+    expect(budget.logs).toBe(64)
+    expect(budget.heldBytes).toBeLessThan(64 * 4096)
   })
 })

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect } from 'vitest'
 import { ShellClosedError } from '../src/agent-error.ts'
+import { HISTORY_MAX_BYTES } from '../src/bash-session.ts'
 import { isAlive, nextEvent, sh, test, untilTicksPassStartOf } from './fixtures.ts'
 
 describe('promise 1: exact output', () => {
@@ -420,5 +421,24 @@ describe('promise 12: scrollback', () => {
     await sh(s, 'true')
     const r = await sh(s, 'cat /proc/self/cmdline >/dev/null; echo done')
     expect(r.out).toBe('done\n')
+  })
+})
+
+describe('bounded memory: history', () => {
+  test('keeps the history within its byte cap and drops the oldest commands first', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    const big = (i: number) => `: ${String(i).padStart(3, '0')}${'x'.repeat(200_000)}`
+    for (let i = 0; i < 8; i++) expect((await sh(s, big(i))).exitCode).toBe(0)
+    await sh(s, 'echo last')
+    const entries = s.history()
+    expect(s.historyBytes).toBeLessThanOrEqual(HISTORY_MAX_BYTES)
+    expect(entries.length).toBeLessThan(9)
+    expect(entries.at(-1)?.command).toBe('echo last')
+    expect(entries.at(-2)?.command).toBe(big(7))
+    // Indexes stay stable: the first entry kept is the one after the last dropped.
+    expect(entries[0]?.index).toBe(9 - entries.length)
+    expect(s.historyEntry(0)).toBeNull()
   })
 })

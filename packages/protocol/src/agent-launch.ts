@@ -1,7 +1,7 @@
 import { z } from 'zod'
 
 // How a driver starts an agent. The driver runs the agent bundle (`conch-agent.mjs`: the agent's
-// entry `@conch/agent/main` with the protocol and zod, built by esbuild) detached from the runner,
+// entry `@conch/agent/main` with the protocol and zod, built by esbuild) after `AGENT_NODE_FLAGS`, detached from the runner,
 // with the arguments below, and with an environment that is exactly the sandbox's base environment
 // (never the runner's own: it holds secrets). The agent gives that environment, minus
 // `CONCH_AGENT_*` variables, to sessions that do not ask for `cleanEnv`. The driver creates the
@@ -10,6 +10,26 @@ import { z } from 'zod'
 // such as into gVisor, a root-only file the agent deletes once read); the agent reads it at start.
 // The agent outlives its runner: it keeps serving, and a new runner connection that proves the
 // secret replaces the previous one.
+
+/**
+ * Node flags every driver starts the agent with, before its entry file. The agent is one small
+ * process per sandbox that lives for hours, so its heap is sized for that:
+ * - `--max-semi-space-size=1`: a 1 MiB young generation. Runs allocate short-lived objects
+ *   quickly; by default the young generation grows to 16 MiB per semi-space and stays
+ *   committed, and more survivors reach the old space between full collections.
+ * - `--max-old-space-size=192`: a cap well inside the 256 MiB the sandbox's memory cgroup
+ *   keeps for the agent, so a runaway heap ends with V8's "JavaScript heap out of memory" in
+ *   the agent's log rather than an anonymous OOM kill; a cap this small also makes V8 grow the
+ *   heap in small steps.
+ * - `--v8-pool-size=1`: one V8 worker thread instead of one per core; each thread brings its
+ *   own malloc arena.
+ * Measured figures are in docs/MEMORY.md.
+ */
+export const AGENT_NODE_FLAGS: readonly string[] = [
+  '--max-semi-space-size=1',
+  '--max-old-space-size=192',
+  '--v8-pool-size=1',
+]
 
 const Fd = z.coerce.number().int().min(3)
 

@@ -69,6 +69,8 @@ export const AGENT_METHODS = {
       agentVersion: z.string(),
       startedAt: z.number(),
       rssBytes: z.number(),
+      /** V8 heap in use; after a full GC when the agent runs with `--expose-gc` (tests). */
+      heapUsedBytes: z.number().optional(),
       sessions: z.number().int(),
       workdir: z.string(),
     }),

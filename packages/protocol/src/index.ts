@@ -27,7 +27,13 @@ export {
   LinkPong,
   LinkProof,
 } from './agent-frames.ts'
-export { AGENT_ENV_PREFIX, AgentArgs, argvToRecord, WORKSPACE_PATH } from './agent-launch.ts'
+export {
+  AGENT_ENV_PREFIX,
+  AGENT_NODE_FLAGS,
+  AgentArgs,
+  argvToRecord,
+  WORKSPACE_PATH,
+} from './agent-launch.ts'
 export {
   AGENT_DATA_ENCODING,
   AGENT_METHODS,

@@ -5,6 +5,7 @@
 // read), the OOM counter the preload writes, and `config.json` from oci-spec.ts.
 import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
 import { type AgentRuntime, GUEST_RUNTIME_DIR } from './agent-runtime.ts'
 import { GUEST_OOM_EVENTS, GUEST_PRELOAD_PATH, GUEST_PROCESS_MEMORY_FILE } from './gvisor-preload.ts'
@@ -125,6 +126,7 @@ export function writeGvisorBundle(input: GvisorBundleInput): string {
   }
   const agent = [
     runtime.node,
+    ...AGENT_NODE_FLAGS,
     runtime.entry,
     '--socket',
     `${GUEST_LINK_DIR}/agent.sock`,

@@ -7,6 +7,7 @@ import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits } from '@conch/protocol'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { locateAgentBundle } from './agent-bundle.ts'
@@ -97,6 +98,7 @@ export class LocalDriver implements SandboxDriver {
       const child = spawn(
         this.#nodePath,
         [
+          ...AGENT_NODE_FLAGS,
           entry,
           '--listenFd',
           '3',

@@ -33,6 +33,7 @@ import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
@@ -222,6 +223,7 @@ export class NamespaceDriver implements SandboxDriver {
       }
       const agent = [
         runtime.node,
+        ...AGENT_NODE_FLAGS,
         runtime.entry,
         '--listenFd',
         '4',
