@@ -54,6 +54,7 @@ export {
   SERVER_FRAME_TYPES,
   ServerFrame,
   ServerHello,
+  ShellAck,
   ShellClosed,
   ShellErr,
   ShellExit,

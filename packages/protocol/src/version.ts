@@ -13,6 +13,7 @@ export const Capability = z.enum([
   'heartbeat',
   'pipelining',
   'credit',
+  'output_ack',
 ])
 /** One capability name. */
 export type Capability = z.infer<typeof Capability>

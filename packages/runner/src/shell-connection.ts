@@ -8,7 +8,10 @@
 // clients can watch one shell; their runs queue in the agent. A client that goes away only
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
 // and offset. Output credit goes back to the agent only while the socket's send buffer is
-// small, so a slow client slows the command and the runner's memory stays bounded.
+// small and, for a client that acknowledges output (`output_ack` in its hello), while less than
+// its window of output is unacknowledged: a slow client slows the command (and, since the agent
+// pauses bash for its slowest subscriber, every client of the session), and the runner holds at
+// most one agent channel window per socket.
 //
 // Run ids are the client's, scoped to its socket: the shell session registry gives each run an
 // id on the agent link that no other run in flight in the session has, and frames carry the
@@ -23,6 +26,7 @@ import {
   CAPABILITIES,
   CLIENT_FRAME_TYPES,
   ClientFrame,
+  LIMITS,
   PROTOCOL_VERSION,
   parseJsonFrame,
   type ServerFrame,
@@ -104,6 +108,12 @@ export class ShellConnection {
   #early: (string | null)[] | null = []
   #earlyBytes = 0
   #held = 0
+  /** The client's window of unacknowledged output; 0 when it does not acknowledge. */
+  #ackWindow = 0
+  /** Log offset up to which the client has acknowledged output. */
+  #acked = 0
+  /** Log offset after the last output byte forwarded to the client. */
+  #sentEnd = 0
   #closed = false
   #shellClosed: WireError | null = null
   #alive = true
@@ -217,10 +227,11 @@ export class ShellConnection {
         message: `session ${sessionId} is closed: ${info.closed.reason}`,
       }
     }
+    this.#sentEnd = this.#query.offset ?? info.offset
     this.#send({
       type: 'shell_ready',
       sessionId,
-      offset: this.#query.offset ?? info.offset,
+      offset: this.#sentEnd,
       encoding: this.#decoder.encoding,
       running: info.running,
     })
@@ -238,6 +249,7 @@ export class ShellConnection {
           this.#lastRunShown[stream] = this.#shownId(run) ?? null
         }
         this.#lastOffset[stream] = offset + n
+        if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
         const data = this.#decoder.decode(stream, event.payload)
         if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
@@ -343,17 +355,25 @@ export class ShellConnection {
     return own
   }
 
-  /** Grants credit now while the socket drains; otherwise holds it until a send completes. */
+  /**
+   * Grants credit now while the socket drains and the client has room in its window;
+   * otherwise holds it until a send completes or an ack arrives.
+   */
   #credit(n: number): void {
-    if (this.#held === 0 && this.#ws.bufferedAmount < HIGH_WATER_BYTES) {
+    if (this.#held === 0 && this.#canGrant()) {
       this.#channel?.release(n)
       return
     }
     this.#held += n
   }
 
+  #canGrant(): boolean {
+    if (this.#ws.bufferedAmount >= HIGH_WATER_BYTES) return false
+    return this.#ackWindow === 0 || this.#sentEnd - this.#acked < this.#ackWindow
+  }
+
   #maybeRelease(): void {
-    if (this.#held > 0 && this.#ws.bufferedAmount < HIGH_WATER_BYTES) {
+    if (this.#held > 0 && this.#canGrant()) {
       const n = this.#held
       this.#held = 0
       this.#channel?.release(n)
@@ -430,7 +450,17 @@ export class ShellConnection {
         return
       case 'pong':
         return
+      case 'ack':
+        // The latest ack counts, even a lower one: a reconnecting client states what it still holds.
+        if (this.#ackWindow === 0) return
+        this.#acked = Math.min(frame.offset, this.#sentEnd)
+        this.#maybeRelease()
+        return
       case 'hello':
+        if (frame.capabilities?.includes('output_ack') && this.#ackWindow === 0) {
+          this.#ackWindow = frame.windowBytes ?? LIMITS.clientWindowBytes
+          this.#acked = this.#sentEnd
+        }
         if (frame.protocolVersion > PROTOCOL_VERSION) {
           this.#sendError(
             null,

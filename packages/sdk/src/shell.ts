@@ -1,4 +1,4 @@
-import { BEARER_SUBPROTOCOL_PREFIX, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import { BEARER_SUBPROTOCOL_PREFIX, LIMITS, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
 import { asyncDispose } from './async-dispose.ts'
 import { AsyncQueue } from './async-queue.ts'
 import { decodeBase64, encodeBase64 } from './base64.ts'
@@ -13,6 +13,7 @@ import {
 } from './conch-error.ts'
 import { errorFromWire } from './error-from-wire.ts'
 import { OutputBuffer } from './output-buffer.ts'
+import { OutputFlow } from './output-flow.ts'
 import type { HistoryEntry, SessionInfo } from './resource-info.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import type { IncomingFrame } from './server-frame.ts'
@@ -30,13 +31,24 @@ import type { WebSocketConstructor } from './web-socket-like.ts'
 // reconnect: the shell asks the runner whether its queue is empty and, if so, sends them again
 // (they never arrived). Output is carried as base64 and kept as bytes; text is decoded once at
 // the end for the result, and with a streaming decoder per stream for callbacks, so a
-// multi-byte character split across frames arrives whole.
+// multi-byte character split across frames arrives whole. Output a consumer has not taken yet
+// (a `stream()` reader behind, a callback's promise pending) is held, and the shell acknowledges
+// only what was consumed (`output_ack`), so a slow consumer slows the command.
 
 const SDK_PROTOCOL_VERSION: typeof PROTOCOL_VERSION = 1
 const CLIENT_HELLO = JSON.stringify({
   type: 'hello',
   protocolVersion: SDK_PROTOCOL_VERSION,
-  capabilities: ['shell', 'reattach', 'interrupt', 'stdin', 'base64', 'heartbeat', 'pipelining'],
+  capabilities: [
+    'shell',
+    'reattach',
+    'interrupt',
+    'stdin',
+    'base64',
+    'heartbeat',
+    'pipelining',
+    'output_ack',
+  ],
 })
 const EMPTY = new Uint8Array(0)
 const textDecoder = new TextDecoder()
@@ -60,10 +72,13 @@ export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
   signal?: AbortSignal
   /** `utf8` text (default) or `binary` bytes, lossless. */
   encoding?: E
-  /** Called with each stdout chunk as it arrives (whole characters in text mode). */
-  onStdout?: (chunk: OutputOf<E>) => void
-  /** Called with each stderr chunk as it arrives. */
-  onStderr?: (chunk: OutputOf<E>) => void
+  /**
+   * Called with each stdout chunk as it arrives (whole characters in text mode). A returned
+   * promise holds back later chunks, and the command with them, until it settles.
+   */
+  onStdout?: (chunk: OutputOf<E>) => unknown
+  /** Called with each stderr chunk as it arrives; a returned promise holds back later chunks. */
+  onStderr?: (chunk: OutputOf<E>) => unknown
 }
 
 /**
@@ -122,9 +137,12 @@ interface StartOptions {
   stdin?: string | Uint8Array | undefined
   signal?: AbortSignal | undefined
   binary: boolean
-  onStdout?: ((chunk: string | Uint8Array) => void) | undefined
-  onStderr?: ((chunk: string | Uint8Array) => void) | undefined
+  onStdout?: OutputCallback | undefined
+  onStderr?: OutputCallback | undefined
 }
+
+/** A run's output callback with the encoding resolved. */
+type OutputCallback = (chunk: string | Uint8Array) => unknown
 
 /** Resolves public run options; the callbacks receive bytes exactly when `binary` is set. */
 function toStartOptions(options: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'>): StartOptions {
@@ -149,8 +167,10 @@ interface Run {
   timeoutMs: number | undefined
   stdout: OutputBuffer | null
   stderr: OutputBuffer | null
-  onStdout: ((chunk: string | Uint8Array) => void) | undefined
-  onStderr: ((chunk: string | Uint8Array) => void) | undefined
+  onStdout: OutputCallback | undefined
+  onStderr: OutputCallback | undefined
+  /** Settles when the callbacks' pending promises have; null when none is pending. */
+  chain: Promise<void> | null
   outDecoder: InstanceType<typeof TextDecoder> | null
   errDecoder: InstanceType<typeof TextDecoder> | null
   /** `performance.now()` after which the client stops waiting for the run's end; 0 before it starts. */
@@ -209,6 +229,9 @@ export class Shell {
   #sweep: ReturnType<typeof setInterval> | undefined
   #pongWaiters = new Map<number, Waiter>()
   #attach: { resolve: () => void; reject: (err: unknown) => void } | null = null
+  readonly #flow = new OutputFlow(LIMITS.clientWindowBytes, (offset) => {
+    this.#conn.send(`{"type":"ack","offset":${offset}}`)
+  })
 
   /** @internal Use `sb.shell()` or `sb.reattachShell()`. */
   constructor(init: ShellInit) {
@@ -306,6 +329,15 @@ export class Shell {
     return this.#offset
   }
 
+  /**
+   * Output bytes this shell has received that a `stream()` reader or a callback's promise has
+   * not taken yet. A runner with `output_ack` keeps it within about two windows
+   * (`LIMITS.clientWindowBytes` plus the agent's channel window).
+   */
+  get bufferedBytes(): number {
+    return this.#flow.heldBytes
+  }
+
   /** What the runner last reported about the session. */
   get info(): SessionInfo {
     return this.#session.info
@@ -367,8 +399,8 @@ export class Shell {
       {
         ...options,
         binary: options.encoding === 'binary',
-        onStdout: (data) => queue.push({ type: 'stdout', data }),
-        onStderr: (data) => queue.push({ type: 'stderr', data }),
+        onStdout: (data) => new Promise<void>((taken) => queue.push({ type: 'stdout', data }, taken)),
+        onStderr: (data) => new Promise<void>((taken) => queue.push({ type: 'stderr', data }, taken)),
       },
       false,
     )
@@ -392,6 +424,8 @@ export class Shell {
     const iterator: AsyncIterableIterator<ShellEvent<string | Uint8Array>> = {
       next: () => queue.next(),
       return: async () => {
+        queue.end()
+        queue.drain()
         if (!finished) {
           this.#conn.send(JSON.stringify({ type: 'shell_interrupt', id }))
           await promise.catch(() => {})
@@ -498,6 +532,7 @@ export class Shell {
         stderr: null,
         onStdout: options.onStdout,
         onStderr: options.onStderr,
+        chain: null,
         outDecoder: null,
         errDecoder: null,
         deadlineAt: 0,
@@ -564,6 +599,7 @@ export class Shell {
       }
       case 'shell_ready': {
         this.#encoding = frame.encoding
+        this.#flow.attached(frame.offset)
         if (!this.#hasOffset) {
           this.#offset = frame.offset
           this.#hasOffset = true
@@ -608,6 +644,10 @@ export class Shell {
         return
       }
       case 'hello':
+        this.#flow.negotiated(
+          frame.capabilities.includes('output_ack'),
+          this.#hasOffset ? this.#offset : null,
+        )
         if (frame.protocolVersion !== SDK_PROTOCOL_VERSION) {
           this.#closeAll(
             new ConchErrorClass(
@@ -628,12 +668,17 @@ export class Shell {
     if (this.#hasOffset && end <= this.#offset && bytes.length > 0) return
     if (this.#hasOffset && offset < this.#offset) bytes = bytes.subarray(this.#offset - offset)
     this.#advance(end)
+    const start = end - bytes.length
     const run = runId === null ? undefined : this.#runs.get(runId)
     if (!run) {
-      this.#onOutput?.({ runId, stream, data: bytes, offset: end - bytes.length })
+      this.#flow.received(end)
+      this.#onOutput?.({ runId, stream, data: bytes, offset: start })
       return
     }
-    if (run.state === 'done' || bytes.length === 0) return
+    if (run.state === 'done' || bytes.length === 0) {
+      this.#flow.received(end)
+      return
+    }
     if (run.state !== 'started') this.#started(run)
     if (run.keep) {
       if (stream === 'stdout') {
@@ -645,7 +690,10 @@ export class Shell {
       }
     }
     const callback = stream === 'stdout' ? run.onStdout : run.onStderr
-    if (!callback) return
+    if (!callback) {
+      this.#flow.received(end)
+      return
+    }
     let chunk: string | Uint8Array = bytes
     if (!run.binary) {
       let decoder: InstanceType<typeof TextDecoder>
@@ -657,13 +705,51 @@ export class Shell {
         decoder = run.errDecoder
       }
       chunk = decoder.decode(bytes, { stream: true })
-      if (chunk === '') return
+      if (chunk === '') {
+        this.#flow.received(end)
+        return
+      }
     }
-    try {
-      callback(chunk)
-    } catch (err) {
-      this.#fail(run, err)
+    this.#deliver(run, callback, chunk, start, end)
+  }
+
+  /**
+   * Hands a chunk to a run's callback. While a promise a callback returned is pending, later
+   * chunks wait behind it and stay held, so the runner stops once a window is unconsumed.
+   */
+  #deliver(run: Run, callback: OutputCallback, chunk: string | Uint8Array, start: number, end: number): void {
+    const call = (): unknown => {
+      try {
+        return callback(chunk)
+      } catch (err) {
+        this.#fail(run, err)
+        return undefined
+      }
     }
+    let pending: Promise<void>
+    if (run.chain) {
+      pending = run.chain.then(call).then(() => undefined)
+    } else {
+      const returned = call()
+      if (!isPromiseLike(returned)) {
+        this.#flow.received(end)
+        return
+      }
+      pending = Promise.resolve(returned).then(() => undefined)
+    }
+    const release = this.#flow.hold(start, end)
+    const chain: Promise<void> = pending.then(
+      () => {
+        release()
+        if (run.chain === chain) run.chain = null
+      },
+      (err: unknown) => {
+        release()
+        if (run.chain === chain) run.chain = null
+        this.#fail(run, err)
+      },
+    )
+    run.chain = chain
   }
 
   #advance(offset: number): void {
@@ -707,6 +793,18 @@ export class Shell {
   ): void {
     run.state = 'done'
     this.#runs.delete(run.id)
+    if (run.abandoned) return
+    if (run.chain) {
+      void run.chain.then(() => this.#complete(run, exit))
+      return
+    }
+    this.#complete(run, exit)
+  }
+
+  #complete(
+    run: Run,
+    exit: { code: number; timedOut: boolean; oomKilled?: boolean; durationMs: number },
+  ): void {
     if (run.abandoned) return
     try {
       const outTail = run.outDecoder?.decode()
@@ -881,6 +979,12 @@ export class Shell {
   #throwIfClosed(): void {
     if (this.#closedError) throw this.#closedError
   }
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as PromiseLike<unknown>).then === 'function'
+  )
 }
 
 function asConchError(err: unknown): ConchError {

@@ -213,6 +213,8 @@ export class FakeRunner {
   connections = 0
   /** Query strings of the shell connections, in order. */
   readonly shellUrls: string[] = []
+  /** The `type` of every frame clients sent, in order. */
+  readonly clientFrameTypes: string[] = []
   url = ''
   readonly #server = createServer((req, res) => void this.#rest(req, res))
   readonly #wss = new WebSocketServer({
@@ -339,6 +341,7 @@ export class FakeRunner {
       return
     }
     const frame = parsed.data
+    this.clientFrameTypes.push(frame.type)
     switch (frame.type) {
       case 'shell_run':
         if (this.loseNextRun) {
@@ -360,6 +363,7 @@ export class FakeRunner {
         return
       case 'hello':
       case 'pong':
+      case 'ack':
         return
     }
   }

@@ -132,6 +132,30 @@ describe('Shell', () => {
     ])
   })
 
+  test('sends no acks to a runner without output_ack, and a slow reader still gets every byte', async ({
+    sb,
+    runner,
+  }) => {
+    const chunk = new Uint8Array(64 * 1024).fill(0x61)
+    runner.script = (_c, io) => {
+      for (let i = 0; i < 64; i++) io.out(chunk)
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    let bytes = 0
+    let held = 0
+    for await (const ev of sh.stream('x', { encoding: 'binary' })) {
+      held = Math.max(held, sh.bufferedBytes)
+      if (ev.type === 'stdout') bytes += ev.data.length
+      await new Promise((r) => setTimeout(r, 1))
+    }
+    expect(bytes).toBe(64 * chunk.length)
+    // Without the capability the reader cannot slow the runner: the output waits in the client.
+    expect(held).toBeGreaterThan(32 * chunk.length)
+    expect(runner.clientFrameTypes).not.toContain('ack')
+    expect(sh.bufferedBytes).toBe(0)
+  })
+
   test('interrupts the command when the stream consumer stops early', async ({ sb, runner }) => {
     runner.script = async (command, io, session) => {
       if (command !== 'x') return defaultScript(command, io, session)
