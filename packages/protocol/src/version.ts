@@ -14,6 +14,7 @@ export const Capability = z.enum([
   'pipelining',
   'credit',
   'output_ack',
+  'binary_output',
 ])
 /** One capability name. */
 export type Capability = z.infer<typeof Capability>

@@ -29,7 +29,8 @@ import type { WebSocketConstructor } from './web-socket-like.ts'
 // connection reconnects with `?offset=` and the replay completes the in-flight run as if
 // nothing happened. Runs that were sent but not seen to start are reconciled after a
 // reconnect: the shell asks the runner whether its queue is empty and, if so, sends them again
-// (they never arrived). Output is carried as base64 and kept as bytes; text is decoded once at
+// (they never arrived). Output is carried as binary frames (base64 in JSON from a runner
+// without `binary_output`) and kept as bytes; text is decoded once at
 // the end for the result, and with a streaming decoder per stream for callbacks, so a
 // multi-byte character split across frames arrives whole. Output a consumer has not taken yet
 // (a `stream()` reader behind, a callback's promise pending) is held, and the shell acknowledges
@@ -48,6 +49,7 @@ const CLIENT_HELLO = JSON.stringify({
     'heartbeat',
     'pipelining',
     'output_ack',
+    'binary_output',
   ],
 })
 const EMPTY = new Uint8Array(0)
@@ -261,6 +263,7 @@ export class Shell {
       policy: init.policy,
       events: {
         onFrame: (frame) => this.#onFrame(frame),
+        onOutput: (frame) => this.#onData(frame.stream, frame.id, frame.data, frame.offset),
         onBadFrame: (message) =>
           this.#closeAll(
             new ConchErrorClass(
@@ -582,7 +585,12 @@ export class Shell {
     switch (frame.type) {
       case 'shell_out':
       case 'shell_err':
-        this.#onData(frame.type === 'shell_out' ? 'stdout' : 'stderr', frame.id, frame.data, frame.offset)
+        this.#onData(
+          frame.type === 'shell_out' ? 'stdout' : 'stderr',
+          frame.id,
+          this.#encoding === 'base64' ? decodeBase64(frame.data) : textEncoder.encode(frame.data),
+          frame.offset,
+        )
         return
       case 'shell_start': {
         this.#advance(frame.offset)
@@ -662,8 +670,8 @@ export class Shell {
     }
   }
 
-  #onData(stream: 'stdout' | 'stderr', runId: string | null, data: string, offset: number): void {
-    let bytes = this.#encoding === 'base64' ? decodeBase64(data) : textEncoder.encode(data)
+  #onData(stream: 'stdout' | 'stderr', runId: string | null, data: Uint8Array, offset: number): void {
+    let bytes = data
     const end = offset + bytes.length
     if (this.#hasOffset && end <= this.#offset && bytes.length > 0) return
     if (this.#hasOffset && offset < this.#offset) bytes = bytes.subarray(this.#offset - offset)

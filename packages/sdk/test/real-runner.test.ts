@@ -76,6 +76,21 @@ describe('against the real runner', () => {
     expect((await sh.run('echo still here')).stdout).toBe('still here\n')
   })
 
+  test('gets output as binary frames from a runner with binary_output', async ({ sb, sockets }) => {
+    await using sh = await sb.shell()
+    const socket = sockets.at(-1)
+    let binary = 0
+    let json = 0
+    socket?.on('message', (data, isBinary) => {
+      if (isBinary) binary++
+      else if (String(data).includes('"shell_out"')) json++
+    })
+    const r = await sh.run("printf '\\x00\\xff'", { encoding: 'binary' })
+    expect(r.stdout).toEqual(new Uint8Array([0, 0xff]))
+    expect(binary).toBeGreaterThan(0)
+    expect(json).toBe(0)
+  })
+
   test('runs 100 concurrent commands in call order', async ({ sb }) => {
     await using sh = await sb.shell()
     await sh.run('n=0')
