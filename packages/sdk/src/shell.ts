@@ -1,23 +1,16 @@
-import { BEARER_SUBPROTOCOL_PREFIX, LIMITS, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import { BEARER_SUBPROTOCOL_PREFIX, LIMITS, SHELL_SUBPROTOCOL } from '@conch/protocol'
 import { asyncDispose } from './async-dispose.ts'
 import { AsyncQueue } from './async-queue.ts'
-import { decodeBase64 } from './base64.ts'
 import type { CommandResult, OutputEncoding } from './command-result.ts'
-import {
-  type ConchError,
-  ConchError as ConchErrorClass,
-  ConnectionError,
-  ShellClosedError,
-} from './conch-error.ts'
-import { errorFromWire } from './error-from-wire.ts'
+import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from './conch-error.ts'
 import { OutputFlow } from './output-flow.ts'
 import type { HistoryEntry, SessionInfo } from './resource-info.ts'
 import { RunLedger } from './run-ledger.ts'
-import type { IncomingFrame } from './server-frame.ts'
 import type { HistoryQuery, Session } from './session.ts'
 import type { SessionAliases } from './session-aliases.ts'
 import type { SessionEnv } from './session-env.ts'
 import { type ConnectionPolicy, ShellConnection } from './shell-connection.ts'
+import { SDK_PROTOCOL_VERSION, ShellFrameRouter } from './shell-frame-router.ts'
 import { ShellResume } from './shell-resume.ts'
 import {
   type ShellEvent,
@@ -28,19 +21,14 @@ import {
 } from './shell-run-options.ts'
 import type { WebSocketConstructor } from './web-socket-like.ts'
 
-// A shell is one session's bash seen through a WebSocket: this file is its public surface and
-// routes the runner's frames. Runs are sent the moment they are called (pipelined) and matched
-// to frames by run id (run-ledger.ts); the runner executes them FIFO. The shell tracks the byte
-// offset of the last output it has seen, so when the socket drops the connection reconnects
-// with `?offset=` and the replay completes the in-flight run as if nothing happened; runs sent
-// but not seen to start are reconciled after a reconnect (shell-resume.ts). Output is carried as binary frames (base64 in JSON from a runner
-// without `binary_output`) and kept as bytes; text is decoded once at
-// the end for the result, and with a streaming decoder per stream for callbacks, so a
-// multi-byte character split across frames arrives whole. Output a consumer has not taken yet
-// (a `stream()` reader behind, a callback's promise pending) is held, and the shell acknowledges
-// only what was consumed (`output_ack`), so a slow consumer slows the command.
+// A shell is one session's bash seen through a WebSocket; this file is its public surface.
+// Runs are sent the moment they are called (pipelined) and matched to frames by run id
+// (run-ledger.ts); the runner executes them FIFO. Frames are routed by shell-frame-router.ts.
+// The shell tracks the log offset of the last output it has seen, so after a drop the
+// connection resumes from it and the in-flight run completes as if nothing happened
+// (shell-resume.ts). Output a consumer has not taken yet is held, and only consumed output is
+// acknowledged (`output_ack`, output-flow.ts), so a slow consumer slows the command.
 
-const SDK_PROTOCOL_VERSION: typeof PROTOCOL_VERSION = 1
 const CLIENT_HELLO = JSON.stringify({
   type: 'hello',
   protocolVersion: SDK_PROTOCOL_VERSION,
@@ -56,7 +44,6 @@ const CLIENT_HELLO = JSON.stringify({
     'binary_output',
   ],
 })
-const textEncoder = new TextEncoder()
 
 /** What a shell needs from its sandbox. @internal */
 export interface ShellInit {
@@ -98,17 +85,14 @@ export class Shell {
   readonly #session: Session
   readonly #conn: ShellConnection
   readonly #owned: boolean
-  readonly #onOutput: ((output: ShellOutput) => void) | undefined
   readonly #onClose: (() => void) | undefined
   readonly #flow = new OutputFlow(LIMITS.clientWindowBytes, (offset) => {
     this.#conn.send(`{"type":"ack","offset":${offset}}`)
   })
   readonly #ledger: RunLedger
   readonly #resume: ShellResume
-  #attached = false
-  #encoding: 'utf8' | 'base64' = 'base64'
   #closedError: ConchError | null = null
-  #attach: { resolve: () => void; reject: (err: unknown) => void } | null = null
+  readonly #frames: ShellFrameRouter
 
   /** @internal Use `sb.shell()` or `sb.reattachShell()`. */
   constructor(init: ShellInit) {
@@ -118,7 +102,6 @@ export class Shell {
     this.env = init.session.env
     this.aliases = init.session.aliases
     this.#owned = init.owned
-    this.#onOutput = init.onOutput
     this.#onClose = init.onClose
     const send = (frame: string): boolean => this.#conn.send(frame)
     this.#ledger = new RunLedger({
@@ -140,6 +123,15 @@ export class Shell {
       },
       init.offset,
     )
+    this.#frames = new ShellFrameRouter({
+      sessionId: this.sessionId,
+      sandboxId: this.sandboxId,
+      ledger: this.#ledger,
+      resume: this.#resume,
+      flow: this.#flow,
+      onOutput: init.onOutput,
+      close: (error) => this.#closeAll(error),
+    })
     const wsBase = init.baseUrl.replace(/^http/, 'ws')
     const path = `/v1/sandboxes/${encodeURIComponent(init.sandboxId)}/shell`
     this.#conn = new ShellConnection({
@@ -152,8 +144,8 @@ export class Shell {
       },
       policy: init.policy,
       events: {
-        onFrame: (frame) => this.#onFrame(frame),
-        onOutput: (frame) => this.#onData(frame.stream, frame.id, frame.data, frame.offset),
+        onFrame: (frame) => this.#frames.frame(frame),
+        onOutput: (frame) => this.#frames.output(frame.stream, frame.id, frame.data, frame.offset),
         onBadFrame: (message) =>
           this.#closeAll(
             new ConchErrorClass(
@@ -180,13 +172,11 @@ export class Shell {
 
   /** @internal Opens the socket and waits until the attach (and any replay) is complete. */
   async open(): Promise<this> {
-    const attached = new Promise<void>((resolve, reject) => {
-      this.#attach = { resolve, reject }
-    })
+    const attached = this.#frames.attached()
     try {
       await this.#conn.start()
     } catch (err) {
-      this.#attach = null
+      this.#frames.forgetAttach()
       const fatal = await this.#session.refresh().then(
         () => undefined,
         (e: unknown) => e,
@@ -400,146 +390,11 @@ export class Shell {
     return this.#ledger.start(command, options, keep, this.#closedError)
   }
 
-  #onFrame(frame: IncomingFrame): void {
-    switch (frame.type) {
-      case 'shell_out':
-      case 'shell_err':
-        this.#onData(
-          frame.type === 'shell_out' ? 'stdout' : 'stderr',
-          frame.id,
-          this.#encoding === 'base64' ? decodeBase64(frame.data) : textEncoder.encode(frame.data),
-          frame.offset,
-        )
-        return
-      case 'shell_start': {
-        this.#resume.advance(frame.offset)
-        const run = this.#ledger.get(frame.id)
-        if (run && (run.state === 'sent' || run.state === 'waiting')) this.#ledger.started(run)
-        return
-      }
-      case 'shell_exit': {
-        this.#resume.advance(frame.offset)
-        const run = this.#ledger.get(frame.id)
-        if (run && run.state !== 'done') this.#ledger.finish(run, frame)
-        this.#resume.runEnded()
-        return
-      }
-      case 'shell_ready': {
-        this.#encoding = frame.encoding
-        this.#flow.attached(frame.offset)
-        const seen = this.#resume.offset
-        const skipped = this.#resume.attached(frame.offset)
-        if (skipped !== null) {
-          this.#lose(
-            skipped,
-            `the runner resumed shell ${this.sessionId} at offset ${skipped}, after ${seen}`,
-          )
-        }
-        const running = frame.running === null ? undefined : this.#ledger.get(frame.running)
-        if (running && running.state === 'sent') this.#ledger.started(running)
-        return
-      }
-      case 'scrollback_end':
-        this.#resume.advance(frame.offset)
-        this.#resume.live()
-        if (!this.#attached) {
-          this.#attached = true
-          this.#attach?.resolve()
-          this.#attach = null
-          this.#ledger.flush()
-        } else void this.#resume.reconcile()
-        return
-      case 'shell_closed':
-        this.#closeAll(
-          new ShellClosedError(
-            `shell ${this.sessionId} in sandbox ${this.sandboxId} closed (${frame.reason}); open a new shell to continue`,
-            { exitCode: frame.code, signal: frame.signal },
-          ),
-        )
-        return
-      case 'error':
-        this.#onError(frame)
-        return
-      case 'pong':
-        this.#resume.pong(frame.t ?? -1)
-        return
-      case 'hello':
-        this.#flow.negotiated(frame.capabilities.includes('output_ack'), this.#resume.resumeFrom)
-        if (frame.protocolVersion !== SDK_PROTOCOL_VERSION) {
-          this.#closeAll(
-            new ConchErrorClass(
-              'UNSUPPORTED_PROTOCOL_VERSION',
-              `the runner speaks protocol ${frame.protocolVersion} and this @conch/sdk speaks ${SDK_PROTOCOL_VERSION}; install a matching @conch/sdk`,
-            ),
-          )
-        }
-        return
-      case 'ping':
-        return
-    }
-  }
-
-  #onData(stream: 'stdout' | 'stderr', runId: string | null, data: Uint8Array, offset: number): void {
-    const bytes = this.#resume.unseen(data, offset)
-    if (bytes === null) return
-    const end = offset + data.length
-    const start = end - bytes.length
-    const run = runId === null ? undefined : this.#ledger.get(runId)
-    if (run) {
-      this.#ledger.output(run, stream, bytes, start, end)
-      return
-    }
-    this.#flow.received(end)
-    this.#onOutput?.({ runId, stream, data: bytes, offset: start })
-  }
-
-  #onError(frame: Extract<IncomingFrame, { type: 'error' }>): void {
-    const error = errorFromWire(
-      { code: frame.code, message: `shell ${this.sessionId}: ${frame.message}`, details: frame.details },
-      {},
-    )
-    const run = frame.id === null ? undefined : this.#ledger.get(frame.id)
-    if (run) {
-      this.#ledger.fail(run, error)
-      if (run.state !== 'started') this.#ledger.forget(run)
-      return
-    }
-    switch (error.code) {
-      case 'OUTPUT_LOST': {
-        // On the first attach the caller asked for this offset explicitly: say that it is gone
-        // instead of silently starting later. On a reconnect, the runs that lost output fail.
-        if (!this.#attached) {
-          this.#attach?.reject(error)
-          this.#closeAll(error)
-          return
-        }
-        const earliest = frame.details?.earliestOffset
-        this.#lose(typeof earliest === 'number' ? earliest : this.#resume.offset, error.message, error)
-        return
-      }
-      case 'SESSION_NOT_FOUND':
-      case 'SANDBOX_NOT_FOUND':
-      case 'UNAUTHORIZED':
-      case 'FORBIDDEN':
-        this.#closeAll(error)
-        return
-      default:
-        if (!this.#attached) this.#attach?.reject(error)
-    }
-  }
-
-  /** Output up to `resumeAt` is gone: every run that may have had some fails with OutputLostError. */
-  #lose(resumeAt: number, message: string, cause?: unknown): void {
-    this.#resume.advance(resumeAt)
-    this.#ledger.lose(resumeAt, message, cause)
-  }
-
   #closeAll(error: ConchError): void {
     if (this.#closedError) return
     this.#closedError = error
     this.#conn.close()
-    this.#attach?.reject(error)
-    this.#attach = null
+    this.#frames.failAttach(error)
     this.#ledger.failAll(error)
     this.#resume.dropped()
     this.#onClose?.()
