@@ -13,7 +13,7 @@ const stampScript = join(repoRoot, 'scripts', 'stamp-package-metadata.mjs')
 const temps: string[] = []
 /**
  * The SDK's size budget: its bundle, gzipped. It validates with schemas generated from the
- * protocol (no zod); 21.8 KiB when set.
+ * protocol (no zod); 22.6 KiB when set (esbuild keeps the TSDoc of class members).
  */
 const GZIP_BUDGET_BYTES = 23 * 1024
 afterAll(() => {
