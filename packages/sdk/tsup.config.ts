@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsup'
 
 // One ESM file and one bundled .d.ts. The protocol is bundled in (users install one package);
-// only its zod-free modules are reachable from the SDK, so zod is not in the output. `ws` stays
+// only its zod-free modules are reachable from the SDK (it validates with JSON Schema generated
+// from the protocol's zod schemas), so zod is not in the output. `ws` stays
 // an optional peer, imported at runtime only where no global WebSocket exists.
 export default defineConfig({
   entry: ['src/index.ts'],

@@ -63,4 +63,32 @@ describe('streaming', () => {
     expect(result.stdout).toBe(out.join(''))
     expect(result.stderr).toBe(err.join(''))
   })
+
+  test('keeps a slow reader’s unconsumed output within two windows, and the output exact', async ({
+    sandbox,
+  }) => {
+    // A reader that sleeps on every event is far slower than `yes`: without backpressure the
+    // client would hold nearly all 32 MiB. The SDK holds at most its 1 MiB window plus the
+    // agent's 1 MiB channel window and one chunk.
+    const bound = 2 * 1024 * 1024 + 64 * 1024
+    const total = 32 * 1024 * 1024
+    await using sh = await sandbox.shell()
+    let at = 0
+    let max = 0
+    for await (const event of sh.stream(`yes | head -c ${total}`, { timeoutMs: 600_000 })) {
+      max = Math.max(max, sh.bufferedBytes)
+      if (event.type === 'exit') expect(event.code).toBe(0)
+      else {
+        for (let i = 0; i < event.data.length; i++) {
+          if (event.data.charCodeAt(i) !== ((at + i) % 2 === 0 ? 0x79 : 0x0a))
+            throw new Error(`byte ${at + i}`)
+        }
+        at += event.data.length
+        await new Promise((r) => setTimeout(r, 2))
+      }
+    }
+    expect(at).toBe(total)
+    expect(max).toBeGreaterThan(0)
+    expect(max).toBeLessThanOrEqual(bound)
+  }, 300_000)
 })

@@ -96,6 +96,24 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: 'The command blocks on write until the client reads (backpressure)',
     unit: 'bytes',
   },
+  clientWindowBytes: {
+    what: 'Output a shell client may have received but not consumed (default window of `output_ack`)',
+    setting: null,
+    effect: 'The command blocks on write until the client consumes output (backpressure)',
+    unit: 'bytes',
+  },
+  minClientWindowBytes: {
+    what: 'Smallest window a shell client may ask for in its `hello`',
+    setting: null,
+    effect: '[`INVALID_FRAME`](/reference/errors/#invalid_frame) for the `hello`',
+    unit: 'bytes',
+  },
+  maxClientWindowBytes: {
+    what: 'Largest window a shell client may ask for in its `hello`',
+    setting: null,
+    effect: '[`INVALID_FRAME`](/reference/errors/#invalid_frame) for the `hello`',
+    unit: 'bytes',
+  },
   maxSandboxes: {
     what: 'Sandboxes alive on one runner',
     setting: 'max-sandboxes',

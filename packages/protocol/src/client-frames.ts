@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { ErrorCode } from './error-codes.ts'
+import { LIMITS } from './limits.ts'
 import { Encoding, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
 import { Capability } from './version.ts'
 
@@ -17,7 +18,14 @@ export const ClientHello = z.object({
   protocolVersion: z.number().int().positive(),
   /** Capabilities the client uses. */
   capabilities: z.array(z.string()).max(64).optional(),
+  /**
+   * With `output_ack`: output bytes the runner may send beyond the client's last `ack`
+   * (default `LIMITS.clientWindowBytes`).
+   */
+  windowBytes: z.number().int().min(LIMITS.minClientWindowBytes).max(LIMITS.maxClientWindowBytes).optional(),
 })
+/** A client's hello. */
+export type ClientHello = z.infer<typeof ClientHello>
 
 /** client → runner: runs a command in the shell; runs queue in arrival order. */
 export const ShellRun = z.object({
@@ -43,6 +51,20 @@ export const ShellInterrupt = z.object({
   id: RunId.optional(),
 })
 
+/**
+ * client → runner (capability `output_ack`): the client has consumed the session's output up to
+ * log offset `offset`. The runner keeps at most the window of output past the latest ack in
+ * flight, and stops reading from the shell while it is used up, so a slow consumer slows the
+ * command. The latest ack counts, so a reconnecting client can state what it still holds.
+ */
+export const ShellAck = z.object({
+  type: z.literal('ack'),
+  /** Log offset up to which output has been consumed. */
+  offset: Offset,
+})
+/** An output acknowledgement. */
+export type ShellAck = z.infer<typeof ShellAck>
+
 /** Either side: heartbeat request. */
 export const Ping = z.object({
   type: z.literal('ping'),
@@ -58,11 +80,18 @@ export const Pong = z.object({
 })
 
 /** Everything a client may send. */
-export const ClientFrame = z.discriminatedUnion('type', [ClientHello, ShellRun, ShellInterrupt, Ping, Pong])
+export const ClientFrame = z.discriminatedUnion('type', [
+  ClientHello,
+  ShellRun,
+  ShellInterrupt,
+  ShellAck,
+  Ping,
+  Pong,
+])
 /** A client frame. */
 export type ClientFrame = z.infer<typeof ClientFrame>
 /** The `type` values a client may send. */
-export const CLIENT_FRAME_TYPES = ['hello', 'shell_run', 'shell_interrupt', 'ping', 'pong'] as const
+export const CLIENT_FRAME_TYPES = ['hello', 'shell_run', 'shell_interrupt', 'ack', 'ping', 'pong'] as const
 
 /** runner → client: first frame on every connection. */
 export const ServerHello = z.object({

@@ -60,6 +60,7 @@ export {
   SERVER_FRAME_TYPES,
   ServerFrame,
   ServerHello,
+  ShellAck,
   ShellClosed,
   ShellErr,
   ShellExit,
@@ -76,6 +77,16 @@ export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from 
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export { buildOpenApiDocument } from './openapi.ts'
+export {
+  decodeOutputFrame,
+  encodeOutputFrame,
+  encodeOutputHeader,
+  MAX_OUTPUT_FRAME_ID_BYTES,
+  OUTPUT_FRAME_HEADER_BYTES,
+  OUTPUT_FRAME_KIND,
+  type OutputFrame,
+  type OutputFrameRead,
+} from './output-frame.ts'
 export {
   Encoding,
   Env,

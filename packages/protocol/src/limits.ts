@@ -26,6 +26,12 @@ export const LIMITS = {
   scrollbackBytes: 8_388_608,
   /** Bytes a channel may have in flight before the agent waits for credit. */
   channelWindowBytes: 1_048_576,
+  /** Output bytes a shell client that acknowledges (`output_ack`) may have unacknowledged by default. */
+  clientWindowBytes: 1_048_576,
+  /** Smallest window a shell client may ask for: one agent data chunk. */
+  minClientWindowBytes: 65_536,
+  /** Largest window a shell client may ask for. */
+  maxClientWindowBytes: 16_777_216,
   /** Default cap on sandboxes per runner. */
   maxSandboxes: 32,
   /** Default cap on sessions per sandbox. */

@@ -13,6 +13,8 @@ export const Capability = z.enum([
   'heartbeat',
   'pipelining',
   'credit',
+  'output_ack',
+  'binary_output',
 ])
 /** One capability name. */
 export type Capability = z.infer<typeof Capability>

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { AgentFrame, ClientFrame, HostFrame, ServerFrame } from '../src/index.ts'
+import { AgentFrame, ClientFrame, decodeOutputFrame, HostFrame, ServerFrame } from '../src/index.ts'
 
 // Golden frames are what deployed peers send today. They must keep parsing as the protocol grows.
 const fixture = (name: string): unknown[] =>
@@ -22,4 +22,21 @@ describe('golden frames', () => {
       }
     })
   }
+
+  it('decodes every binary output frame in binary-output-frames.json', () => {
+    const cases = fixture('binary-output-frames.json') as {
+      hex: string
+      stream: string
+      id: string | null
+      offset: number
+      dataHex: string
+    }[]
+    for (const c of cases) {
+      const read = decodeOutputFrame(Buffer.from(c.hex, 'hex'))
+      expect(read.ok, c.hex).toBe(true)
+      if (!read.ok) continue
+      expect(read.frame).toMatchObject({ stream: c.stream, id: c.id, offset: c.offset })
+      expect(Buffer.from(read.frame.data).toString('hex')).toBe(c.dataHex)
+    }
+  })
 })

@@ -7,8 +7,12 @@
 // replay, `scrollback_end`, then live output. Every client gets its own channel, so several
 // clients can watch one shell; their runs queue in the agent. A client that goes away only
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
-// and offset. Output credit goes back to the agent only while the socket's send buffer is
-// small, so a slow client slows the command and the runner's memory stays bounded.
+// and offset. A client that lists `binary_output` in its hello gets output as binary messages
+// (see the protocol's output-frame.ts) instead of JSON with encoded data. Output credit goes back to the agent only while the socket's send buffer is
+// small and, for a client that acknowledges output (`output_ack` in its hello), while less than
+// its window of output is unacknowledged: a slow client slows the command (and, since the agent
+// pauses bash for its slowest subscriber, every client of the session), and the runner holds at
+// most one agent channel window per socket.
 //
 // Run ids are the client's, scoped to its socket: the shell session registry gives each run an
 // id on the agent link that no other run in flight in the session has, and frames carry the
@@ -23,6 +27,9 @@ import {
   CAPABILITIES,
   CLIENT_FRAME_TYPES,
   ClientFrame,
+  decodeOutputFrame,
+  encodeOutputHeader,
+  LIMITS,
   PROTOCOL_VERSION,
   parseJsonFrame,
   type ServerFrame,
@@ -104,6 +111,14 @@ export class ShellConnection {
   #early: (string | null)[] | null = []
   #earlyBytes = 0
   #held = 0
+  /** The client's window of unacknowledged output; 0 when it does not acknowledge. */
+  #ackWindow = 0
+  /** Log offset up to which the client has acknowledged output. */
+  #acked = 0
+  /** Log offset after the last output byte forwarded to the client. */
+  #sentEnd = 0
+  /** Output goes as binary frames (the client asked for `binary_output`). */
+  #binary = false
   #closed = false
   #shellClosed: WireError | null = null
   #alive = true
@@ -217,10 +232,11 @@ export class ShellConnection {
         message: `session ${sessionId} is closed: ${info.closed.reason}`,
       }
     }
+    this.#sentEnd = this.#query.offset ?? info.offset
     this.#send({
       type: 'shell_ready',
       sessionId,
-      offset: this.#query.offset ?? info.offset,
+      offset: this.#sentEnd,
       encoding: this.#decoder.encoding,
       running: info.running,
     })
@@ -238,6 +254,14 @@ export class ShellConnection {
           this.#lastRunShown[stream] = this.#shownId(run) ?? null
         }
         this.#lastOffset[stream] = offset + n
+        if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
+        if (this.#binary) {
+          this.#sendData(
+            Buffer.concat([encodeOutputHeader(stream, this.#lastRunShown[stream], offset), event.payload]),
+          )
+          this.#credit(n)
+          return
+        }
         const data = this.#decoder.decode(stream, event.payload)
         if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
@@ -310,7 +334,7 @@ export class ShellConnection {
     const type = stream === 'stdout' ? 'shell_out' : 'shell_err'
     const id = run === null ? 'null' : JSON.stringify(run)
     const text = this.#decoder.encoding === 'base64' ? `"${data}"` : JSON.stringify(data)
-    this.#sendText(`{"type":"${type}","id":${id},"data":${text},"offset":${offset}}`)
+    this.#sendData(`{"type":"${type}","id":${id},"data":${text},"offset":${offset}}`)
   }
 
   #flush(stream: StreamName): void {
@@ -343,17 +367,25 @@ export class ShellConnection {
     return own
   }
 
-  /** Grants credit now while the socket drains; otherwise holds it until a send completes. */
+  /**
+   * Grants credit now while the socket drains and the client has room in its window;
+   * otherwise holds it until a send completes or an ack arrives.
+   */
   #credit(n: number): void {
-    if (this.#held === 0 && this.#ws.bufferedAmount < HIGH_WATER_BYTES) {
+    if (this.#held === 0 && this.#canGrant()) {
       this.#channel?.release(n)
       return
     }
     this.#held += n
   }
 
+  #canGrant(): boolean {
+    if (this.#ws.bufferedAmount >= HIGH_WATER_BYTES) return false
+    return this.#ackWindow === 0 || this.#sentEnd - this.#acked < this.#ackWindow
+  }
+
   #maybeRelease(): void {
-    if (this.#held > 0 && this.#ws.bufferedAmount < HIGH_WATER_BYTES) {
+    if (this.#held > 0 && this.#canGrant()) {
       const n = this.#held
       this.#held = 0
       this.#channel?.release(n)
@@ -363,10 +395,6 @@ export class ShellConnection {
 
   #onMessage(data: unknown, isBinary: boolean): void {
     this.#alive = true
-    if (isBinary) {
-      this.#sendError(null, 'INVALID_FRAME', 'binary messages are not frames; send JSON text frames')
-      return
-    }
     // The server skips ws's UTF-8 check (which closes the socket) so that a bad text frame
     // gets an error frame like any other bad frame.
     const bytes = Array.isArray(data)
@@ -376,6 +404,10 @@ export class ShellConnection {
         : Buffer.isBuffer(data)
           ? data
           : Buffer.from(String(data), 'utf8')
+    if (isBinary) {
+      this.#onBinary(bytes)
+      return
+    }
     if (!isUtf8(bytes)) {
       this.#sendError(
         null,
@@ -398,6 +430,25 @@ export class ShellConnection {
       return
     }
     this.#handleText(text)
+  }
+
+  /** A client sends no binary frames: each gets the error its header earns, and the socket stays open. */
+  #onBinary(bytes: Buffer): void {
+    const limit = this.#ctx.limits.maxClientFrameBytes
+    if (bytes.byteLength > limit) {
+      this.#sendError(null, 'FRAME_TOO_LARGE', `frame exceeds the ${limit}-byte limit`, { limit })
+      return
+    }
+    const read = decodeOutputFrame(bytes)
+    if (!read.ok) {
+      this.#sendError(null, read.code, read.message)
+      return
+    }
+    this.#sendError(
+      null,
+      'INVALID_FRAME',
+      'binary output frames go from the runner to the client only; send JSON text frames',
+    )
   }
 
   #handleText(text: string | null): void {
@@ -430,7 +481,22 @@ export class ShellConnection {
         return
       case 'pong':
         return
+      case 'ack':
+        // The latest ack counts, even a lower one: a reconnecting client states what it still holds.
+        if (this.#ackWindow === 0) return
+        this.#acked = Math.min(frame.offset, this.#sentEnd)
+        this.#maybeRelease()
+        return
       case 'hello':
+        if (frame.capabilities?.includes('output_ack') && this.#ackWindow === 0) {
+          this.#ackWindow = frame.windowBytes ?? LIMITS.clientWindowBytes
+          this.#acked = this.#sentEnd
+        }
+        if (frame.capabilities?.includes('binary_output') && !this.#binary) {
+          this.#flush('stdout')
+          this.#flush('stderr')
+          this.#binary = true
+        }
         if (frame.protocolVersion > PROTOCOL_VERSION) {
           this.#sendError(
             null,
@@ -503,10 +569,11 @@ export class ShellConnection {
   }
 
   #send(frame: ServerFrame): void {
-    this.#sendText(JSON.stringify(frame))
+    this.#sendData(JSON.stringify(frame))
   }
 
-  #sendText(text: string): void {
+  /** Sends a text frame (a string) or a binary one (a Buffer). */
+  #sendData(data: string | Buffer): void {
     if (this.#closed || this.#ws.readyState !== 1) return
     // Frames produced in one tick (shell_start + output + shell_exit of a short run) leave in
     // one write: cork the socket and uncork on the next tick.
@@ -515,8 +582,8 @@ export class ShellConnection {
       this.#socket.cork()
       process.nextTick(this.#uncork)
     }
-    if (this.#held > 0) this.#ws.send(text, this.#onFlushed)
-    else this.#ws.send(text)
+    if (this.#held > 0) this.#ws.send(data, this.#onFlushed)
+    else this.#ws.send(data)
   }
 
   #close(code: number, reason: string): void {

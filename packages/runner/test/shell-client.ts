@@ -1,5 +1,12 @@
-// A test client for the shell WebSocket: collects every server frame and waits on them.
-import { BEARER_SUBPROTOCOL_PREFIX, type ServerFrame, SHELL_SUBPROTOCOL } from '@conch/protocol'
+// A test client for the shell WebSocket: collects every server frame and waits on them. A binary
+// output frame is recorded as a `shell_out`/`shell_err` frame with `binary: true`, its bytes in
+// `bytes` and their UTF-8 text in `data`.
+import {
+  BEARER_SUBPROTOCOL_PREFIX,
+  decodeOutputFrame,
+  type ServerFrame,
+  SHELL_SUBPROTOCOL,
+} from '@conch/protocol'
 import { WebSocket } from 'ws'
 
 /** A frame as received (parsed JSON). */
@@ -15,8 +22,8 @@ export class ShellClient implements AsyncDisposable {
 
   private constructor(ws: WebSocket) {
     this.ws = ws
-    ws.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as Frame
+    ws.on('message', (data, isBinary) => {
+      const frame = isBinary ? binaryFrame(data as Buffer) : (JSON.parse(String(data)) as Frame)
       this.frames.push(frame)
       this.#waiters = this.#waiters.filter((w) => {
         if (!w.match(frame)) return true
@@ -100,4 +107,19 @@ export class ShellClient implements AsyncDisposable {
       await this.closed
     }
   }
+}
+
+/** A binary output frame as a frame record; an undecodable one becomes `{type: 'bad_binary'}`. */
+function binaryFrame(data: Buffer): Frame {
+  const read = decodeOutputFrame(data)
+  if (!read.ok) return { type: 'bad_binary', message: read.message } as unknown as Frame
+  const { stream, id, offset, data: bytes } = read.frame
+  return {
+    type: stream === 'stdout' ? 'shell_out' : 'shell_err',
+    id,
+    offset,
+    data: Buffer.from(bytes).toString('utf8'),
+    bytes: Buffer.from(bytes),
+    binary: true,
+  } as Frame
 }

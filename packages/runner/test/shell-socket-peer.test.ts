@@ -1,5 +1,6 @@
 // Shell WebSocket paths against the peer agent (real Unix socket, real frames): framing,
 // encodings, error frames, several clients, reattach and OUTPUT_LOST.
+import { encodeOutputFrame } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { PeerDriver } from './peer-agent.ts'
 import { baseUrl, startRunner } from './runner-fixture.ts'
@@ -67,6 +68,66 @@ describe('shell socket (peer agent)', () => {
     expect(await c.nextOf('error')).toMatchObject({ code: 'FRAME_TOO_LARGE' })
     c.send({ type: 'ping', t: 5 })
     expect(await c.nextOf('pong')).toMatchObject({ t: 5 })
+    expect(await c.run('ok', 'echo still')).toMatchObject({ stdout: 'still\n', code: 0 })
+    await driver.dispose()
+  })
+
+  it('sends output as binary frames to a client that lists binary_output, losslessly and with offsets', async () => {
+    await using t = await setup()
+    await using c = await ShellClient.open(t.ws, t.runner.apiKey)
+    c.send({ type: 'hello', protocolVersion: 1, capabilities: ['binary_output'] })
+    const ready = await c.nextOf('shell_ready')
+    await c.nextOf('scrollback_end')
+    c.send({ type: 'shell_run', id: 'b', command: "printf '\\x00\\xff\\xfe'; printf 'e\\xe2' >&2" })
+    const exit = await c.nextOf('shell_exit', 'b')
+    const out = c.frames.filter((f) => f.type === 'shell_out' && f.id === 'b')
+    const err = c.frames.filter((f) => f.type === 'shell_err' && f.id === 'b')
+    expect(out.every((f) => f.binary === true) && err.every((f) => f.binary === true)).toBe(true)
+    expect(Buffer.concat(out.map((f) => f.bytes as Buffer))).toEqual(Buffer.from([0, 0xff, 0xfe]))
+    expect(Buffer.concat(err.map((f) => f.bytes as Buffer))).toEqual(Buffer.from([0x65, 0xe2]))
+    expect(Number(exit.offset) - Number(ready.offset)).toBe(5)
+    expect(c.frames.some((f) => String(f.type) === 'bad_binary')).toBe(false)
+  })
+
+  it('answers hostile binary frames (truncated header, unknown kind, id length past the end, output kind, too large) with error frames and stays open', async () => {
+    const driver = new PeerDriver()
+    await using runner = await startRunner({ driver, listen: true, limits: { maxClientFrameBytes: 1000 } })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
+    const id = (res.json() as { id: string }).id
+    await using c = await ShellClient.open(
+      `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${id}/shell`,
+      runner.apiKey,
+    )
+    await c.nextOf('scrollback_end')
+    const output = encodeOutputFrame('stdout', 'r1', 0, new Uint8Array([1, 2]))
+    c.ws.send(output.subarray(0, 5))
+    expect(await c.nextOf('error')).toMatchObject({
+      code: 'INVALID_FRAME',
+      message: expect.stringMatching(/header/),
+    })
+    const kind = output.slice()
+    kind[0] = 200
+    c.ws.send(kind)
+    expect(await c.nextOf('error')).toMatchObject({ code: 'UNKNOWN_FRAME_TYPE' })
+    const length = output.slice()
+    new DataView(length.buffer).setUint16(1, 60_000)
+    c.ws.send(length)
+    expect(await c.nextOf('error')).toMatchObject({
+      code: 'INVALID_FRAME',
+      message: expect.stringMatching(/id length/),
+    })
+    c.ws.send(output)
+    expect(await c.nextOf('error')).toMatchObject({
+      code: 'INVALID_FRAME',
+      message: expect.stringMatching(/runner to the client/),
+    })
+    c.ws.send(new Uint8Array(2000))
+    expect(await c.nextOf('error')).toMatchObject({ code: 'FRAME_TOO_LARGE' })
     expect(await c.run('ok', 'echo still')).toMatchObject({ stdout: 'still\n', code: 0 })
     await driver.dispose()
   })

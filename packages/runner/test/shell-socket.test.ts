@@ -3,9 +3,10 @@
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { LIMITS } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
-import { createSandbox, shellUrl, startRunner } from './runner-fixture.ts'
+import { createSandbox, shellUrl, startRunner, type TestRunner } from './runner-fixture.ts'
 import { destroyStateDir, rssOf, runnerProcess } from './runner-process.ts'
 import { ShellClient } from './shell-client.ts'
 
@@ -171,4 +172,95 @@ describe('shell socket (real agent)', () => {
       await destroyStateDir(stateDir)
     }
   }, 60_000)
+
+  describe('output_ack: a client that acknowledges output sets the pace', () => {
+    const WINDOW = LIMITS.minClientWindowBytes
+    /** Everything the agent may send past the client's last ack: its window, the channel's, one chunk. */
+    const BOUND = WINDOW + LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes
+    const TOTAL = 64 * 1024 * 1024
+
+    /** Output bytes of run `id` received so far (utf8 text of ASCII, so one char per byte). */
+    const received = (c: ShellClient, id: string): number =>
+      c.frames
+        .filter((f) => f.type === 'shell_out' && f.id === id)
+        .reduce((n, f) => n + String(f.data).length, 0)
+
+    /** A command writing TOTAL bytes of `a`, noting its writer's pid in `writer.pid`. */
+    const FLOOD = `head -c ${TOTAL} /dev/zero | { echo $BASHPID > writer.pid; exec tr '\\0' a; }`
+
+    /** Kernel wait channels of a write blocked on a full pipe or unix socket (bash's stdout). */
+    const BLOCKED_IN_WRITE = /pipe_write|sock_alloc_send_pskb|unix_stream_sendmsg/
+
+    /** Resolves once the writer in the sandbox is blocked writing to its full pipe (or the run ended). */
+    async function writerBlocked(runner: TestRunner, id: string, c: ShellClient, run: string): Promise<void> {
+      await vi.waitFor(
+        async () => {
+          if (c.frames.some((f) => f.type === 'shell_exit' && f.id === run)) return
+          const res = await runner.app.inject({
+            method: 'POST',
+            url: `/v1/sandboxes/${id}/exec`,
+            headers: runner.auth,
+            payload: { command: 'cat /proc/$(cat writer.pid)/wchan' },
+          })
+          expect(res.json<{ stdout: string }>().stdout).toMatch(BLOCKED_IN_WRITE)
+        },
+        { timeout: 60_000, interval: 50 },
+      )
+    }
+
+    it('stops the command while a client that never acknowledges has a window of output unacknowledged', async () => {
+      await using runner = await startRunner({ listen: true })
+      const id = await createSandbox(runner)
+      await using c = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
+      c.send({ type: 'hello', protocolVersion: 1, capabilities: ['output_ack'], windowBytes: WINDOW })
+      await c.nextOf('scrollback_end')
+      c.send({ type: 'shell_run', id: 'flood', command: FLOOD, timeoutMs: 600_000 })
+      await c.nextOf('shell_out', 'flood')
+      await writerBlocked(runner, id, c, 'flood')
+      expect(c.frames.some((f) => f.type === 'shell_exit')).toBe(false)
+      const stalled = received(c, 'flood')
+      expect(stalled).toBeLessThanOrEqual(BOUND)
+
+      // An ack far past what was sent counts as an ack of what was sent (at most BOUND): one
+      // bound more, then the command stops again.
+      c.send({ type: 'ack', offset: Number.MAX_SAFE_INTEGER })
+      await c.next((f) => f.type === 'shell_out' && Number(f.offset) >= stalled)
+      await writerBlocked(runner, id, c, 'flood')
+      expect(c.frames.some((f) => f.type === 'shell_exit')).toBe(false)
+      expect(received(c, 'flood')).toBeGreaterThan(stalled)
+      expect(received(c, 'flood')).toBeLessThanOrEqual(2 * BOUND)
+    }, 120_000)
+
+    it('delivers the exact output to a client that acknowledges what it reads', async () => {
+      await using runner = await startRunner({ listen: true })
+      const id = await createSandbox(runner)
+      await using c = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
+      c.send({ type: 'hello', protocolVersion: 1, capabilities: ['output_ack'], windowBytes: WINDOW })
+      await c.nextOf('scrollback_end')
+      c.ws.on('message', () => {
+        const last = c.frames.at(-1)
+        if (last?.type === 'shell_out')
+          c.send({ type: 'ack', offset: Number(last.offset) + String(last.data).length })
+      })
+      c.send({ type: 'shell_run', id: 'flood', command: FLOOD, timeoutMs: 600_000 })
+      expect(await c.nextOf('shell_exit', 'flood')).toMatchObject({ code: 0, offset: TOTAL })
+      expect(received(c, 'flood')).toBe(TOTAL)
+      const text = c.frames
+        .filter((f) => f.type === 'shell_out' && f.id === 'flood')
+        .map((f) => String(f.data))
+        .join('')
+      expect(/^a*$/.test(text)).toBe(true)
+    }, 120_000)
+
+    it('ignores acks from a client that did not ask for output_ack', async () => {
+      await using runner = await startRunner({ listen: true })
+      const id = await createSandbox(runner)
+      await using c = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
+      await c.nextOf('scrollback_end')
+      c.send({ type: 'ack', offset: 0 })
+      c.send({ type: 'shell_run', id: 'flood', command: `head -c ${8 * WINDOW} /dev/zero | tr '\\0' a` })
+      expect(await c.nextOf('shell_exit', 'flood')).toMatchObject({ code: 0, offset: 8 * WINDOW })
+      expect(c.frames.some((f) => f.type === 'error')).toBe(false)
+    }, 60_000)
+  })
 })

@@ -20,8 +20,9 @@ import {
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import { SandboxFiles } from './sandbox-files.ts'
 import { type ExecOptions, Session } from './session.ts'
-import { Shell, type ShellOutput } from './shell.ts'
+import { Shell } from './shell.ts'
 import { type ConnectionPolicy, DEFAULT_CONNECTION_POLICY } from './shell-connection.ts'
+import type { ShellOutput } from './shell-run-options.ts'
 import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './web-socket-like.ts'
 
 /**

@@ -67,7 +67,7 @@ describe('readServerFrame', () => {
       ),
     ).toEqual({
       ok: false,
-      message: 'invalid "shell_exit" frame: code: expected an integer',
+      message: 'invalid "shell_exit" frame: code: expected an integer >= 0 and <= 255',
     })
   })
 })

@@ -1,3 +1,4 @@
+import { decodeOutputFrame, type OutputFrame } from '@conch/protocol'
 import { ConnectionError } from './conch-error.ts'
 import { DEFAULT_DEADLINE_GRACE_MS } from './run-budget.ts'
 import { type IncomingFrame, readServerFrame } from './server-frame.ts'
@@ -6,8 +7,8 @@ import type { WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'
 // One shell's WebSocket, kept alive. The connection owns the socket's life: it opens it, answers
 // and sends heartbeats, notices a silent or dropped socket, and reconnects with exponential
 // backoff and jitter, asking its owner for the URL each time (so the URL carries the latest
-// byte offset). It knows nothing about runs: it hands every parsed frame to `onFrame` and
-// reports `onDrop` and `onGiveUp`. A protocol error in a frame is reported, never thrown.
+// byte offset). It knows nothing about runs: it hands every parsed frame to `onFrame` (and
+// every binary output frame to `onOutput`) and reports `onDrop` and `onGiveUp`. A protocol error in a frame is reported, never thrown.
 
 /**
  * How a connection reconnects and checks liveness.
@@ -46,6 +47,8 @@ export const DEFAULT_CONNECTION_POLICY: ConnectionPolicy = {
 export interface ConnectionEvents {
   /** A parsed frame arrived. */
   onFrame(frame: IncomingFrame): void
+  /** A binary output frame arrived. */
+  onOutput(frame: OutputFrame): void
   /** A frame could not be parsed. */
   onBadFrame(message: string): void
   /** A socket opened (the first one, or a reconnect). */
@@ -140,6 +143,7 @@ export class ShellConnection {
       else this.#retry(err)
       return
     }
+    socket.binaryType = 'arraybuffer'
     this.#socket = socket
     let opened = false
     // The socket counts as connected once the attach completes (`scrollback_end`), so a runner
@@ -161,7 +165,15 @@ export class ShellConnection {
       this.#lastHeard = Date.now()
       const data = field(event, 'data')
       if (typeof data !== 'string') {
-        this.#events.onBadFrame('binary message on a text protocol')
+        const bytes =
+          data instanceof ArrayBuffer
+            ? new Uint8Array(data)
+            : ArrayBuffer.isView(data)
+              ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+              : null
+        const read = bytes === null ? null : decodeOutputFrame(bytes)
+        if (read?.ok) this.#events.onOutput(read.frame)
+        else this.#events.onBadFrame(read ? read.message : 'a message that is neither text nor bytes')
         return
       }
       const read = readServerFrame(data)

@@ -1,105 +1,49 @@
-import { BEARER_SUBPROTOCOL_PREFIX, type PROTOCOL_VERSION, SHELL_SUBPROTOCOL } from '@conch/protocol'
+import { BEARER_SUBPROTOCOL_PREFIX, LIMITS, SHELL_SUBPROTOCOL } from '@conch/protocol'
 import { asyncDispose } from './async-dispose.ts'
 import { AsyncQueue } from './async-queue.ts'
-import { decodeBase64, encodeBase64 } from './base64.ts'
-import type { CommandResult, OutputEncoding, OutputOf } from './command-result.ts'
-import {
-  type ConchError,
-  ConchError as ConchErrorClass,
-  ConnectionError,
-  DeadlineError,
-  OutputLostError,
-  ShellClosedError,
-} from './conch-error.ts'
-import { errorFromWire } from './error-from-wire.ts'
-import { OutputBuffer } from './output-buffer.ts'
+import type { CommandResult, OutputEncoding } from './command-result.ts'
+import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from './conch-error.ts'
+import { OutputFlow } from './output-flow.ts'
 import type { HistoryEntry, SessionInfo } from './resource-info.ts'
-import { commandDeadlineMs, stdinFields } from './run-budget.ts'
-import type { IncomingFrame } from './server-frame.ts'
+import { RunLedger } from './run-ledger.ts'
 import type { HistoryQuery, Session } from './session.ts'
 import type { SessionAliases } from './session-aliases.ts'
 import type { SessionEnv } from './session-env.ts'
 import { type ConnectionPolicy, ShellConnection } from './shell-connection.ts'
+import { SDK_PROTOCOL_VERSION, ShellFrameRouter } from './shell-frame-router.ts'
+import { ShellResume } from './shell-resume.ts'
+import {
+  type ShellEvent,
+  type ShellOutput,
+  type ShellRunOptions,
+  type StartOptions,
+  toStartOptions,
+} from './shell-run-options.ts'
 import type { WebSocketConstructor } from './web-socket-like.ts'
 
-// A shell is one session's bash seen through a WebSocket. Runs are sent the moment they are
-// called (pipelined) and matched to frames by run id; the runner executes them FIFO. The
-// shell tracks the byte offset of the last output it has seen, so when the socket drops the
-// connection reconnects with `?offset=` and the replay completes the in-flight run as if
-// nothing happened. Runs that were sent but not seen to start are reconciled after a
-// reconnect: the shell asks the runner whether its queue is empty and, if so, sends them again
-// (they never arrived). Output is carried as base64 and kept as bytes; text is decoded once at
-// the end for the result, and with a streaming decoder per stream for callbacks, so a
-// multi-byte character split across frames arrives whole.
+// A shell is one session's bash seen through a WebSocket; this file is its public surface.
+// Runs are sent the moment they are called (pipelined) and matched to frames by run id
+// (run-ledger.ts); the runner executes them FIFO. Frames are routed by shell-frame-router.ts.
+// The shell tracks the log offset of the last output it has seen, so after a drop the
+// connection resumes from it and the in-flight run completes as if nothing happened
+// (shell-resume.ts). Output a consumer has not taken yet is held, and only consumed output is
+// acknowledged (`output_ack`, output-flow.ts), so a slow consumer slows the command.
 
-const SDK_PROTOCOL_VERSION: typeof PROTOCOL_VERSION = 1
 const CLIENT_HELLO = JSON.stringify({
   type: 'hello',
   protocolVersion: SDK_PROTOCOL_VERSION,
-  capabilities: ['shell', 'reattach', 'interrupt', 'stdin', 'base64', 'heartbeat', 'pipelining'],
+  capabilities: [
+    'shell',
+    'reattach',
+    'interrupt',
+    'stdin',
+    'base64',
+    'heartbeat',
+    'pipelining',
+    'output_ack',
+    'binary_output',
+  ],
 })
-const EMPTY = new Uint8Array(0)
-const textDecoder = new TextDecoder()
-const textEncoder = new TextEncoder()
-
-/**
- * Options of one `sh.run`.
- *
- * @example
- * ```ts
- * const ac = new AbortController()
- * const r = await sh.run('npm test', { timeoutMs: 60_000, signal: ac.signal, onStdout: (s) => ui.append(s) })
- * ```
- */
-export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
-  /** Timeout; the runner clamps it between 1 s and its maximum. Default: the session's. */
-  timeoutMs?: number
-  /** Data for the command's stdin; without it stdin is /dev/null. */
-  stdin?: string | Uint8Array
-  /** Aborts the run: it is interrupted (Ctrl-C) and the call rejects with the signal's reason. */
-  signal?: AbortSignal
-  /** `utf8` text (default) or `binary` bytes, lossless. */
-  encoding?: E
-  /** Called with each stdout chunk as it arrives (whole characters in text mode). */
-  onStdout?: (chunk: OutputOf<E>) => void
-  /** Called with each stderr chunk as it arrives. */
-  onStderr?: (chunk: OutputOf<E>) => void
-}
-
-/**
- * One event of `sh.stream`: output chunks in arrival order, then exactly one `exit`.
- *
- * @example
- * ```ts
- * for await (const ev of sh.stream('make')) {
- *   if (ev.type === 'exit') console.log('exit', ev.code)
- *   else process.stdout.write(ev.data)
- * }
- * ```
- */
-export type ShellEvent<T extends string | Uint8Array = string> =
-  | { type: 'stdout'; data: T }
-  | { type: 'stderr'; data: T }
-  | { type: 'exit'; code: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
-
-/**
- * Output on the shell that no run of this client owns: background jobs, other clients' runs, replay.
- *
- * @example
- * ```ts
- * const sh = await sb.shell({ onOutput: ({ stream, data }) => console.log(stream, new TextDecoder().decode(data)) })
- * ```
- */
-export interface ShellOutput {
-  /** The run it belongs to (another client's), or null for output between runs. */
-  runId: string | null
-  /** Which stream. */
-  stream: 'stdout' | 'stderr'
-  /** The raw bytes. */
-  data: Uint8Array
-  /** Log offset of the first byte. */
-  offset: number
-}
 
 /** What a shell needs from its sandbox. @internal */
 export interface ShellInit {
@@ -114,54 +58,6 @@ export interface ShellInit {
   offset: number | undefined
   onOutput: ((output: ShellOutput) => void) | undefined
   onClose: (() => void) | undefined
-}
-
-/** Run options with the encoding resolved; callbacks get the type the encoding implies. */
-interface StartOptions {
-  timeoutMs?: number | undefined
-  stdin?: string | Uint8Array | undefined
-  signal?: AbortSignal | undefined
-  binary: boolean
-  onStdout?: ((chunk: string | Uint8Array) => void) | undefined
-  onStderr?: ((chunk: string | Uint8Array) => void) | undefined
-}
-
-/** Resolves public run options; the callbacks receive bytes exactly when `binary` is set. */
-function toStartOptions(options: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'>): StartOptions {
-  return {
-    timeoutMs: options.timeoutMs,
-    stdin: options.stdin,
-    signal: options.signal,
-    binary: options.encoding === 'binary',
-    onStdout: options.onStdout as StartOptions['onStdout'],
-    onStderr: options.onStderr as StartOptions['onStderr'],
-  }
-}
-
-type RunState = 'waiting' | 'sent' | 'started' | 'done'
-
-interface Run {
-  id: string
-  frame: string
-  state: RunState
-  binary: boolean
-  keep: boolean
-  timeoutMs: number | undefined
-  stdout: OutputBuffer | null
-  stderr: OutputBuffer | null
-  onStdout: ((chunk: string | Uint8Array) => void) | undefined
-  onStderr: ((chunk: string | Uint8Array) => void) | undefined
-  outDecoder: InstanceType<typeof TextDecoder> | null
-  errDecoder: InstanceType<typeof TextDecoder> | null
-  /** `performance.now()` after which the client stops waiting for the run's end; 0 before it starts. */
-  deadlineAt: number
-  abandoned: boolean
-  resolve: (result: CommandResult<string | Uint8Array>) => void
-  reject: (error: unknown) => void
-}
-
-interface Waiter {
-  resolve: () => void
 }
 
 /**
@@ -188,27 +84,15 @@ export class Shell {
   readonly aliases: SessionAliases
   readonly #session: Session
   readonly #conn: ShellConnection
-  readonly #maxOutputBytes: number
-  readonly #graceMs: number
   readonly #owned: boolean
-  readonly #onOutput: ((output: ShellOutput) => void) | undefined
   readonly #onClose: (() => void) | undefined
-  readonly #prefix = Math.random().toString(36).slice(2, 8)
-  readonly #runs = new Map<string, Run>()
-  #outbox: Run[] = []
-  #seq = 0
-  #offset = 0
-  #hasOffset = false
-  #live = false
-  #attached = false
-  #generation = 0
-  #reconciling = false
-  #encoding: 'utf8' | 'base64' = 'base64'
+  readonly #flow = new OutputFlow(LIMITS.clientWindowBytes, (offset) => {
+    this.#conn.send(`{"type":"ack","offset":${offset}}`)
+  })
+  readonly #ledger: RunLedger
+  readonly #resume: ShellResume
   #closedError: ConchError | null = null
-  #exitWaiters: Waiter[] = []
-  #sweep: ReturnType<typeof setInterval> | undefined
-  #pongWaiters = new Map<number, Waiter>()
-  #attach: { resolve: () => void; reject: (err: unknown) => void } | null = null
+  readonly #frames: ShellFrameRouter
 
   /** @internal Use `sb.shell()` or `sb.reattachShell()`. */
   constructor(init: ShellInit) {
@@ -217,27 +101,51 @@ export class Shell {
     this.sandboxId = init.sandboxId
     this.env = init.session.env
     this.aliases = init.session.aliases
-    this.#maxOutputBytes = init.maxOutputBytes
-    this.#graceMs = init.policy.runDeadlineGraceMs
     this.#owned = init.owned
-    this.#onOutput = init.onOutput
     this.#onClose = init.onClose
-    if (init.offset !== undefined) {
-      this.#offset = init.offset
-      this.#hasOffset = true
-    }
+    const send = (frame: string): boolean => this.#conn.send(frame)
+    this.#ledger = new RunLedger({
+      sessionId: this.sessionId,
+      maxOutputBytes: init.maxOutputBytes,
+      graceMs: init.policy.runDeadlineGraceMs,
+      flow: this.#flow,
+      send,
+      canSend: () => this.#resume.canSend,
+      sessionTimeoutMs: () => this.#session.info.commandTimeoutMs,
+    })
+    this.#resume = new ShellResume(
+      {
+        ledger: this.#ledger,
+        refresh: () => this.#session.refresh(),
+        send,
+        fail: (err) => this.#closeAll(asConchError(err)),
+        closed: () => this.#closedError !== null,
+      },
+      init.offset,
+    )
+    this.#frames = new ShellFrameRouter({
+      sessionId: this.sessionId,
+      sandboxId: this.sandboxId,
+      ledger: this.#ledger,
+      resume: this.#resume,
+      flow: this.#flow,
+      onOutput: init.onOutput,
+      close: (error) => this.#closeAll(error),
+    })
     const wsBase = init.baseUrl.replace(/^http/, 'ws')
     const path = `/v1/sandboxes/${encodeURIComponent(init.sandboxId)}/shell`
     this.#conn = new ShellConnection({
       WebSocket: init.WebSocket,
       protocols: [SHELL_SUBPROTOCOL, BEARER_SUBPROTOCOL_PREFIX + init.secret],
       urlFor: () => {
-        const offset = this.#hasOffset ? `&offset=${this.#offset}` : ''
+        const from = this.#resume.resumeFrom
+        const offset = from === null ? '' : `&offset=${from}`
         return `${wsBase}${path}?sessionId=${encodeURIComponent(this.sessionId)}&encoding=base64${offset}`
       },
       policy: init.policy,
       events: {
-        onFrame: (frame) => this.#onFrame(frame),
+        onFrame: (frame) => this.#frames.frame(frame),
+        onOutput: (frame) => this.#frames.output(frame.stream, frame.id, frame.data, frame.offset),
         onBadFrame: (message) =>
           this.#closeAll(
             new ConchErrorClass(
@@ -247,10 +155,10 @@ export class Shell {
             ),
           ),
         onOpen: () => {
-          this.#generation++
+          this.#resume.opened()
           this.#conn.send(CLIENT_HELLO)
         },
-        onDrop: () => this.#onDrop(),
+        onDrop: () => this.#resume.dropped(),
         onGiveUp: (error) => this.#closeAll(asConchError(error)),
         diagnose: () =>
           this.#session.refresh().then(
@@ -264,13 +172,11 @@ export class Shell {
 
   /** @internal Opens the socket and waits until the attach (and any replay) is complete. */
   async open(): Promise<this> {
-    const attached = new Promise<void>((resolve, reject) => {
-      this.#attach = { resolve, reject }
-    })
+    const attached = this.#frames.attached()
     try {
       await this.#conn.start()
     } catch (err) {
-      this.#attach = null
+      this.#frames.forgetAttach()
       const fatal = await this.#session.refresh().then(
         () => undefined,
         (e: unknown) => e,
@@ -303,7 +209,16 @@ export class Shell {
    * ```
    */
   get offset(): number {
-    return this.#offset
+    return this.#resume.offset
+  }
+
+  /**
+   * Output bytes this shell has received that a `stream()` reader or a callback's promise has
+   * not taken yet. A runner with `output_ack` keeps it within about two windows
+   * (`LIMITS.clientWindowBytes` plus the agent's channel window).
+   */
+  get bufferedBytes(): number {
+    return this.#flow.heldBytes
   }
 
   /** What the runner last reported about the session. */
@@ -367,8 +282,8 @@ export class Shell {
       {
         ...options,
         binary: options.encoding === 'binary',
-        onStdout: (data) => queue.push({ type: 'stdout', data }),
-        onStderr: (data) => queue.push({ type: 'stderr', data }),
+        onStdout: (data) => new Promise<void>((taken) => queue.push({ type: 'stdout', data }, taken)),
+        onStderr: (data) => new Promise<void>((taken) => queue.push({ type: 'stderr', data }, taken)),
       },
       false,
     )
@@ -392,6 +307,8 @@ export class Shell {
     const iterator: AsyncIterableIterator<ShellEvent<string | Uint8Array>> = {
       next: () => queue.next(),
       return: async () => {
+        queue.end()
+        queue.drain()
         if (!finished) {
           this.#conn.send(JSON.stringify({ type: 'shell_interrupt', id }))
           await promise.catch(() => {})
@@ -470,411 +387,16 @@ export class Shell {
     options: StartOptions,
     keep: boolean,
   ): { id: string; promise: Promise<CommandResult<string | Uint8Array>> } {
-    const id = `${this.#prefix}.${++this.#seq}`
-    if (this.#closedError) return { id, promise: Promise.reject(this.#closedError) }
-    const signal = options.signal
-    if (signal?.aborted) return { id, promise: Promise.reject(signal.reason) }
-    // The id is [a-z0-9.] only, so the common frame is built without an intermediate object.
-    const frame =
-      options.stdin === undefined && options.timeoutMs === undefined
-        ? `{"type":"shell_run","id":"${id}","command":${JSON.stringify(command)}}`
-        : JSON.stringify({
-            type: 'shell_run',
-            id,
-            command,
-            timeoutMs: options.timeoutMs,
-            ...stdinFields(options.stdin, encodeBase64),
-          })
-    let run!: Run
-    const promise = new Promise<CommandResult<string | Uint8Array>>((resolve, reject) => {
-      run = {
-        id,
-        frame,
-        state: 'waiting',
-        binary: options.binary,
-        keep,
-        timeoutMs: options.timeoutMs,
-        stdout: null,
-        stderr: null,
-        onStdout: options.onStdout,
-        onStderr: options.onStderr,
-        outDecoder: null,
-        errDecoder: null,
-        deadlineAt: 0,
-        abandoned: false,
-        resolve,
-        reject,
-      }
-    })
-    if (signal) {
-      const onAbort = () => {
-        if (run.state === 'done') return
-        if (run.state === 'waiting') this.#outbox = this.#outbox.filter((r) => r !== run)
-        else this.#conn.send(JSON.stringify({ type: 'shell_interrupt', id }))
-        this.#fail(run, signal.reason)
-      }
-      signal.addEventListener('abort', onAbort, { once: true })
-      promise.then(
-        () => signal.removeEventListener('abort', onAbort),
-        () => signal.removeEventListener('abort', onAbort),
-      )
-    }
-    this.#runs.set(id, run)
-    if (this.#canSend() && this.#outbox.length === 0 && this.#conn.send(frame)) run.state = 'sent'
-    else this.#outbox.push(run)
-    return { id, promise }
-  }
-
-  #canSend(): boolean {
-    return this.#live && !this.#reconciling
-  }
-
-  #flush(): void {
-    while (this.#outbox.length > 0 && this.#canSend()) {
-      const run = this.#outbox[0]
-      if (!run) break
-      if (run.state !== 'waiting') {
-        this.#outbox.shift()
-        continue
-      }
-      if (!this.#conn.send(run.frame)) break
-      run.state = 'sent'
-      this.#outbox.shift()
-    }
-  }
-
-  #onFrame(frame: IncomingFrame): void {
-    switch (frame.type) {
-      case 'shell_out':
-      case 'shell_err':
-        this.#onData(frame.type === 'shell_out' ? 'stdout' : 'stderr', frame.id, frame.data, frame.offset)
-        return
-      case 'shell_start': {
-        this.#advance(frame.offset)
-        const run = this.#runs.get(frame.id)
-        if (run && (run.state === 'sent' || run.state === 'waiting')) this.#started(run)
-        return
-      }
-      case 'shell_exit': {
-        this.#advance(frame.offset)
-        const run = this.#runs.get(frame.id)
-        if (run && run.state !== 'done') this.#finish(run, frame)
-        this.#wakeExitWaiters()
-        return
-      }
-      case 'shell_ready': {
-        this.#encoding = frame.encoding
-        if (!this.#hasOffset) {
-          this.#offset = frame.offset
-          this.#hasOffset = true
-        } else if (frame.offset > this.#offset) {
-          this.#lose(
-            frame.offset,
-            `the runner resumed shell ${this.sessionId} at offset ${frame.offset}, after ${this.#offset}`,
-          )
-        }
-        const running = frame.running === null ? undefined : this.#runs.get(frame.running)
-        if (running && running.state === 'sent') this.#started(running)
-        return
-      }
-      case 'scrollback_end':
-        this.#advance(frame.offset)
-        this.#live = true
-        if (!this.#attached) {
-          this.#attached = true
-          this.#attach?.resolve()
-          this.#attach = null
-          this.#flush()
-        } else void this.#reconcile()
-        return
-      case 'shell_closed':
-        this.#closeAll(
-          new ShellClosedError(
-            `shell ${this.sessionId} in sandbox ${this.sandboxId} closed (${frame.reason}); open a new shell to continue`,
-            { exitCode: frame.code, signal: frame.signal },
-          ),
-        )
-        return
-      case 'error':
-        this.#onError(frame)
-        return
-      case 'pong': {
-        const t = frame.t ?? -1
-        const waiter = this.#pongWaiters.get(t)
-        if (waiter) {
-          this.#pongWaiters.delete(t)
-          waiter.resolve()
-        }
-        return
-      }
-      case 'hello':
-        if (frame.protocolVersion !== SDK_PROTOCOL_VERSION) {
-          this.#closeAll(
-            new ConchErrorClass(
-              'UNSUPPORTED_PROTOCOL_VERSION',
-              `the runner speaks protocol ${frame.protocolVersion} and this @conch/sdk speaks ${SDK_PROTOCOL_VERSION}; install a matching @conch/sdk`,
-            ),
-          )
-        }
-        return
-      case 'ping':
-        return
-    }
-  }
-
-  #onData(stream: 'stdout' | 'stderr', runId: string | null, data: string, offset: number): void {
-    let bytes = this.#encoding === 'base64' ? decodeBase64(data) : textEncoder.encode(data)
-    const end = offset + bytes.length
-    if (this.#hasOffset && end <= this.#offset && bytes.length > 0) return
-    if (this.#hasOffset && offset < this.#offset) bytes = bytes.subarray(this.#offset - offset)
-    this.#advance(end)
-    const run = runId === null ? undefined : this.#runs.get(runId)
-    if (!run) {
-      this.#onOutput?.({ runId, stream, data: bytes, offset: end - bytes.length })
-      return
-    }
-    if (run.state === 'done' || bytes.length === 0) return
-    if (run.state !== 'started') this.#started(run)
-    if (run.keep) {
-      if (stream === 'stdout') {
-        run.stdout ??= new OutputBuffer(this.#maxOutputBytes)
-        run.stdout.push(bytes)
-      } else {
-        run.stderr ??= new OutputBuffer(this.#maxOutputBytes)
-        run.stderr.push(bytes)
-      }
-    }
-    const callback = stream === 'stdout' ? run.onStdout : run.onStderr
-    if (!callback) return
-    let chunk: string | Uint8Array = bytes
-    if (!run.binary) {
-      let decoder: InstanceType<typeof TextDecoder>
-      if (stream === 'stdout') {
-        run.outDecoder ??= new TextDecoder()
-        decoder = run.outDecoder
-      } else {
-        run.errDecoder ??= new TextDecoder()
-        decoder = run.errDecoder
-      }
-      chunk = decoder.decode(bytes, { stream: true })
-      if (chunk === '') return
-    }
-    try {
-      callback(chunk)
-    } catch (err) {
-      this.#fail(run, err)
-    }
-  }
-
-  #advance(offset: number): void {
-    if (offset > this.#offset || !this.#hasOffset) {
-      this.#offset = offset
-      this.#hasOffset = true
-    }
-  }
-
-  #started(run: Run): void {
-    run.state = 'started'
-    run.deadlineAt =
-      performance.now() + commandDeadlineMs(run.timeoutMs, this.#session.info.commandTimeoutMs, this.#graceMs)
-    // One sweep per shell instead of a timer per run keeps the hot path to a field write.
-    if (this.#sweep === undefined) {
-      this.#sweep = setInterval(
-        () => this.#sweepDeadlines(),
-        Math.min(1_000, Math.max(10, this.#graceMs / 2)),
-      )
-      ;(this.#sweep as { unref?: () => void }).unref?.()
-    }
-  }
-
-  #sweepDeadlines(): void {
-    const now = performance.now()
-    for (const run of this.#runs.values()) {
-      if (run.state !== 'started' || run.abandoned || now < run.deadlineAt) continue
-      this.#fail(
-        run,
-        new DeadlineError(
-          `run ${run.id} on shell ${this.sessionId} passed its timeout plus ${this.#graceMs} ms and the runner ` +
-            'never reported its end; the runner may be stuck: interrupt the shell or open a new one',
-        ),
-      )
-    }
-  }
-
-  #finish(
-    run: Run,
-    exit: { code: number; timedOut: boolean; oomKilled?: boolean; durationMs: number },
-  ): void {
-    run.state = 'done'
-    this.#runs.delete(run.id)
-    if (run.abandoned) return
-    try {
-      const outTail = run.outDecoder?.decode()
-      if (outTail) run.onStdout?.(outTail)
-      const errTail = run.errDecoder?.decode()
-      if (errTail) run.onStderr?.(errTail)
-    } catch (err) {
-      run.reject(err)
-      return
-    }
-    const text = !run.binary
-    const out = run.stdout?.bytes(text) ?? EMPTY
-    const err = run.stderr?.bytes(text) ?? EMPTY
-    run.resolve({
-      stdout: text ? (out.length ? textDecoder.decode(out) : '') : out,
-      stderr: text ? (err.length ? textDecoder.decode(err) : '') : err,
-      exitCode: exit.code,
-      timedOut: exit.timedOut,
-      oomKilled: exit.oomKilled === true,
-      truncated: (run.stdout?.truncated ?? false) || (run.stderr?.truncated ?? false),
-      durationMs: exit.durationMs,
-      stdoutBytes: run.stdout?.totalBytes ?? 0,
-      stderrBytes: run.stderr?.totalBytes ?? 0,
-    })
-  }
-
-  /** Rejects a run; its later frames are ignored. */
-  #fail(run: Run, error: unknown): void {
-    if (run.abandoned) return
-    run.abandoned = true
-    if (run.state === 'waiting') {
-      run.state = 'done'
-      this.#runs.delete(run.id)
-    }
-    run.reject(error)
-  }
-
-  #onError(frame: Extract<IncomingFrame, { type: 'error' }>): void {
-    const error = errorFromWire(
-      { code: frame.code, message: `shell ${this.sessionId}: ${frame.message}`, details: frame.details },
-      {},
-    )
-    const run = frame.id === null ? undefined : this.#runs.get(frame.id)
-    if (run) {
-      this.#fail(run, error)
-      if (run.state !== 'started') {
-        run.state = 'done'
-        this.#runs.delete(run.id)
-      }
-      return
-    }
-    switch (error.code) {
-      case 'OUTPUT_LOST': {
-        // On the first attach the caller asked for this offset explicitly: say that it is gone
-        // instead of silently starting later. On a reconnect, the runs that lost output fail.
-        if (!this.#attached) {
-          this.#attach?.reject(error)
-          this.#closeAll(error)
-          return
-        }
-        const earliest = frame.details?.earliestOffset
-        this.#lose(typeof earliest === 'number' ? earliest : this.#offset, error.message, error)
-        return
-      }
-      case 'SESSION_NOT_FOUND':
-      case 'SANDBOX_NOT_FOUND':
-      case 'UNAUTHORIZED':
-      case 'FORBIDDEN':
-        this.#closeAll(error)
-        return
-      default:
-        if (!this.#attached) this.#attach?.reject(error)
-    }
-  }
-
-  /** Output up to `resumeAt` is gone: every run that may have had some fails with OutputLostError. */
-  #lose(resumeAt: number, message: string, cause?: unknown): void {
-    const details = { earliestOffset: resumeAt }
-    if (resumeAt > this.#offset) this.#offset = resumeAt
-    for (const run of this.#runs.values()) {
-      if (run.state === 'started' || run.state === 'sent') {
-        this.#fail(
-          run,
-          new OutputLostError(
-            `run ${run.id} on shell ${this.sessionId} lost output while disconnected (${message}); run it again for a complete result`,
-            { cause, details },
-          ),
-        )
-        run.state = 'done'
-        this.#runs.delete(run.id)
-      }
-    }
-  }
-
-  #onDrop(): void {
-    this.#live = false
-    for (const waiter of this.#pongWaiters.values()) waiter.resolve()
-    this.#pongWaiters.clear()
-    this.#wakeExitWaiters()
-  }
-
-  /**
-   * After a reconnect: a run that was sent but never seen to start either reached the runner
-   * (it is queued, running, or its frames were replayed) or was lost with the old socket. Once
-   * the runner reports an idle session, and a ping round trip has flushed the frames it sent
-   * before answering, a run still not started never arrived, so it is sent again in order.
-   */
-  async #reconcile(): Promise<void> {
-    if (this.#reconciling) return
-    const generation = this.#generation
-    this.#reconciling = true
-    try {
-      while (generation === this.#generation && !this.#closedError) {
-        if (![...this.#runs.values()].some((r) => r.state === 'sent' && !r.abandoned)) break
-        const info = await this.#session.refresh()
-        if (generation !== this.#generation) return
-        if (info.running !== null || info.queued > 0) {
-          await new Promise<void>((resolve) => this.#exitWaiters.push({ resolve }))
-          continue
-        }
-        await this.#roundTrip()
-        if (generation !== this.#generation) return
-        for (const run of this.#runs.values()) {
-          if (run.state !== 'sent') continue
-          if (run.abandoned) {
-            run.state = 'done'
-            this.#runs.delete(run.id)
-          } else if (!this.#conn.send(run.frame)) return
-        }
-        break
-      }
-    } catch (err) {
-      if (generation === this.#generation) this.#closeAll(asConchError(err))
-    } finally {
-      this.#reconciling = false
-      if (generation === this.#generation) this.#flush()
-    }
-  }
-
-  #roundTrip(): Promise<void> {
-    const t = Date.now() + Math.random()
-    return new Promise((resolve) => {
-      this.#pongWaiters.set(t, { resolve })
-      if (!this.#conn.send(JSON.stringify({ type: 'ping', t }))) {
-        this.#pongWaiters.delete(t)
-        resolve()
-      }
-    })
-  }
-
-  #wakeExitWaiters(): void {
-    const waiters = this.#exitWaiters
-    this.#exitWaiters = []
-    for (const w of waiters) w.resolve()
+    return this.#ledger.start(command, options, keep, this.#closedError)
   }
 
   #closeAll(error: ConchError): void {
     if (this.#closedError) return
     this.#closedError = error
-    this.#live = false
-    clearInterval(this.#sweep)
     this.#conn.close()
-    this.#attach?.reject(error)
-    this.#attach = null
-    for (const run of this.#runs.values()) this.#fail(run, error)
-    this.#runs.clear()
-    this.#outbox = []
-    this.#onDrop()
+    this.#frames.failAttach(error)
+    this.#ledger.failAll(error)
+    this.#resume.dropped()
     this.#onClose?.()
   }
 

@@ -18,6 +18,8 @@ export interface WebSocketLike {
   readonly readyState: number
   /** Bytes queued but not yet sent, where the implementation reports it. */
   readonly bufferedAmount?: number
+  /** How binary messages arrive; the SDK sets `arraybuffer`. */
+  binaryType?: string
   /** Sends one text message. */
   send(data: string): void
   /** Starts the closing handshake. */

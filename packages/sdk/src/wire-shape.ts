@@ -1,7 +1,8 @@
-// Wire shapes: a few dozen lines of validators that check untrusted JSON exactly like the
-// protocol's zod schemas do, without shipping zod. Each shape is a function that returns a
-// fresh, typed value (unknown keys are dropped, as zod drops them) or throws `ShapeError`
-// naming the path. Tests compare every shape against the protocol schema it mirrors.
+// Checking untrusted JSON against the protocol's schemas without shipping zod. The schemas are
+// generated at build time from the protocol's zod schemas into JSON Schema (wire-schemas.ts);
+// `shapeOf` turns one into a validator that returns a fresh value (unknown keys are dropped, as
+// zod drops them) or throws `ShapeError` naming the path. It implements the JSON Schema subset
+// that zod emits for these schemas; the generator fails on any other keyword.
 
 /** Thrown by a shape when a value does not match; `path` names the field. */
 export class ShapeError extends Error {
@@ -18,128 +19,157 @@ export class ShapeError extends Error {
 /** A validator: returns the typed value or throws `ShapeError`. */
 export type Shape<T> = (value: unknown, path: string) => T
 
+/** The JSON Schema subset of the generated wire schemas. */
+export interface JsonSchema {
+  /** One JSON type or several. */
+  readonly type?: string | readonly string[]
+  /** Known object fields. */
+  readonly properties?: { readonly [key: string]: JsonSchema }
+  /** Fields that must be present. */
+  readonly required?: readonly string[]
+  /** The schema of every other field (a record), or `false`/absent: other fields are dropped. */
+  readonly additionalProperties?: JsonSchema | boolean
+  /** The schema of every array item. */
+  readonly items?: JsonSchema
+  /** Allowed values. */
+  readonly enum?: readonly unknown[]
+  /** The one allowed value. */
+  readonly const?: unknown
+  /** Alternatives; the first that matches wins. */
+  readonly anyOf?: readonly JsonSchema[]
+  /** Bounds of a number. */
+  readonly minimum?: number
+  /** Bounds of a number. */
+  readonly maximum?: number
+  /** Bounds of a number. */
+  readonly exclusiveMinimum?: number
+  /** Bounds of a string's UTF-16 length (as zod counts). */
+  readonly minLength?: number
+  /** Bounds of a string's UTF-16 length. */
+  readonly maxLength?: number
+  /** A regular expression a string matches. */
+  readonly pattern?: string
+}
+
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
 
-/** Any string, optionally bounded in UTF-16 length or by a pattern. */
-export function str(opts?: { min?: number; max?: number; pattern?: RegExp }): Shape<string> {
-  const min = opts?.min ?? 0
-  const max = opts?.max ?? Number.POSITIVE_INFINITY
-  const pattern = opts?.pattern
-  return (v, path) => {
-    if (typeof v !== 'string' || v.length < min || v.length > max || (pattern && !pattern.test(v))) {
-      throw new ShapeError(path, 'a string')
-    }
-    return v
+const patterns = new Map<string, RegExp>()
+
+function regex(source: string): RegExp {
+  let re = patterns.get(source)
+  if (!re) {
+    re = new RegExp(source)
+    patterns.set(source, re)
+  }
+  return re
+}
+
+function isType(type: string, v: unknown): boolean {
+  switch (type) {
+    case 'string':
+      return typeof v === 'string'
+    case 'integer':
+      return Number.isSafeInteger(v)
+    case 'number':
+      return typeof v === 'number' && Number.isFinite(v)
+    case 'boolean':
+      return typeof v === 'boolean'
+    case 'null':
+      return v === null
+    case 'array':
+      return Array.isArray(v)
+    case 'object':
+      return isRecord(v)
+    default:
+      return false
   }
 }
 
-/** A finite number, optionally a safe integer and bounded. */
-export function num(opts?: { int?: boolean; min?: number; max?: number }): Shape<number> {
-  const int = opts?.int ?? false
-  const min = opts?.min ?? Number.NEGATIVE_INFINITY
-  const max = opts?.max ?? Number.POSITIVE_INFINITY
-  return (v, path) => {
+const article = (type: string): string => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`)
+
+function within(s: JsonSchema, n: number): boolean {
+  return (
+    (s.minimum === undefined || n >= s.minimum) &&
+    (s.maximum === undefined || n <= s.maximum) &&
+    (s.exclusiveMinimum === undefined || n > s.exclusiveMinimum)
+  )
+}
+
+function range(s: JsonSchema): string {
+  const low = s.minimum !== undefined ? `>= ${s.minimum}` : `> ${s.exclusiveMinimum}`
+  return s.maximum === undefined ? low : `${low} and <= ${s.maximum}`
+}
+
+/** Checks `v` against `s` and returns the value with unknown object keys dropped. */
+function checkValue(s: JsonSchema, v: unknown, path: string): unknown {
+  if (s.anyOf) {
+    for (const branch of s.anyOf) {
+      try {
+        return checkValue(branch, v, path)
+      } catch (err) {
+        if (!(err instanceof ShapeError)) throw err
+      }
+    }
+    throw new ShapeError(path, 'one of the allowed forms')
+  }
+  if (s.const !== undefined && v !== s.const) throw new ShapeError(path, JSON.stringify(s.const))
+  if (s.enum && !s.enum.includes(v)) throw new ShapeError(path, s.enum.join(' | '))
+  const types = s.type === undefined ? [] : typeof s.type === 'string' ? [s.type] : s.type
+  if (types.length > 0 && !types.some((t) => isType(t, v)))
+    throw new ShapeError(path, types.map(article).join(' or '))
+  if (typeof v === 'string') {
     if (
-      typeof v !== 'number' ||
-      !Number.isFinite(v) ||
-      (int && !Number.isSafeInteger(v)) ||
-      v < min ||
-      v > max
-    ) {
-      throw new ShapeError(path, int ? 'an integer' : 'a number')
-    }
+      (s.minLength !== undefined && v.length < s.minLength) ||
+      (s.maxLength !== undefined && v.length > s.maxLength) ||
+      (s.pattern !== undefined && !regex(s.pattern).test(v))
+    )
+      throw new ShapeError(path, 'a string of the allowed form')
     return v
   }
-}
-
-/** A boolean. */
-export const bool: Shape<boolean> = (v, path) => {
-  if (typeof v !== 'boolean') throw new ShapeError(path, 'a boolean')
+  if (typeof v === 'number') {
+    if (!within(s, v))
+      throw new ShapeError(path, `${types.includes('integer') ? 'an integer' : 'a number'} ${range(s)}`)
+    return v
+  }
+  if (Array.isArray(v)) {
+    const items = s.items
+    return items ? v.map((item: unknown, i) => checkValue(items, item, `${path}.${i}`)) : v
+  }
+  if (isRecord(v) && (s.properties || typeof s.additionalProperties === 'object'))
+    return checkObject(s, v, path)
   return v
 }
 
-/** Exactly `value`. */
-export function literal<const T extends string | boolean>(value: T): Shape<T> {
-  return (v, path) => {
-    if (v !== value) throw new ShapeError(path, JSON.stringify(value))
-    return value
-  }
-}
-
-/** One of `values`. */
-export function oneOf<const T extends string>(values: readonly T[]): Shape<T> {
-  const set: ReadonlySet<unknown> = new Set(values)
-  return (v, path) => {
-    if (!set.has(v)) throw new ShapeError(path, values.join(' | '))
-    return v as T
-  }
-}
-
-/** `null` or the inner shape. */
-export function nullable<T>(inner: Shape<T>): Shape<T | null> {
-  return (v, path) => (v === null ? null : inner(v, path))
-}
-
-/** An array of the inner shape. */
-export function arr<T>(inner: Shape<T>): Shape<T[]> {
-  return (v, path) => {
-    if (!Array.isArray(v)) throw new ShapeError(path, 'an array')
-    return v.map((item: unknown, i) => inner(item, `${path}.${i}`))
-  }
-}
-
-/** A string-keyed record of the inner shape. */
-export function record<T>(inner: Shape<T>): Shape<Record<string, T>> {
-  return (v, path) => {
-    if (!isRecord(v)) throw new ShapeError(path, 'an object')
-    const out: Record<string, T> = {}
-    for (const [k, item] of Object.entries(v)) out[k] = inner(item, `${path}.${k}`)
-    return out
-  }
-}
-
-/** Any JSON value, kept as `unknown`. */
-export const unknownValue: Shape<unknown> = (v) => v
-
-/** Marks a field of `obj` as optional: absent or `undefined` is allowed. */
-export interface Optional<T> {
-  /** The shape of the value when present. */
-  readonly optional: Shape<T>
-}
-
-/** Wraps a shape for an optional object field. */
-export function opt<T>(inner: Shape<T>): Optional<T> {
-  return { optional: inner }
-}
-
-type Field = Shape<unknown> | Optional<unknown>
-type Fields = Record<string, Field>
-type RequiredKeys<F extends Fields> = { [K in keyof F]: F[K] extends Shape<unknown> ? K : never }[keyof F]
-type OptionalKeys<F extends Fields> = Exclude<keyof F, RequiredKeys<F>>
-type Out<F extends Fields> = {
-  [K in RequiredKeys<F>]: F[K] extends Shape<infer T> ? T : never
-} & { [K in OptionalKeys<F>]?: F[K] extends Optional<infer T> ? T : never }
-type Flat<T> = { [K in keyof T]: T[K] } & {}
-
-/** An object with the given fields; unknown keys are dropped. */
-export function obj<F extends Fields>(fields: F): Shape<Flat<Out<F>>> {
-  const entries = Object.entries(fields).map(([key, f]) =>
-    typeof f === 'function' ? { key, shape: f, optional: false } : { key, shape: f.optional, optional: true },
-  )
-  return (v, path) => {
-    if (!isRecord(v)) throw new ShapeError(path, 'an object')
-    const out: Record<string, unknown> = {}
-    for (const { key, shape, optional } of entries) {
-      const item = v[key]
-      if (item === undefined) {
-        if (optional) continue
-        throw new ShapeError(path ? `${path}.${key}` : key, 'a value')
-      }
-      out[key] = shape(item, path ? `${path}.${key}` : key)
+function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  const known = s.properties ?? {}
+  for (const [key, field] of Object.entries(known)) {
+    const at = path ? `${path}.${key}` : key
+    const item = Object.hasOwn(v, key) ? v[key] : undefined
+    if (item === undefined) {
+      if (s.required?.includes(key)) throw new ShapeError(at, 'a value')
+      continue
     }
-    return out as Flat<Out<F>>
+    out[key] = checkValue(field, item, at)
   }
+  const rest = s.additionalProperties
+  if (typeof rest === 'object') {
+    for (const [key, item] of Object.entries(v)) {
+      if (Object.hasOwn(known, key)) continue
+      const at = path ? `${path}.${key}` : key
+      out[key] = checkValue(rest, item, at)
+    }
+  }
+  return out
+}
+
+/**
+ * The validator of a generated schema. `T` is the protocol's type for that schema (the
+ * SDK's mirror types are held equal to it by a type test), which the schema was generated from.
+ */
+export function shapeOf<T>(schema: JsonSchema): Shape<T> {
+  return (value, path) => checkValue(schema, value, path) as T
 }
 
 /** Runs a shape and returns its value, or `undefined` when it does not match. */

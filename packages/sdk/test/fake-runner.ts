@@ -6,6 +6,7 @@ import {
   ClientFrame,
   ERROR_STATUS,
   type ErrorCode,
+  encodeOutputFrame,
   PROTOCOL_VERSION,
   ServerFrame,
   type SessionInfo,
@@ -207,12 +208,16 @@ export class FakeRunner {
   script: FakeScript = defaultScript
   /** While true, the runner sends nothing and answers no pings (a hung network path). */
   silent = false
+  /** Announce `binary_output` and send output as binary frames (a runner that has it). */
+  binaryOutput = false
   /** When set, the next shell_run is swallowed and the socket torn down (lost in flight). */
   loseNextRun = false
   /** Connections accepted, for reconnect assertions. */
   connections = 0
   /** Query strings of the shell connections, in order. */
   readonly shellUrls: string[] = []
+  /** The `type` of every frame clients sent, in order. */
+  readonly clientFrameTypes: string[] = []
   url = ''
   readonly #server = createServer((req, res) => void this.#rest(req, res))
   readonly #wss = new WebSocketServer({
@@ -256,7 +261,17 @@ export class FakeRunner {
     for (const s of this.sessions.values()) for (const c of s.clients) c.ws.send(text)
   }
 
+  /** Sends a raw binary message to every client (hostile-runner tests). */
+  sendBinary(data: Uint8Array): void {
+    for (const c of this.#wss.clients) c.send(data)
+  }
+
   sendEntry(client: Client, e: LogEntry): void {
+    if ((e.kind === 'out' || e.kind === 'err') && this.binaryOutput) {
+      if (this.silent || client.ws.readyState !== 1) return
+      client.ws.send(encodeOutputFrame(e.kind === 'out' ? 'stdout' : 'stderr', e.id, e.offset, e.bytes))
+      return
+    }
     if (e.kind === 'start') this.send(client, { type: 'shell_start', id: e.id, offset: e.offset })
     else if (e.kind === 'exit') {
       const { kind: _, ...rest } = e
@@ -302,7 +317,15 @@ export class FakeRunner {
       this.send(client, {
         type: 'hello',
         protocolVersion: PROTOCOL_VERSION,
-        capabilities: ['shell', 'reattach', 'interrupt', 'base64', 'heartbeat', 'pipelining'],
+        capabilities: [
+          'shell',
+          'reattach',
+          'interrupt',
+          'base64',
+          'heartbeat',
+          'pipelining',
+          ...(this.binaryOutput ? (['binary_output'] as const) : []),
+        ],
       })
       const requested = url.searchParams.get('offset')
       let from = requested === null ? session.offset : Number(requested)
@@ -339,6 +362,7 @@ export class FakeRunner {
       return
     }
     const frame = parsed.data
+    this.clientFrameTypes.push(frame.type)
     switch (frame.type) {
       case 'shell_run':
         if (this.loseNextRun) {
@@ -360,6 +384,7 @@ export class FakeRunner {
         return
       case 'hello':
       case 'pong':
+      case 'ack':
         return
     }
   }

@@ -4,12 +4,18 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { gzipSync } from 'node:zlib'
 import { afterAll, describe, expect, it } from 'vitest'
 
 const sdkDir = join(import.meta.dirname, '..')
 const repoRoot = join(sdkDir, '..', '..')
 const stampScript = join(repoRoot, 'scripts', 'stamp-package-metadata.mjs')
 const temps: string[] = []
+/**
+ * The SDK's size budget: its bundle, gzipped. It validates with schemas generated from the
+ * protocol (no zod); 22.6 KiB when set (esbuild keeps the TSDoc of class members).
+ */
+const GZIP_BUDGET_BYTES = 23 * 1024
 afterAll(() => {
   for (const dir of temps) rmSync(dir, { recursive: true, force: true })
 })
@@ -26,6 +32,12 @@ describe('the published @conch/sdk', () => {
     expect(paths).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'dist/index.js']))
     expect(paths.filter((p) => !/^(LICENSE|README\.md|package\.json|dist\/.+)$/.test(p))).toEqual([])
     expect(readFileSync(join(sdkDir, 'LICENSE'), 'utf8')).toMatch(/^MIT License/)
+  })
+
+  it('keeps its bundle within the gzipped size budget, with no zod in it', () => {
+    const bundle = readFileSync(join(sdkDir, 'dist', 'index.js'))
+    expect(gzipSync(bundle, { level: 9 }).byteLength).toBeLessThanOrEqual(GZIP_BUDGET_BYTES)
+    expect(bundle.toString('utf8')).not.toMatch(/from ['"]zod/)
   })
 
   it('has no relative links in its README (npm renders them broken)', () => {

@@ -1,3 +1,4 @@
+import { encodeOutputFrame } from '@conch/protocol'
 import { test as base, describe, expect } from 'vitest'
 import {
   ConnectionError,
@@ -130,6 +131,70 @@ describe('Shell', () => {
       { type: 'stdout', data: 'three\n' },
       { type: 'exit', code: 3, timedOut: false, oomKilled: false, durationMs: expect.any(Number) },
     ])
+  })
+
+  test('sends no acks to a runner without output_ack, and a slow reader still gets every byte', async ({
+    sb,
+    runner,
+  }) => {
+    const chunk = new Uint8Array(64 * 1024).fill(0x61)
+    runner.script = (_c, io) => {
+      for (let i = 0; i < 64; i++) io.out(chunk)
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    let bytes = 0
+    let held = 0
+    for await (const ev of sh.stream('x', { encoding: 'binary' })) {
+      held = Math.max(held, sh.bufferedBytes)
+      if (ev.type === 'stdout') bytes += ev.data.length
+      await new Promise((r) => setTimeout(r, 1))
+    }
+    expect(bytes).toBe(64 * chunk.length)
+    // Without the capability the reader cannot slow the runner: the output waits in the client.
+    expect(held).toBeGreaterThan(32 * chunk.length)
+    expect(runner.clientFrameTypes).not.toContain('ack')
+    expect(sh.bufferedBytes).toBe(0)
+  })
+
+  test('reads output from binary frames when the runner has binary_output, losslessly', async ({
+    sb,
+    runner,
+  }) => {
+    runner.binaryOutput = true
+    runner.script = (_c, io) => {
+      io.out(new Uint8Array([0, 0xff, 0xe2]))
+      io.out(new Uint8Array([0x82, 0xac]))
+      io.err('e')
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const chunks: string[] = []
+    const text = await sh.run('x', { onStdout: (c) => chunks.push(c) })
+    expect(text).toMatchObject({ stdout: '\u0000\ufffd€', stderr: 'e', exitCode: 0 })
+    expect(chunks.join('')).toBe('\u0000\ufffd€')
+    const bytes = await sh.run('x', { encoding: 'binary' })
+    expect(bytes.stdout).toEqual(new Uint8Array([0, 0xff, 0xe2, 0x82, 0xac]))
+    expect(sh.offset).toBe(12)
+  })
+
+  test('closes with INVALID_FRAME on a binary frame with a truncated header, a wrong kind or a bad id length', async ({
+    runner,
+  }) => {
+    const good = encodeOutputFrame('stdout', 'r1', 0, new Uint8Array([1]))
+    const kind = good.slice()
+    kind[0] = 7
+    const length = good.slice()
+    new DataView(length.buffer).setUint16(1, 9_000)
+    for (const bad of [good.subarray(0, 4), kind, length]) {
+      await using sb = await Sandbox.connect(runner.sandboxId, { url: runner.url, apiKey: runner.apiKey })
+      await using sh = await sb.shell()
+      const pending = sh.run('hang')
+      await until(() => runner.connections > 0)
+      runner.sendBinary(bad)
+      await expect(pending).rejects.toMatchObject({ code: 'INVALID_FRAME' })
+      expect(sh.isOpen).toBe(false)
+    }
   })
 
   test('interrupts the command when the stream consumer stops early', async ({ sb, runner }) => {

@@ -1,0 +1,189 @@
+// Generates src/wire-schemas.ts: the JSON Schema of every runner answer and server frame the
+// SDK reads, made from the protocol's own zod schemas with `z.toJSONSchema`, so the SDK checks
+// untrusted input exactly as the protocol defines it without shipping zod. Run it with
+// `pnpm --filter @conch/sdk generate` after changing a schema; a test fails while the file is
+// stale. Fields a newer runner may grow additively (error codes, capabilities) are opened to
+// any string, so an older SDK keeps reading them.
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  AccessToken,
+  AliasMap,
+  EnvMap,
+  EnvValue,
+  ErrorBody,
+  ExecEvent,
+  FileInfo,
+  FileList,
+  HistoryList,
+  Ok,
+  ProcessInfo,
+  ProcessList,
+  ProcessOutput,
+  RunResult,
+  SandboxInfo,
+  SandboxList,
+  ServerFrame,
+  SessionInfo,
+  SessionList,
+} from '@conch/protocol'
+import { z } from 'zod'
+
+/** The REST answers the SDK reads, by the name the SDK's shapes use. */
+const REST = {
+  errorBody: ErrorBody,
+  ok: Ok,
+  sandboxInfo: SandboxInfo,
+  sandboxList: SandboxList,
+  accessToken: AccessToken,
+  runResult: RunResult,
+  sessionInfo: SessionInfo,
+  sessionList: SessionList,
+  envMap: EnvMap,
+  envValue: EnvValue,
+  aliasMap: AliasMap,
+  historyList: HistoryList,
+  processInfo: ProcessInfo,
+  processList: ProcessList,
+  processOutput: ProcessOutput,
+  fileInfo: FileInfo,
+  fileList: FileList,
+} satisfies Record<string, z.ZodType>
+
+/** JSON Schema keywords the SDK's checker implements; anything else fails generation. */
+const KNOWN = new Set([
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'items',
+  'enum',
+  'const',
+  'anyOf',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'minLength',
+  'maxLength',
+  'pattern',
+])
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
+
+/** Drops what the checker does not need: `$schema`, `additionalProperties: false` (unknown keys are dropped, as zod does), string-typed property names and the safe-integer bounds an integer implies. */
+function compact(schema: Json, path: string): Json {
+  if (Array.isArray(schema)) return schema.map((s, i) => compact(s, `${path}[${i}]`))
+  if (schema === null || typeof schema !== 'object') return schema
+  const out: { [key: string]: Json } = {}
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$schema') continue
+    if (key === 'additionalProperties' && value === false) continue
+    if (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') continue
+    if (schema.type === 'integer' && key === 'maximum' && value === Number.MAX_SAFE_INTEGER) continue
+    if (schema.type === 'integer' && key === 'minimum' && value === Number.MIN_SAFE_INTEGER) continue
+    if (!KNOWN.has(key))
+      throw new Error(`${path}: JSON Schema keyword "${key}" is not implemented by the SDK's checker`)
+    if (key === 'properties' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, compact(v, `${path}.${k}`)]))
+    } else out[key] = compact(value, `${path}.${key}`)
+  }
+  return out
+}
+
+/** Sets the schema at `keys` inside `schema` to any string (an open, additively growing field). */
+function open(schema: Json, keys: string[], to: Json): void {
+  let node = schema
+  for (const key of keys.slice(0, -1)) {
+    if (node === null || typeof node !== 'object' || Array.isArray(node))
+      throw new Error(`no ${keys.join('.')}`)
+    node = node[key] as Json
+  }
+  const last = keys.at(-1)
+  if (
+    node === null ||
+    typeof node !== 'object' ||
+    Array.isArray(node) ||
+    last === undefined ||
+    !(last in node)
+  )
+    throw new Error(`no ${keys.join('.')}`)
+  node[last] = to
+}
+
+const anyString: Json = { type: 'string' }
+
+function toJson(schema: z.ZodType): Json {
+  return z.toJSONSchema(schema, { io: 'output', unrepresentable: 'throw' }) as Json
+}
+
+function jsonSchema(schema: z.ZodType, path: string): Json {
+  return compact(toJson(schema), path)
+}
+
+/** Object schemas of a discriminated union, keyed by their `type` constant. */
+function byType(schema: z.ZodType, path: string): { [type: string]: Json } {
+  const union = toJson(schema)
+  if (union === null || typeof union !== 'object' || Array.isArray(union) || !Array.isArray(union.oneOf))
+    throw new Error(`${path} is not a oneOf`)
+  const out: { [type: string]: Json } = {}
+  for (const branch of union.oneOf) {
+    const type = (branch as { properties?: { type?: { const?: unknown } } }).properties?.type?.const
+    if (typeof type !== 'string') throw new Error(`${path}: a branch has no constant "type"`)
+    out[type] = compact(branch, `${path}.${type}`)
+  }
+  return out
+}
+
+/** The three tables of the generated module. */
+interface WireSchemas {
+  rest: { [name: string]: Json }
+  exec: { [type: string]: Json }
+  frames: { [type: string]: Json }
+}
+
+/** Builds the tables from the protocol's schemas. */
+export function wireSchemas(): WireSchemas {
+  const rest: { [name: string]: Json } = {}
+  for (const [name, schema] of Object.entries(REST)) rest[name] = jsonSchema(schema, name)
+  open(rest.errorBody as Json, ['properties', 'error', 'properties', 'code'], anyString)
+  const exec = byType(ExecEvent, 'ExecEvent')
+  open(exec.error as Json, ['properties', 'code'], anyString)
+  const frames = byType(ServerFrame, 'ServerFrame')
+  open(frames.hello as Json, ['properties', 'capabilities', 'items'], anyString)
+  open(frames.error as Json, ['properties', 'code'], anyString)
+  return { rest, exec, frames }
+}
+
+/** The generated module's text (before formatting). */
+function generateWireSchemas(): string {
+  const { rest, exec, frames } = wireSchemas()
+  // Compact JSON in a string: smaller in the bundle than an object literal, and parsed once.
+  const table = (value: { [name: string]: Json }) =>
+    `{ ${Object.keys(value)
+      .map((k) => `readonly ${k}: JsonSchema`)
+      .join('; ')} } = JSON.parse(${JSON.stringify(JSON.stringify(value))})`
+  return [
+    "// Generated by scripts/generate-wire-schemas.ts from the protocol's zod schemas; do not edit.",
+    '// JSON Schema of what the SDK reads from a runner, checked by `shapeOf` in wire-shape.ts.',
+    "import type { JsonSchema } from './wire-shape.ts'",
+    '',
+    '/** REST answers by shape name. */',
+    `export const REST_SCHEMAS: ${table(rest)}`,
+    '',
+    '/** Lines of an NDJSON process stream (`ExecEvent`) by `type`. */',
+    `export const EXEC_EVENT_SCHEMAS: ${table(exec)}`,
+    '',
+    '/** Shell socket frames (`ServerFrame`) by `type`. */',
+    `export const SERVER_FRAME_SCHEMAS: ${table(frames)}`,
+    '',
+  ].join('\n')
+}
+
+/** Where the generated module lives. */
+const WIRE_SCHEMAS_FILE = join(import.meta.dirname, '..', 'src', 'wire-schemas.ts')
+
+if (process.argv[1] === import.meta.filename) {
+  writeFileSync(WIRE_SCHEMAS_FILE, generateWireSchemas())
+  execFileSync('pnpm', ['exec', 'biome', 'format', '--write', WIRE_SCHEMAS_FILE], { stdio: 'inherit' })
+}
