@@ -112,10 +112,12 @@ describe('the router in the image', () => {
     // Code in the sandbox shares no network with the host: neither the router nor the runner
     // on the host's loopback answers it.
     const runnerPort = new URL(runner.url).port
-    const probe = await shell.run(
-      `for p in ${routerPort} ${runnerPort}; do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && echo "reached $p"; done; echo done`,
+    const connect = `for p in ${routerPort} ${runnerPort}; do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && echo "reached $p"; done; echo done`
+    expect((await shell.run(connect)).stdout).toBe('done\n')
+    // The same probe outside the sandbox, in the runner's container, reaches both.
+    expect(await runner.exec(`bash -c '${connect}'`)).toBe(
+      `reached ${routerPort}\nreached ${runnerPort}\ndone\n`,
     )
-    expect(probe.stdout).toBe('done\n')
     expect((await Sandbox.list(client)).map((s) => s.id)).toContain(sandbox.id)
     // The runner behind it holds the sandbox; the router forwarded and logged without the key.
     const direct = await Sandbox.list({ url: runner.url, apiKey: runner.apiKey })
