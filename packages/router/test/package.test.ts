@@ -5,7 +5,7 @@
 // shards; sandboxes are created, driven and listed through the packed router with the SDK.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -37,6 +37,21 @@ function run(cmd: string, args: string[], cwd: string): string {
     )
   }
   return result.stdout
+}
+
+/** The executable of the packed router's Node process: the one in its process group running the bin. */
+function routerExe(): string {
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+      const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+      if (pgid === router.pid && argv.some((a) => a.endsWith('/conch-router'))) return `/proc/${pid}/exe`
+    } catch {
+      // The process ended while the table was read.
+    }
+  }
+  throw new Error(`no conch-router process in group ${router.pid}`)
 }
 
 /** The packed file's text. */
@@ -149,6 +164,11 @@ describe('the packed @conch/router', () => {
       expect(foreign, file).toEqual([])
       expect(code, file).not.toMatch(/\brequire\(["'](?!node:)/)
     }
+  })
+
+  it('runs on the Node that PATH finds first (CONCH_PACKAGE_NODE picks an older one)', () => {
+    const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
+    expect(version(routerExe())).toBe(version(NODE))
   })
 
   it('installs from the registry into an empty folder with no @conch package but itself', () => {
