@@ -179,6 +179,35 @@ describe('the packed @conch/router', () => {
     expect(readdirSync(scope!)).toEqual(['router'])
   })
 
+  it('refuses a Node older than 22.13 with one line naming the version, and starts on 22.13.0', () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const bin = readdirSync(installs)
+      .map((d) => join(installs, d, 'node_modules', '@conch', 'router', 'dist', 'conch-router.js'))
+      .find((f) => existsSync(f))!
+    // The installed bin, on this Node made to report another version before the bin runs.
+    const as = (version: string) =>
+      spawnSync(
+        NODE,
+        [
+          '--import',
+          `data:text/javascript,Object.defineProperty(process.versions,'node',{value:'${version}'})`,
+          bin,
+          '--help',
+        ],
+        { encoding: 'utf8' },
+      )
+    for (const old of ['22.12.9', '20.19.0']) {
+      const refused = as(old)
+      expect(refused.status).toBe(1)
+      expect(refused.stdout).toBe('')
+      expect(refused.stderr).toMatch(/^conch-router: this router needs Node\.js 22\.13\.0 or newer/)
+      expect(refused.stderr.trim().split('\n')).toHaveLength(1)
+    }
+    const accepted = as('22.13.0')
+    expect(accepted.status).toBe(0)
+    expect(accepted.stdout).toMatch(/^usage: conch-router/)
+  })
+
   it('places, drives and lists sandboxes on both runners through the SDK', async () => {
     const client = { url, apiKey }
     await using first = await Sandbox.create(client)
