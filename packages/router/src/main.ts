@@ -1,6 +1,5 @@
-#!/usr/bin/env node
-// `conch router`: the process entry. The only place that reads argv and the environment,
-// listens, prints and handles signals. The router keeps no state, so stopping it loses nothing:
+// `conch-router`: the process entry, loaded by bin.ts once the Node version is right. The only
+// place that reads argv and the environment, listens, prints and handles signals. The router keeps no state, so stopping it loses nothing:
 // clients reconnect (through any router replica) and reattach to their shells.
 import pino from 'pino'
 import { buildRouter, REDACTED_PATHS } from './app.ts'
@@ -8,7 +7,7 @@ import { ConfigError } from './config-error.ts'
 import { parseRouterConfig, type RouterConfig, routerConfigUsage } from './router-config.ts'
 import { buildShardTable, type ShardTable } from './shard-table.ts'
 
-const USAGE = `usage: conch router [flags]
+const USAGE = `usage: conch-router [router] [flags]
 
 Forwards the conch API (REST + WebSocket) to several runners. Every sandbox id names the runner
 shard that holds it (runners started with --shard <name>); the router sends each request to that
@@ -25,7 +24,7 @@ ${routerConfigUsage()}
 `
 
 function fail(message: string, code = 2): never {
-  process.stderr.write(`conch router: ${message}\n`)
+  process.stderr.write(`conch-router: ${message}\n`)
   process.exit(code)
 }
 

@@ -1,9 +1,9 @@
-// Configuration of the `conch router` process: flags over `CONCH_ROUTER_*` variables over
-// defaults. Each setting is one flag and one variable, listed by `conch router --help`.
+// Configuration of the `conch-router` process: flags over `CONCH_ROUTER_*` variables over
+// defaults. Each setting is one flag and one variable, listed by `conch-router --help`.
 import { z } from 'zod'
 import { ConfigError } from './config-error.ts'
 
-/** The port `conch router` listens on when none is given. */
+/** The port `conch-router` listens on when none is given. */
 export const DEFAULT_ROUTER_PORT = 7879
 
 const positive = z.coerce.number().int().positive()
@@ -50,7 +50,7 @@ const snake = (s: string): string => s.replace(/[A-Z]/g, (c) => `_${c}`).toUpper
 const flagOf = (key: string): string => `--${kebab(key)}`
 const envOf = (key: string): string => `CONCH_ROUTER_${snake(key)}`
 
-/** One line per flag, for `conch router --help`. */
+/** One line per flag, for `conch-router --help`. */
 export function routerConfigUsage(): string {
   return KEYS.map((k) => `  ${flagOf(k).padEnd(26)} env ${envOf(k)}`).join('\n')
 }
@@ -71,11 +71,11 @@ export function parseRouterConfig(
   }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"; run conch router --help`)
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"; run conch-router --help`)
     const eq = arg.indexOf('=')
     const name = eq > 0 ? arg.slice(0, eq) : arg
     const key = KEYS.find((k) => flagOf(k) === name)
-    if (!key) throw new ConfigError(`unknown flag ${name}; run conch router --help for the flags`)
+    if (!key) throw new ConfigError(`unknown flag ${name}; run conch-router --help for the flags`)
     const value = eq > 0 ? arg.slice(eq + 1) : argv[++i]
     if (value === undefined || (eq < 0 && value.startsWith('--')))
       throw new ConfigError(`flag ${name} needs a value`)
