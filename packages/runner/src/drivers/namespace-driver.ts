@@ -36,7 +36,7 @@ import {
 } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
-import type { Duplex } from 'node:stream'
+import { type Duplex, Writable } from 'node:stream'
 import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits, type SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
@@ -63,6 +63,9 @@ import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
+
+/** The fd on which bwrap reads its options (`--args`), NUL-separated. */
+const ARGS_FD = 7
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -310,6 +313,13 @@ export class NamespaceDriver implements SandboxDriver {
       // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
       const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
       const work = state.cgroup?.work ?? null
+      const command = [
+        '/bin/sh',
+        '-c',
+        `${nproc ? `ulimit -p ${spec.limits.pids} && ` : ''}exec "$@" 3<&- 6<&- ${ARGS_FD}<&-`,
+        'sh',
+        ...agent,
+      ]
       const args = bwrapArgs({
         usernsFd: usernsFd === null ? null : 3,
         agentUid: state.rootless ? this.#uid : 0,
@@ -333,15 +343,11 @@ export class NamespaceDriver implements SandboxDriver {
               ],
         env,
         seccompArgs: seccomp.args,
-        // The agent must not inherit the namespace fd (3) or the filter's (6); it keeps 4 (socket) and 5 (secret).
-        command: [
-          '/bin/sh',
-          '-c',
-          nproc ? `ulimit -p ${spec.limits.pids} && exec "$@" 3<&- 6<&-` : 'exec "$@" 3<&- 6<&-',
-          'sh',
-          ...agent,
-        ],
+        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
+        command,
       })
+      // bwrap reads its options from a pipe (the command stays on its command line).
+      const options = args.slice(0, args.length - command.length - 1)
       const id = String(this.#uid)
       const toUid = state.rootless
         ? []
@@ -356,11 +362,17 @@ export class NamespaceDriver implements SandboxDriver {
           '--',
           ...toUid,
           findBinary('bwrap')!,
-          ...args,
+          // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv (readable
+          // inside at /proc/1/cmdline) would otherwise name the host paths it binds. The command
+          // names only paths inside.
+          '--args',
+          String(ARGS_FD),
+          '--',
+          ...command,
         ],
         {
           detached: true,
-          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe'],
+          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe'],
           env: {},
           cwd: '/',
         },
@@ -368,6 +380,7 @@ export class NamespaceDriver implements SandboxDriver {
       const pid = await spawned(child)
       sendLinkSecret(child, 5, state.linkSecret)
       feedSeccomp(child, seccomp)
+      feedArgs(child, options)
       this.#pendingExits.set(
         pid,
         new Promise((resolve) =>
@@ -520,6 +533,14 @@ function exitReason(code: number | null, signal: NodeJS.Signals | null): string 
       : undefined
   if (agentSignal) return `its agent was killed by ${agentSignal} (exit code ${code})`
   return `its agent exited with code ${code}`
+}
+
+/** Writes bwrap's options into its `--args` pipe; a bwrap that dies first is reported by its exit. */
+function feedArgs(child: ChildProcess, args: string[]): void {
+  const pipe = child.stdio.at(ARGS_FD)
+  if (!(pipe instanceof Writable)) throw new RunnerError('INTERNAL', `fd ${ARGS_FD} of bwrap is not a pipe`)
+  pipe.on('error', () => {})
+  pipe.end(args.map((a) => `${a}\0`).join(''))
 }
 
 function readNs(pid: number): string | null {
