@@ -56,9 +56,14 @@ export interface RootlessLimits {
   missing: string | null
 }
 
-/** Detects a cgroup v2 subtree this non-root runner may manage (it can write its cgroup.subtree_control). */
+/**
+ * Detects a cgroup v2 subtree this non-root runner may manage: its own group, when it can write
+ * that group's cgroup.subtree_control. Whoever delegated it (systemd's `Delegate=yes`, or an
+ * operator who chowned the dir and its cgroup.procs, cgroup.subtree_control and cgroup.threads),
+ * only the runner's own group can be its subtree.
+ */
 export function rootlessLimits(options: CgroupDetectOptions = {}): RootlessLimits {
-  const host = detectCgroups(options)
+  const host = detectCgroups({ systemd: true, ...options })
   if (host.version === null) return { cgroups: null, missing: `${host.problem}; ${HOW_TO_DELEGATE}` }
   if (host.version === 1) {
     return {
