@@ -23,20 +23,10 @@
 // uid to the sandbox uid; the agent runs as that uid with no capabilities, the workspace is a
 // directory in the state dir, the runtime is bound from its host paths, and limits come from a
 // delegated cgroup v2 subtree or, for pids alone, RLIMIT_NPROC (see rootless-host.ts).
-import { type ChildProcess, spawn } from 'node:child_process'
-import {
-  chownSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs'
-import { constants as osConstants } from 'node:os'
+import { spawn } from 'node:child_process'
+import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Duplex, Writable } from 'node:stream'
+import type { Duplex } from 'node:stream'
 import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits, type SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
@@ -60,18 +50,21 @@ import { removeOwnTree } from './rootless-workspace.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
+import {
+  ARGS_FD,
+  exitReason,
+  feedArgs,
+  findBinary,
+  rootUserNamespace,
+  SYSTEM_BIN_DIRS,
+  spawned,
+} from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
-/** The fd on which bwrap reads its options (`--args`), NUL-separated. */
-const ARGS_FD = 7
-
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
-
-/** Folders searched for bwrap, unshare, setpriv and sh. */
-const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin']
 
 /** The namespace driver's handle state. */
 const NamespaceState = z.object({
@@ -116,12 +109,6 @@ export interface NamespaceDriverOptions {
   rootless?: boolean
   /** Rootless only: what limits this host allows; detected when not given. */
   rootlessLimits?: RootlessLimits
-}
-
-/** The first of `dirs/name` that exists. */
-function findBinary(name: string): string | null {
-  for (const dir of SYSTEM_BIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
-  return null
 }
 
 /** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
@@ -274,7 +261,7 @@ export class NamespaceDriver implements SandboxDriver {
     const runtime = await this.#runtime
     const seccomp = bwrapSeccomp(6)
     const endpoint = await bindAgentSocket(state.socketDir)
-    const usernsFd = state.rootless ? null : await this.#userNamespace()
+    const usernsFd = state.rootless ? null : await rootUserNamespace(this.#uid)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
       const env: Record<string, string> = {
@@ -492,74 +479,4 @@ export class NamespaceDriver implements SandboxDriver {
     if (state.rootless) removeOwnTree(state.dir)
     else rmSync(state.dir, { recursive: true, force: true })
   }
-
-  /** A user namespace owned by the sandbox uid mapping host root and the sandbox uid; returns its fd. */
-  async #userNamespace(): Promise<number> {
-    const holder = spawn(findBinary('unshare')!, ['--user', '--', findBinary('sh')!, '-c', 'read _'], {
-      stdio: ['pipe', 'ignore', 'ignore'],
-      uid: this.#uid,
-      gid: this.#uid,
-      env: {},
-      cwd: '/',
-    })
-    try {
-      const pid = await spawned(holder)
-      const own = readlinkSync('/proc/self/ns/user')
-      const deadline = Date.now() + 5_000
-      while (readNs(pid) === own) {
-        if (Date.now() > deadline)
-          throw new RunnerError('AGENT_UNAVAILABLE', 'unshare --user did not create a user namespace')
-        await new Promise((r) => setTimeout(r, 1))
-      }
-      const map = `0 0 1\n${this.#uid} ${this.#uid} 1\n`
-      writeFileSync(`/proc/${pid}/uid_map`, map)
-      writeFileSync(`/proc/${pid}/gid_map`, map)
-      return openSync(`/proc/${pid}/ns/user`, 'r')
-    } finally {
-      holder.kill('SIGKILL')
-    }
-  }
-}
-
-/**
- * Why a sandbox ended, from its bwrap's exit: bwrap exits with the agent's status, and 128+n
- * when a signal n killed the agent (a kill from outside; the OOM killer never picks the agent).
- */
-function exitReason(code: number | null, signal: NodeJS.Signals | null): string {
-  if (signal) return `the sandbox was killed by ${signal}`
-  const agentSignal =
-    code !== null && code > 128
-      ? Object.entries(osConstants.signals).find(([, n]) => n === code - 128)?.[0]
-      : undefined
-  if (agentSignal) return `its agent was killed by ${agentSignal} (exit code ${code})`
-  return `its agent exited with code ${code}`
-}
-
-/** Writes bwrap's options into its `--args` pipe; a bwrap that dies first is reported by its exit. */
-function feedArgs(child: ChildProcess, args: string[]): void {
-  const pipe = child.stdio.at(ARGS_FD)
-  if (!(pipe instanceof Writable)) throw new RunnerError('INTERNAL', `fd ${ARGS_FD} of bwrap is not a pipe`)
-  pipe.on('error', () => {})
-  pipe.end(args.map((a) => `${a}\0`).join(''))
-}
-
-function readNs(pid: number): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/user`)
-  } catch {
-    return null
-  }
-}
-
-function spawned(child: ChildProcess): Promise<number> {
-  return new Promise((resolve, reject) => {
-    child.once('error', (error) =>
-      reject(
-        new RunnerError('AGENT_UNAVAILABLE', `could not start the sandbox: ${error.message}`, {
-          cause: error,
-        }),
-      ),
-    )
-    child.once('spawn', () => resolve(child.pid ?? 0))
-  })
 }
