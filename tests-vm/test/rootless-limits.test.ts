@@ -26,6 +26,11 @@ id ${USER} > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sb
 mkdir -p ${DELEGATED}
 chown ${USER}: ${DELEGATED} ${DELEGATED}/cgroup.procs ${DELEGATED}/cgroup.subtree_control ${DELEGATED}/cgroup.threads
 rm -rf ${STATE_DIR} && mkdir -p ${STATE_DIR} && chown ${USER}: ${STATE_DIR} && chmod 700 ${STATE_DIR}
+# The warm-up filled Node's compile cache as uid 0, in a dir whose name ends in the uid. The
+# rootless agents run as uid 1000 inside their namespace, so they get a copy under that name
+# (without it, every agent compiles its modules anew, which under TCG outlasts the hello deadline).
+for d in ${GUEST_COMPILE_CACHE}/*-0; do rm -rf "\${d%-0}-1000"; cp -a "$d" "\${d%-0}-1000"; done
+chmod -R a+rX ${GUEST_COMPILE_CACHE}
 cd /conch/repo
 setsid sh -c 'echo $$ > ${DELEGATED}/cgroup.procs && exec setpriv --reuid=${USER} --regid=${USER} --clear-groups -- env -i PATH=/usr/bin:/bin CONCH_API_KEY=${API_KEY} NODE_COMPILE_CACHE=${GUEST_COMPILE_CACHE} ${GUEST_NODE} --conditions=source packages/runner/src/main.ts runner --port ${PORT} --state-dir ${STATE_DIR}' > ${LOG} 2>&1 < /dev/null &
 `
@@ -111,7 +116,9 @@ describe('a rootless runner with a delegated cgroup v2 subtree', () => {
       limits: { memoryBytes: 128 * MiB, pids: 64 },
       env: { NODE_COMPILE_CACHE: GUEST_COMPILE_CACHE },
     })
-    expect(created.status, JSON.stringify(created.body)).toBe(200)
+    expect(created.status, `${JSON.stringify(created.body)}\n${await rootless.run(`tail -20 ${LOG}`)}`).toBe(
+      200,
+    )
     const id = String(created.body.id)
     expect(created.body.limits).toEqual({ memoryBytes: 128 * MiB, pids: 64, cpus: 1 })
     expect(String(created.body.description)).toMatch(
@@ -145,7 +152,8 @@ describe('a rootless runner with a delegated cgroup v2 subtree', () => {
     expect(await rootless.run(`ls -d ${DELEGATED}/${id} ${STATE_DIR}/sandboxes/${id} 2>&1 || true`)).toMatch(
       /No such file or directory[\s\S]*No such file or directory/,
     )
-  })
+    // Each step starts Node in the guest; under TCG on a loaded host that takes its time.
+  }, 600_000)
 
   test('refuses a disk limit with LIMITS_NOT_ENFORCEABLE', async ({ rootless }) => {
     const res = await api(rootless, 'POST', '/v1/sandboxes', { limits: { diskBytes: 1024 * MiB } })

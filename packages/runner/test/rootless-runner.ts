@@ -94,28 +94,32 @@ export function runnerEnv(apiKey: string): Record<string, string> {
 
 /** A rootless runner process and a small client for its API. */
 export interface RootlessRunner extends AsyncDisposable {
-  /** The process. */
-  child: ChildProcess
+  /** The current runner process. */
+  readonly child: ChildProcess
   /** Its base URL. */
-  url: string
+  readonly url: string
   /** Its API key. */
   apiKey: string
   /** Its state dir. */
   stateDir: string
-  /** What it wrote to stderr (its log). */
+  /** What the current process wrote to stderr (its log). */
   err: () => string
   /** Sends a request with the API key; resolves with status and parsed body. */
   request: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: unknown }>
   /** Creates a sandbox; throws unless 200. */
   create: (body?: Record<string, unknown>) => Promise<SandboxInfo>
-  /** Runs `command` in a sandbox through POST /exec; throws unless 200. */
-  exec: (id: string, command: string) => Promise<RunResult>
+  /** Runs `command` in a sandbox through POST /exec (in `sessionId` when given); throws unless 200. */
+  exec: (id: string, command: string, sessionId?: string) => Promise<RunResult>
+  /** Stops the runner with SIGTERM (agents keep running) and starts a new one on the same state dir. */
+  restart: () => Promise<void>
 }
 
-/** Starts a runner as the rootless user and resolves once it listens. */
-export async function rootlessRunner(options: RunnerProcessOptions = {}): Promise<RootlessRunner> {
-  const stateDir = rootlessStateDir()
-  const apiKey = generateApiKey()
+/** One runner process on `stateDir`, resolved once it listens. */
+async function launch(
+  stateDir: string,
+  apiKey: string,
+  options: RunnerProcessOptions,
+): Promise<{ child: ChildProcess; url: string; err: () => string; exited: Promise<void> }> {
   const [program, ...args] = runnerArgv(stateDir, options)
   const child = spawn(program!, args, { env: runnerEnv(apiKey), stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
@@ -132,9 +136,17 @@ export async function rootlessRunner(options: RunnerProcessOptions = {}): Promis
     })
     void exited.then(() => reject(new Error(`the rootless runner exited before listening:\n${out}\n${err}`)))
   })
+  return { child, url, err: () => err, exited }
+}
+
+/** Starts a runner as the rootless user and resolves once it listens. */
+export async function rootlessRunner(options: RunnerProcessOptions = {}): Promise<RootlessRunner> {
+  const stateDir = rootlessStateDir()
+  const apiKey = generateApiKey()
+  let current = await launch(stateDir, apiKey, options)
   const created: string[] = []
   const request = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${url}${path}`, {
+    const res = await fetch(`${current.url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${apiKey}`,
@@ -146,11 +158,15 @@ export async function rootlessRunner(options: RunnerProcessOptions = {}): Promis
     return { status: res.status, body: text ? JSON.parse(text) : null }
   }
   return {
-    child,
-    url,
+    get child() {
+      return current.child
+    },
+    get url() {
+      return current.url
+    },
     apiKey,
     stateDir,
-    err: () => err,
+    err: () => current.err(),
     request,
     async create(body = {}) {
       const res = await request('POST', '/v1/sandboxes', body)
@@ -159,15 +175,23 @@ export async function rootlessRunner(options: RunnerProcessOptions = {}): Promis
       created.push(info.id)
       return info
     },
-    async exec(id, command) {
-      const res = await request('POST', `/v1/sandboxes/${id}/exec`, { command })
+    async exec(id, command, sessionId) {
+      const res = await request('POST', `/v1/sandboxes/${id}/exec`, {
+        command,
+        ...(sessionId ? { sessionId } : {}),
+      })
       if (res.status !== 200) throw new Error(`exec ${command}: ${res.status} ${JSON.stringify(res.body)}`)
       return RunResult.parse(res.body)
     },
+    async restart() {
+      current.child.kill('SIGTERM')
+      await current.exited
+      current = await launch(stateDir, apiKey, options)
+    },
     async [Symbol.asyncDispose]() {
       for (const id of created) await request('DELETE', `/v1/sandboxes/${id}`).catch(() => {})
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-      await exited
+      if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill('SIGKILL')
+      await current.exited
       removeOwnTree(stateDir)
     },
   }

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { ErrorBody, SandboxInfo } from '@conch/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { rootlessRunner } from './rootless-runner.ts'
 
 describe('attack: reach the runner and the host from a rootless sandbox', () => {
@@ -78,6 +78,23 @@ describe('attack: reach the runner and the host from a rootless sandbox', () => 
     await runner.request('POST', `/v1/sandboxes/${a.id}/exec`, { command: 'kill -9 -1' }).catch(() => {})
     expect((await runner.request('GET', '/healthz')).status).toBe(200)
     expect((await runner.exec(b.id, 'cat /workspace/b.txt')).stdout).toBe('secret-of-b\n')
+  })
+})
+
+describe('a rootless runner restarts', () => {
+  it('reconnects to its rootless agents; the shell keeps cwd and env', async () => {
+    await using runner = await rootlessRunner()
+    const sb = await runner.create()
+    await runner.exec(sb.id, 'mkdir -p /workspace/kept && cd /workspace/kept && export KEPT=yes', 'default')
+    await runner.restart()
+    await vi.waitFor(
+      async () => {
+        const info = SandboxInfo.parse((await runner.request('GET', `/v1/sandboxes/${sb.id}`)).body)
+        expect(info.status).toBe('running')
+      },
+      { timeout: 20_000, interval: 200 },
+    )
+    expect((await runner.exec(sb.id, 'pwd; echo $KEPT', 'default')).stdout).toBe('/workspace/kept\nyes\n')
   })
 })
 
