@@ -91,10 +91,17 @@ const test = base.extend<{ rootless: GuestInspector }>({
       await inspector.run(STOP)
       await inspector.run(START)
       try {
-        await vi.waitFor(() => inspector.run(`grep -q 'listening on' ${LOG}`), {
-          timeout: 150_000,
-          interval: 1_000,
-        })
+        // A second runner starting under TCG on a loaded host can take minutes.
+        await vi
+          .waitFor(() => inspector.run(`grep -q 'listening on' ${LOG}`), {
+            timeout: 400_000,
+            interval: 2_000,
+          })
+          .catch(async (error: unknown) => {
+            throw new Error(`the rootless runner did not listen: ${await inspector.run(`tail -20 ${LOG}`)}`, {
+              cause: error,
+            })
+          })
         await use(inspector)
       } finally {
         await inspector.run(STOP)
