@@ -8,7 +8,7 @@
 //                                      docker.io too under CI=true), lint, typecheck, build,
 //                                      every test tier; ends with "N passed, N failed"
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -109,6 +109,21 @@ function ensureSystemPackages() {
   }
 }
 
+/**
+ * The rootless tests start the runner as an unprivileged user, whose bubblewrap needs
+ * unprivileged user namespaces. Ubuntu 24.04 (GitHub's runners) restricts them through AppArmor;
+ * under CI, as root, lift that restriction for the run's machine.
+ */
+function allowUserNamespaces() {
+  const knob = '/proc/sys/kernel/apparmor_restrict_unprivileged_userns'
+  if (process.env.CI !== 'true' || process.getuid?.() !== 0 || !existsSync(knob)) return
+  if (readFileSync(knob, 'utf8').trim() === '0') return
+  log(
+    'allowing unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=0) for the rootless tests',
+  )
+  writeFileSync(knob, '0\n')
+}
+
 function install(pnpm) {
   const frozen = existsSync(join(root, 'pnpm-lock.yaml')) ? ['--frozen-lockfile'] : []
   if (run(pnpm, ['install', ...frozen, '--reporter=append-only']) !== 0) {
@@ -128,6 +143,7 @@ function tierOf(file) {
 
 function test(pnpm) {
   ensureSystemPackages()
+  allowUserNamespaces()
   install(pnpm)
   const checks = []
   const step = (name, args) => {

@@ -152,6 +152,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: "Resume from `details.earliestOffset` if a gap is acceptable, or treat the run's output as incomplete. Reattach sooner, or raise the scrollback size, to avoid it.",
     sdkClass: 'OutputLostError',
   },
+  LIMITS_NOT_ENFORCEABLE: {
+    when: "A create request set a limit (`memoryBytes`, `cpus`, `pids` or `diskBytes`) that the sandbox's driver cannot enforce on this host: any limit on the `local` driver, or on a runner that is not root, memory and CPU without a delegated cgroup v2 subtree and disk always. The message names the limit and what is missing. The runner never accepts a limit it would not enforce.",
+    fix: 'Leave the limit out (the sandbox then gets only the limits the runner enforces, shown in its `limits` and `description`), or have the operator give the runner what the message names: a systemd unit with `Delegate=yes` on a cgroup v2 host for memory and CPU, root for a disk limit.',
+    sdkClass: 'ConchError',
+  },
   TOO_MANY_SANDBOXES: {
     when: 'The runner already has as many sandboxes as its limit allows (32 by default).',
     fix: "Destroy sandboxes you no longer need (`sb.destroy()`), or raise the runner's limit.",

@@ -1,7 +1,8 @@
 // Which sandbox drivers a runner offers, and which one a request gets when it names none. The
 // operator allows a set (`--drivers`, by default every isolating driver this host can run but
-// the opt-in gVisor) and
-// a default (`--driver`, where `auto` is the strongest allowed driver). A driver that does not
+// the opt-in gVisor) and a default (`--driver`, where `auto` is the strongest allowed driver).
+// A runner that is not root gets the namespace driver rootless when bubblewrap can make an
+// unprivileged user namespace (the driver's `problem` says why not). A driver that does not
 // isolate is refused while the runner is root unless the operator says `--unsafe-local`, and a
 // host where nothing isolates refuses to start instead of falling back to no isolation.
 import { ConfigError } from './config-error.ts'
@@ -50,11 +51,15 @@ export interface DriverChoice {
   warnings: string[]
 }
 
-const HOW_TO_ISOLATE =
-  'install bubblewrap (apt-get install bubblewrap) and run the runner as root or with cgroup delegation'
+/** How to get an isolating driver, for a root runner and for one that is not root. */
+const HOW_TO_ISOLATE = {
+  root: 'install bubblewrap (apt-get install bubblewrap) and run the runner as root or with cgroup delegation',
+  user: 'install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces, or run the runner as root',
+}
 
 /** Chooses the allowed drivers and the default; throws ConfigError with one line when it cannot. */
 export function chooseDrivers(input: DriverChoiceInput): DriverChoice {
+  const howTo = input.root ? HOW_TO_ISOLATE.root : HOW_TO_ISOLATE.user
   const isolating = DRIVERS_BY_STRENGTH.filter((name) => input.candidates[name].driver.isolation !== 'none')
   const explicit = input.driver === 'auto' ? [] : [input.driver]
   const names =
@@ -72,16 +77,14 @@ export function chooseDrivers(input: DriverChoiceInput): DriverChoice {
       .join('; ')
     const dev = input.root ? '--drivers local --unsafe-local' : '--drivers local'
     throw new ConfigError(
-      `no isolating sandbox driver works on this host (${why}); ${HOW_TO_ISOLATE}, or for development only pass ${dev} (no isolation)`,
+      `no isolating sandbox driver works on this host (${why}); ${howTo}, or for development only pass ${dev} (no isolation)`,
     )
   }
   for (const name of names) {
     const { problem } = input.candidates[name]
     if (problem !== null) {
       const flag = input.drivers === undefined ? `--driver ${name}` : `--drivers ${names.join(',')}`
-      throw new ConfigError(
-        `${flag}: the ${name} driver cannot run on this host: ${problem}; ${HOW_TO_ISOLATE}`,
-      )
+      throw new ConfigError(`${flag}: the ${name} driver cannot run on this host: ${problem}; ${howTo}`)
     }
     if (input.candidates[name].driver.isolation === 'none' && input.root && !input.unsafeLocal) {
       throw new ConfigError(

@@ -113,6 +113,10 @@ async function main(argv: string[]): Promise<void> {
     },
   })
   for (const warning of choice.warnings) app.log.warn(warning)
+  for (const allowed of choice.allowed) {
+    const warning = allowed.hostWarning?.()
+    if (warning) app.log.warn({ driver: allowed.name }, warning)
+  }
   const level = driver.isolation === 'none' ? 'warn' : 'info'
   app.log[level](
     { driver: driver.name, isolation: driver.isolation, allowedDrivers: choice.allowed.map((d) => d.name) },

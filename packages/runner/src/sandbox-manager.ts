@@ -270,14 +270,14 @@ export class SandboxManager {
         { details: { allowed } },
       )
     }
-    // An isolating driver gives every sandbox the default limits; a driver that isolates
-    // nothing enforces nothing, so it gets only what was asked (and refuses that below).
-    const limits =
-      driver.isolation === 'none' ? (request.limits ?? {}) : { ...DEFAULT_SANDBOX_LIMITS, ...request.limits }
+    // An isolating driver gives every sandbox the default limits it can enforce here; a driver
+    // that isolates nothing enforces nothing, so it gets only what was asked (and refuses that below).
+    const defaults = driver.enforceableDefaults?.(DEFAULT_SANDBOX_LIMITS) ?? DEFAULT_SANDBOX_LIMITS
+    const limits = driver.isolation === 'none' ? (request.limits ?? {}) : { ...defaults, ...request.limits }
     const unenforceable = driver.limitsProblem(limits)
     if (unenforceable) {
       throw new RunnerError(
-        'BAD_REQUEST',
+        'LIMITS_NOT_ENFORCEABLE',
         `the ${driver.name} driver cannot enforce these limits: ${unenforceable}`,
       )
     }

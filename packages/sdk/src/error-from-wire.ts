@@ -69,6 +69,7 @@ export function errorFromWire(
     case 'DEADLINE_EXCEEDED':
       return new DeadlineError(message, opts)
     case 'BAD_REQUEST':
+    case 'LIMITS_NOT_ENFORCEABLE':
     case 'INVALID_FRAME':
     case 'UNKNOWN_FRAME_TYPE':
     case 'FRAME_TOO_LARGE':

@@ -14,12 +14,23 @@ import { ETC_ENTRIES, SYSTEM_ENTRIES } from './host-system-layout.ts'
  * shells as the sandbox user, signal their processes, and manage the workspace files they own.
  * Shells lose every capability when they switch to the sandbox user.
  */
-const AGENT_CAPS = ['CAP_SETUID', 'CAP_SETGID', 'CAP_KILL', 'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER']
+export const AGENT_CAPS = [
+  'CAP_SETUID',
+  'CAP_SETGID',
+  'CAP_KILL',
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FOWNER',
+]
 
 /** Everything the command line depends on. */
 export interface BwrapLayout {
-  /** The fd (in bwrap) of the user namespace to join. */
-  usernsFd: number
+  /** The fd (in bwrap) of the user namespace to join; null: bwrap makes one itself (rootless). */
+  usernsFd: number | null
+  /** Uid and gid of the sandbox's first process (the agent) inside: 0 as root, the sandbox uid rootless. */
+  agentUid: number
+  /** Capabilities the agent keeps in the user namespace (AGENT_CAPS as root, none rootless). */
+  agentCaps: readonly string[]
   /** Whether the sandbox gets its own cgroup namespace. */
   unshareCgroup: boolean
   /** Hostname inside. */
@@ -58,24 +69,23 @@ function mirror(path: string, guest: string = path): string[] {
 /** The bwrap argv (without the bwrap path itself). */
 export function bwrapArgs(layout: BwrapLayout): string[] {
   const args = [
-    '--userns',
-    String(layout.usernsFd),
+    ...(layout.usernsFd === null ? ['--unshare-user'] : ['--userns', String(layout.usernsFd)]),
     '--unshare-pid',
     '--unshare-net',
     '--unshare-ipc',
     '--unshare-uts',
     ...(layout.unshareCgroup ? ['--unshare-cgroup-try'] : []),
-    // The agent runs as root of the sandbox's user namespace, so the sandbox user (its shells)
-    // can neither ptrace nor signal it.
+    // As root, the agent runs as root of the sandbox's user namespace, so the sandbox user (its
+    // shells) can neither ptrace nor signal it. Rootless, only one uid exists inside.
     '--uid',
-    '0',
+    String(layout.agentUid),
     '--gid',
-    '0',
+    String(layout.agentUid),
     '--hostname',
     layout.hostname,
     '--cap-drop',
     'ALL',
-    ...AGENT_CAPS.flatMap((cap) => ['--cap-add', cap]),
+    ...layout.agentCaps.flatMap((cap) => ['--cap-add', cap]),
     '--new-session',
     '--clearenv',
   ]

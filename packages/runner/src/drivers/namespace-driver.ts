@@ -18,43 +18,58 @@
 // the cgroup dirs. It is alive while that (pid, start time) exists and is not a zombie. Stop
 // kills the sandbox's pid 1, which takes its whole pid namespace down, and every process left
 // in its cgroups. Destroy also removes the folder and the cgroups.
-import { type ChildProcess, spawn } from 'node:child_process'
-import {
-  chownSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs'
-import { constants as osConstants } from 'node:os'
+//
+// Rootless (the runner is not root): bwrap makes the user namespace itself, mapping the runner's
+// uid to the sandbox uid; the agent runs as that uid with no capabilities, the workspace is a
+// directory in the state dir, the runtime is bound from its host paths, and limits come from a
+// delegated cgroup v2 subtree or, for pids alone, RLIMIT_NPROC (see rootless-host.ts).
+import { spawn } from 'node:child_process'
+import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
-import { AGENT_NODE_FLAGS } from '@conch/protocol'
+import {
+  AGENT_NODE_FLAGS,
+  DEFAULT_SANDBOX_LIMITS,
+  type SandboxLimits,
+  type SandboxUsage,
+} from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
-import { bwrapArgs } from './bwrap-args.ts'
+import { AGENT_CAPS, bwrapArgs } from './bwrap-args.ts'
 import { type Cgroups, SandboxCgroup } from './cgroups.ts'
 import { hostCgroups } from './host-cgroups.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
+import {
+  type RootlessLimits,
+  rootlessDefaults,
+  rootlessLimits,
+  rootlessLimitsProblem,
+  rootlessUnenforced,
+  runsRootless,
+  userNamespaceProblem,
+} from './rootless-host.ts'
+import { removeOwnTree } from './rootless-workspace.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
+import {
+  ARGS_FD,
+  exitReason,
+  feedArgs,
+  findBinary,
+  rootUserNamespace,
+  SYSTEM_BIN_DIRS,
+  spawned,
+} from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
-
-/** Folders searched for bwrap, unshare, setpriv and sh. */
-const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin']
 
 /** The namespace driver's handle state. */
 const NamespaceState = z.object({
@@ -70,8 +85,10 @@ const NamespaceState = z.object({
   socketDir: z.string(),
   /** The sandbox's link secret. */
   linkSecret: z.string(),
-  /** The sandbox's cgroups (v1 or v2), with the `work` group its commands run in. */
-  cgroup: SandboxCgroup,
+  /** The sandbox's cgroups (v1 or v2), with the `work` group its commands run in; null rootless without a delegated v2 subtree. */
+  cgroup: SandboxCgroup.nullable(),
+  /** Whether a runner that is not root made it (see rootless-host.ts). */
+  rootless: z.boolean().default(false),
   /** Pid of the sandbox's first process (bwrap), once started. */
   pid: z.number().int().positive().optional(),
   /** Its start time from /proc/<pid>/stat, so a recycled pid is not mistaken for it. */
@@ -93,12 +110,10 @@ export interface NamespaceDriverOptions {
   cgroups?: Cgroups
   /** Where the agent's runtime image is kept and mounted (see runtime-image.ts). */
   runtimeCacheDir?: string
-}
-
-/** The first of `dirs/name` that exists. */
-function findBinary(name: string): string | null {
-  for (const dir of SYSTEM_BIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
-  return null
+  /** Run rootless (see rootless-host.ts); default: when the runner is not root. */
+  rootless?: boolean
+  /** Rootless only: what limits this host allows; detected when not given. */
+  rootlessLimits?: RootlessLimits
 }
 
 /** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
@@ -107,9 +122,8 @@ export class NamespaceDriver implements SandboxDriver {
   readonly name = 'namespace'
   /** Linux namespaces. */
   readonly isolation = 'namespace' as const
-  /** What users are told on every sandbox. */
-  readonly description =
-    'namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, only its workspace writable (its own disk), cgroup limits on pids, memory and CPU, and a seccomp filter against the riskiest syscalls; it shares the host kernel, so a kernel bug the filter does not block can escape it'
+  /** Whether this driver runs rootless (the runner is not root). */
+  readonly rootless: boolean
   readonly #stateDir: string
   readonly #uid: number
   readonly #agentEntry: string | undefined
@@ -121,6 +135,8 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #pendingExits = new Map<number, Promise<string>>()
   readonly #runtimeCache: string
   #runtime: Promise<AgentRuntime> | undefined
+  readonly #rootlessGiven: RootlessLimits | undefined
+  #rootlessLimits: RootlessLimits | undefined
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -130,17 +146,50 @@ export class NamespaceDriver implements SandboxDriver {
     this.#nodePath = options.nodePath ?? process.execPath
     this.#cgroupsGiven = options.cgroups
     this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
+    this.rootless = options.rootless ?? runsRootless()
+    this.#rootlessGiven = options.rootlessLimits
+  }
+
+  /** What users are told on every sandbox: what isolates it and which limits hold on this host. */
+  get description(): string {
+    const common =
+      'own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, and a seccomp filter against the riskiest syscalls; it shares the host kernel, so a kernel bug the filter does not block can escape it'
+    if (!this.rootless) {
+      return `namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, ${common}; only its workspace is writable (its own disk), with cgroup limits on pids, memory and CPU`
+    }
+    const limits = this.#limitsHere()
+    return `namespace driver, rootless: a bubblewrap sandbox in an unprivileged user namespace with no capabilities, ${common}; its agent runs as the same user as its commands, so they can signal or trace it (ending only their own sandbox); its workspace is a directory on the runner's disk; ${limits.cgroups === null ? 'pids are limited (RLIMIT_NPROC) but ' : 'pids, memory and CPU are limited (delegated cgroup v2) but '}${rootlessUnenforced(limits)} are NOT enforced`
+  }
+
+  /** Rootless: the limits this host allows, detected on first use. */
+  #limitsHere(): RootlessLimits {
+    this.#rootlessLimits ??= this.#rootlessGiven ?? rootlessLimits()
+    return this.#rootlessLimits
+  }
+
+  /** The runner's default limits that this driver enforces here: all as root, a subset rootless. */
+  enforceableDefaults(defaults: SandboxLimits): SandboxLimits {
+    return this.rootless ? rootlessDefaults(defaults, this.#limitsHere()) : defaults
+  }
+
+  /** For the startup log: the limits this driver cannot enforce here; null when it enforces all. */
+  hostWarning(): string | null {
+    if (!this.rootless) return null
+    const limits = this.#limitsHere()
+    return `the namespace driver runs rootless: ${rootlessUnenforced(limits)} are not enforced (sandboxes get only the enforceable defaults, and a create request that sets the others is refused)${limits.missing === null ? '' : `; for memory and CPU limits: ${limits.missing}`}`
   }
 
   /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
   problem(spec: Pick<SandboxSpec, 'limits'> = { limits: {} }): string | null {
     if (process.platform !== 'linux') return 'the namespace driver needs Linux'
-    if (process.getuid?.() !== 0)
-      return 'the namespace driver needs a runner running as root (it maps uids and writes cgroups)'
-    for (const name of ['bwrap', 'unshare', 'setpriv', 'sh']) {
+    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sh']) {
       if (!findBinary(name)) {
         return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
       }
+    }
+    if (this.rootless) {
+      const userns = userNamespaceProblem(findBinary('bwrap')!, findBinary('sh')!)
+      if (userns) return userns
     }
     return this.limitsProblem(spec.limits)
   }
@@ -153,6 +202,7 @@ export class NamespaceDriver implements SandboxDriver {
 
   /** Why these limits cannot be enforced here (no usable cgroups, a missing controller, no loop devices), or null. */
   limitsProblem(limits: SandboxLimits): string | null {
+    if (this.rootless) return rootlessLimitsProblem(limits, this.#limitsHere())
     let cgroups: Cgroups
     try {
       cgroups = this.#hostCgroups()
@@ -177,16 +227,19 @@ export class NamespaceDriver implements SandboxDriver {
     const workspace = disk?.workspace ?? join(dir, 'workspace')
     const etcDir = disk?.etc ?? join(dir, 'etc')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
-    chownSync(workspace, this.#uid, this.#uid)
+    // Rootless, the runner's own uid is the sandbox uid inside.
+    if (!this.rootless) chownSync(workspace, this.#uid, this.#uid)
     mkdirSync(etcDir, { recursive: true, mode: 0o755 })
     for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
       writeFileSync(join(etcDir, name), text, { mode: 0o644 })
     const { memoryBytes, cpus, pids } = spec.limits
-    const cgroup = this.#hostCgroups().create({
-      id: spec.id,
-      limits: { memoryBytes, cpus, pids },
-      agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
-    })
+    const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
+    const cgroup =
+      cgroups?.create({
+        id: spec.id,
+        limits: { memoryBytes, cpus, pids },
+        agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
+      }) ?? null
     const state: NamespaceState = {
       dir,
       workspace,
@@ -195,6 +248,7 @@ export class NamespaceDriver implements SandboxDriver {
       socketDir: join(dir, 'link'),
       linkSecret: spec.linkSecret,
       cgroup,
+      rootless: this.rootless,
     }
     return { id: spec.id, workdir: GUEST_WORKSPACE, state }
   }
@@ -202,8 +256,9 @@ export class NamespaceDriver implements SandboxDriver {
   /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = NamespaceState.parse(sandbox.state)
+    // Rootless, nothing can be loop-mounted: the runtime is bound from its host paths.
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
-      mountRuntimeImage(runtime, this.#runtimeCache),
+      state.rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
@@ -211,7 +266,7 @@ export class NamespaceDriver implements SandboxDriver {
     const runtime = await this.#runtime
     const seccomp = bwrapSeccomp(6)
     const endpoint = await bindAgentSocket(state.socketDir)
-    const usernsFd = await this.#userNamespace()
+    const usernsFd = state.rootless ? null : await rootUserNamespace(this.#uid)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
       const env: Record<string, string> = {
@@ -229,14 +284,12 @@ export class NamespaceDriver implements SandboxDriver {
         '4',
         '--secretFd',
         '5',
-        '--sandboxUid',
-        String(this.#uid),
-        '--sandboxGid',
-        String(this.#uid),
-        ...(state.cgroup.work === null
+        // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
+        ...(state.rootless ? [] : ['--sandboxUid', String(this.#uid), '--sandboxGid', String(this.#uid)]),
+        ...(state.cgroup?.work == null
           ? []
           : ['--workCgroup', GUEST_WORK_CGROUP.procs, '--oomEvents', GUEST_WORK_CGROUP.oomEvents]),
-        ...(state.cgroup.work?.pidsProcs === undefined
+        ...(state.cgroup?.work?.pidsProcs === undefined
           ? []
           : ['--workPidsCgroup', GUEST_WORK_CGROUP.pidsProcs]),
         '--root',
@@ -249,11 +302,25 @@ export class NamespaceDriver implements SandboxDriver {
       const etcFiles = Object.fromEntries(
         Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
       )
-      const memory = spec.limits.memoryBytes
+      // Rootless without a memory limit, /tmp and /dev/shm are still sized as for the default.
+      const memory =
+        spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
+      // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
+      const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
+      const work = state.cgroup?.work ?? null
+      const command = [
+        '/bin/sh',
+        '-c',
+        `${nproc ? `ulimit -p ${spec.limits.pids} && ` : ''}exec "$@" 3<&- 6<&- ${ARGS_FD}<&-`,
+        'sh',
+        ...agent,
+      ]
       const args = bwrapArgs({
-        usernsFd: 3,
+        usernsFd: usernsFd === null ? null : 3,
+        agentUid: state.rootless ? this.#uid : 0,
+        agentCaps: state.rootless ? [] : AGENT_CAPS,
         // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
-        unshareCgroup: state.cgroup.version === 1,
+        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
         hostname: SANDBOX_HOSTNAME,
         workspace: state.workspace,
         etcFiles,
@@ -263,46 +330,47 @@ export class NamespaceDriver implements SandboxDriver {
           ? {}
           : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }),
         extraBinds:
-          state.cgroup.work === null
+          work === null
             ? []
             : [
-                { host: state.cgroup.work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
-                { host: state.cgroup.work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
-                ...(state.cgroup.work.pidsProcs === undefined
+                { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
+                { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
+                ...(work.pidsProcs === undefined
                   ? []
-                  : [
-                      {
-                        host: state.cgroup.work.pidsProcs,
-                        guest: GUEST_WORK_CGROUP.pidsProcs,
-                        writable: true,
-                      },
-                    ]),
+                  : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
               ],
         env,
         seccompArgs: seccomp.args,
-        // The agent must not inherit the namespace fd (3) or the filter's (6); it keeps 4 (socket) and 5 (secret).
-        command: ['/bin/sh', '-c', 'exec "$@" 3<&- 6<&-', 'sh', ...agent],
+        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
+        command,
       })
+      // bwrap reads its options from a pipe (the command stays on its command line).
+      const options = args.slice(0, args.length - command.length - 1)
       const id = String(this.#uid)
+      const toUid = state.rootless
+        ? []
+        : [findBinary('setpriv')!, `--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--']
       const child = spawn(
         findBinary('sh')!,
         [
           '-c',
           'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"',
           'conch-sandbox',
-          ...state.cgroup.join,
+          ...(state.cgroup?.join ?? []),
           '--',
-          findBinary('setpriv')!,
-          `--reuid=${id}`,
-          `--regid=${id}`,
-          '--clear-groups',
-          '--',
+          ...toUid,
           findBinary('bwrap')!,
-          ...args,
+          // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv (readable
+          // inside at /proc/1/cmdline) would otherwise name the host paths it binds. The command
+          // names only paths inside.
+          '--args',
+          String(ARGS_FD),
+          '--',
+          ...command,
         ],
         {
           detached: true,
-          stdio: ['ignore', logFd, logFd, usernsFd, endpoint.fd, 'pipe', 'pipe'],
+          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe'],
           env: {},
           cwd: '/',
         },
@@ -310,6 +378,7 @@ export class NamespaceDriver implements SandboxDriver {
       const pid = await spawned(child)
       sendLinkSecret(child, 5, state.linkSecret)
       feedSeccomp(child, seccomp)
+      feedArgs(child, options)
       this.#pendingExits.set(
         pid,
         new Promise((resolve) =>
@@ -327,7 +396,7 @@ export class NamespaceDriver implements SandboxDriver {
     } finally {
       endpoint.close()
       closeSync(logFd)
-      closeSync(usernsFd)
+      if (usernsFd !== null) closeSync(usernsFd)
     }
   }
 
@@ -372,7 +441,14 @@ export class NamespaceDriver implements SandboxDriver {
 
   /** What the sandbox's cgroups count: memory now and at peak, CPU time, pids, OOM kills. */
   async usage(sandbox: DriverSandbox): Promise<SandboxUsage | null> {
-    return this.#hostCgroups().stats(NamespaceState.parse(sandbox.state).cgroup)
+    const { cgroup } = NamespaceState.parse(sandbox.state)
+    return cgroup === null ? null : this.#cgroupsOf(cgroup.version).stats(cgroup)
+  }
+
+  /** The cgroups that made a sandbox's groups: the delegated v2 subtree rootless, else the host's. */
+  #cgroupsOf(version: 1 | 2): Cgroups {
+    const rootless = this.rootless ? this.#limitsHere().cgroups : null
+    return rootless?.version === version ? rootless : this.#hostCgroups()
   }
 
   /** Kills the sandbox's pid namespace and every process in its cgroups; the workspace stays. */
@@ -384,7 +460,7 @@ export class NamespaceDriver implements SandboxDriver {
       // The sandbox's pid 1 is bwrap's child; killing it kills its whole pid namespace.
       const targets = [
         ...(live && state.pid ? childrenOf(state.pid) : []),
-        ...this.#hostCgroups().pids(state.cgroup),
+        ...(state.cgroup === null ? [] : this.#cgroupsOf(state.cgroup.version).pids(state.cgroup)),
       ]
       if (!live && targets.length === 0) return
       for (const pid of targets) {
@@ -408,70 +484,10 @@ export class NamespaceDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
-    await this.#hostCgroups().remove(state.cgroup)
+    if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
     if (state.disk) removeDisk(state.dir)
-    rmSync(state.dir, { recursive: true, force: true })
+    // Rootless, sandbox code owns its files on the host and may have made dirs the runner cannot list.
+    if (state.rootless) removeOwnTree(state.dir)
+    else rmSync(state.dir, { recursive: true, force: true })
   }
-
-  /** A user namespace owned by the sandbox uid mapping host root and the sandbox uid; returns its fd. */
-  async #userNamespace(): Promise<number> {
-    const holder = spawn(findBinary('unshare')!, ['--user', '--', findBinary('sh')!, '-c', 'read _'], {
-      stdio: ['pipe', 'ignore', 'ignore'],
-      uid: this.#uid,
-      gid: this.#uid,
-      env: {},
-      cwd: '/',
-    })
-    try {
-      const pid = await spawned(holder)
-      const own = readlinkSync('/proc/self/ns/user')
-      const deadline = Date.now() + 5_000
-      while (readNs(pid) === own) {
-        if (Date.now() > deadline)
-          throw new RunnerError('AGENT_UNAVAILABLE', 'unshare --user did not create a user namespace')
-        await new Promise((r) => setTimeout(r, 1))
-      }
-      const map = `0 0 1\n${this.#uid} ${this.#uid} 1\n`
-      writeFileSync(`/proc/${pid}/uid_map`, map)
-      writeFileSync(`/proc/${pid}/gid_map`, map)
-      return openSync(`/proc/${pid}/ns/user`, 'r')
-    } finally {
-      holder.kill('SIGKILL')
-    }
-  }
-}
-
-/**
- * Why a sandbox ended, from its bwrap's exit: bwrap exits with the agent's status, and 128+n
- * when a signal n killed the agent (a kill from outside; the OOM killer never picks the agent).
- */
-function exitReason(code: number | null, signal: NodeJS.Signals | null): string {
-  if (signal) return `the sandbox was killed by ${signal}`
-  const agentSignal =
-    code !== null && code > 128
-      ? Object.entries(osConstants.signals).find(([, n]) => n === code - 128)?.[0]
-      : undefined
-  if (agentSignal) return `its agent was killed by ${agentSignal} (exit code ${code})`
-  return `its agent exited with code ${code}`
-}
-
-function readNs(pid: number): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/user`)
-  } catch {
-    return null
-  }
-}
-
-function spawned(child: ChildProcess): Promise<number> {
-  return new Promise((resolve, reject) => {
-    child.once('error', (error) =>
-      reject(
-        new RunnerError('AGENT_UNAVAILABLE', `could not start the sandbox: ${error.message}`, {
-          cause: error,
-        }),
-      ),
-    )
-    child.once('spawn', () => resolve(child.pid ?? 0))
-  })
 }

@@ -74,6 +74,10 @@ export interface SandboxDriver {
    * refuses to create a sandbox with a limit its driver would not enforce.
    */
   limitsProblem(limits: SandboxLimits): string | null
+  /** The part of the runner's default limits this driver enforces on this host; all of them when absent. */
+  enforceableDefaults?(defaults: SandboxLimits): SandboxLimits
+  /** One line for the startup log when this driver gives less on this host than usual (limits not enforced); null otherwise. */
+  hostWarning?(): string | null
   /** Prepares a sandbox (workspace, cgroup, VM image) without starting its agent. */
   create(spec: SandboxSpec): Promise<DriverSandbox>
   /** Starts the agent, detached from the runner; resolves with the updated handle. */

@@ -1,11 +1,12 @@
 // Attack: an API-key holder asks for `driver: "local"` on a root runner, to run as root on the
 // host with no isolation. The runner offers only the drivers the operator allowed, never local
 // as root without --unsafe-local, and refuses to start rather than fall back to no isolation.
+// Hosts that lack a piece (root, bubblewrap, cgroups) are made for real: the runner runs as an
+// unprivileged user, or in a mount namespace where bwrap or the cgroup filesystems are gone.
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { ErrorBody, SandboxList } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { ConfigError } from '../../src/config-error.ts'
@@ -14,9 +15,14 @@ import { chooseDrivers, type DriverChoiceInput } from '../../src/driver-choice.t
 import { GvisorDriver } from '../../src/drivers/gvisor-driver.ts'
 import { LocalDriver } from '../../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../../src/drivers/namespace-driver.ts'
+import {
+  type RunnerProcessOptions,
+  rootlessRunner,
+  rootlessStateDir,
+  runnerArgv,
+  runnerEnv,
+} from '../rootless-runner.ts'
 import { cli } from '../runner-process.ts'
-
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url))
 
 function input(
   overrides: Partial<DriverChoiceInput> & { namespaceProblem?: string | null },
@@ -146,32 +152,107 @@ describe('conch runner as root', () => {
   })
 })
 
-describe('conch runner where nothing isolates', () => {
-  it('refuses to start in one line naming what is missing, instead of running sandboxes unisolated', () => {
-    // Not root: the namespace driver cannot run, and local was not asked for.
-    const stateDir = mkdtempSync(join(tmpdir(), 'conch-drivers-'))
-    chownSync(stateDir, 1000, 1000)
-    chmodSync(stateDir, 0o700)
-    try {
-      const result = spawnSync(
-        process.execPath,
-        ['--conditions=source', MAIN, 'runner', '--port', '0', '--state-dir', stateDir],
-        {
-          encoding: 'utf8',
-          uid: 1000,
-          gid: 1000,
-          timeout: 30_000,
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', CONCH_API_KEY: generateApiKey() },
-        },
+/** A prelude (run as root in the runner's mount namespace) that hides bubblewrap: /usr/bin becomes links to everything else. */
+function hideBwrap(dir: string): string {
+  return [
+    `mkdir -p ${dir}/orig ${dir}/bin`,
+    `mount --bind /usr/bin ${dir}/orig`,
+    `mount -t tmpfs tmpfs ${dir}/bin`,
+    `for f in ${dir}/orig/*; do n=\${f##*/}; [ "$n" = bwrap ] || ln -s "$f" "${dir}/bin/$n"; done`,
+    `mount --bind ${dir}/bin /usr/bin`,
+    'test ! -e /usr/bin/bwrap',
+  ].join(' && ')
+}
+
+/** A prelude that unmounts every cgroup filesystem the runner would see. */
+const NO_CGROUPS = 'umount -lR /sys/fs/cgroup && ! grep -q cgroup /proc/self/mountinfo'
+
+/** Runs a runner that is expected to refuse to start; returns its exit status and output. */
+function refusedRunner(options: RunnerProcessOptions): {
+  status: number | null
+  stderr: string
+  stdout: string
+} {
+  const stateDir = options.asRoot ? mkdtempSync(join(tmpdir(), 'conch-drivers-')) : rootlessStateDir()
+  try {
+    const [program, ...args] = runnerArgv(stateDir, options)
+    const result = spawnSync(program!, args, {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: runnerEnv(generateApiKey()),
+    })
+    return { status: result.status, stderr: result.stderr, stdout: result.stdout }
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true })
+  }
+}
+
+describe('conch runner on hosts that lack a piece', () => {
+  it('without root: auto picks the namespace driver rootless and says which limits it does not enforce', async () => {
+    await using runner = await rootlessRunner()
+    await vi.waitFor(() => {
+      expect(runner.err()).toMatch(
+        /default driver namespace \(isolation: namespace\): namespace driver, rootless/,
       )
+      expect(runner.err()).toMatch(
+        /"level":40.*runs rootless: memory, CPU and disk limits are not enforced.*cgroups are v1, which only root may manage/,
+      )
+    })
+  })
+
+  it('without root and without cgroups: starts rootless and names the missing cgroup filesystem', async () => {
+    await using runner = await rootlessRunner({ prelude: NO_CGROUPS })
+    await vi.waitFor(() =>
+      expect(runner.err()).toMatch(
+        /runs rootless: memory, CPU and disk limits are not enforced.*no cgroup filesystem is mounted/,
+      ),
+    )
+    const sb = await runner.create()
+    expect(sb.limits).toEqual({ pids: 1024 })
+    expect((await runner.exec(sb.id, 'echo isolated; id -u')).stdout).toBe('isolated\n1000\n')
+  })
+
+  it('without root and without bubblewrap: refuses to start in one line naming bwrap and the fix', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-nobwrap-'))
+    try {
+      const result = refusedRunner({ prelude: hideBwrap(dir) })
       expect(result.status, result.stderr).toBe(2)
       expect(result.stderr.trimEnd().split('\n')).toHaveLength(1)
       expect(result.stderr).toMatch(
-        /^conch: no isolating sandbox driver works on this host \(namespace: .*root.*\); install bubblewrap \(apt-get install bubblewrap\).*pass --drivers local/,
+        /^conch: no isolating sandbox driver works on this host \(namespace: bwrap is not installed .*\); install bubblewrap \(apt-get install bubblewrap\) and allow unprivileged user namespaces, or run the runner as root, or for development only pass --drivers local \(no isolation\)/,
       )
       expect(result.stdout).not.toContain('listening')
     } finally {
-      rmSync(stateDir, { recursive: true, force: true })
+      rmSync(dir, { recursive: true, force: true })
     }
+  })
+
+  it('as root without bubblewrap: refuses to start, naming bwrap and --drivers local --unsafe-local', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-nobwrap-'))
+    try {
+      const result = refusedRunner({ prelude: hideBwrap(dir), asRoot: true })
+      expect(result.status, result.stderr).toBe(2)
+      expect(result.stderr).toMatch(
+        /^conch: no isolating sandbox driver works on this host \(namespace: bwrap is not installed .*\); install bubblewrap .*pass --drivers local --unsafe-local/,
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('as root without cgroups: refuses to start rather than run sandboxes without limits', () => {
+    const result = refusedRunner({ prelude: NO_CGROUPS, asRoot: true })
+    expect(result.status, result.stderr).toBe(2)
+    expect(result.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(result.stderr).toMatch(
+      /^conch: no isolating sandbox driver works on this host \(namespace: cannot limit sandboxes on this host: no cgroup filesystem is mounted.*\).*--drivers local --unsafe-local/,
+    )
+  })
+
+  it('without root, --driver namespace with an explicit limit it cannot enforce is refused per request, not at start', async () => {
+    await using runner = await rootlessRunner({ args: ['--driver', 'namespace'] })
+    const res = await runner.request('POST', '/v1/sandboxes', { limits: { memoryBytes: 128 * 1024 * 1024 } })
+    expect(res.status).toBe(400)
+    expect(ErrorBody.parse(res.body).error.code).toBe('LIMITS_NOT_ENFORCEABLE')
   })
 })
