@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { fileURLToPath } from 'node:url'
+import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { Sandbox } from '@conch/sdk'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
@@ -170,9 +171,14 @@ describe('the packed @conch/runner', () => {
     await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
     const shell = await sandbox.shell()
     const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
-    // The agent (the sandbox user may not run it) is that Node, running the bundle.
+    // The agent (the sandbox user may not run it) is that Node, running the bundle with the
+    // drivers' node flags.
     const agent = agentOf(sandbox.id)
-    expect(agent.argv.slice(0, 2)).toEqual(['/opt/conch/node', '/opt/conch/conch-agent.mjs'])
+    expect(agent.argv.slice(0, AGENT_NODE_FLAGS.length + 2)).toEqual([
+      '/opt/conch/node',
+      ...AGENT_NODE_FLAGS,
+      '/opt/conch/conch-agent.mjs',
+    ])
     const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
     expect(version(agent.exe)).toBe(version(NODE))
     expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
