@@ -90,3 +90,16 @@ export function argvToRecord(argv: readonly string[]): Record<string, string> {
   }
   return out
 }
+
+/**
+ * The command line that starts an agent: Node with `AGENT_NODE_FLAGS`, the agent's entry file,
+ * then `args` as `--name value` pairs (the inverse of `argvToRecord`). Every driver builds its
+ * agent command here, so the flags and the arguments' spelling live in one place.
+ */
+export function agentCommand(node: string, entry: string, args: AgentArgs): string[] {
+  const argv: string[] = [node, ...AGENT_NODE_FLAGS, entry]
+  for (const [name, value] of Object.entries(args)) {
+    if (value !== undefined) argv.push(`--${name}`, String(value))
+  }
+  return argv
+}

@@ -31,6 +31,7 @@ export {
   AGENT_ENV_PREFIX,
   AGENT_NODE_FLAGS,
   AgentArgs,
+  agentCommand,
   argvToRecord,
   WORKSPACE_PATH,
 } from './agent-launch.ts'

@@ -5,7 +5,7 @@
 // read), the OOM counter the preload writes, and `config.json` from oci-spec.ts.
 import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { AGENT_NODE_FLAGS } from '@conch/protocol'
+import { agentCommand } from '@conch/protocol'
 import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
 import { type AgentRuntime, GUEST_RUNTIME_DIR } from './agent-runtime.ts'
 import { GUEST_OOM_EVENTS, GUEST_PRELOAD_PATH, GUEST_PROCESS_MEMORY_FILE } from './gvisor-preload.ts'
@@ -124,27 +124,16 @@ export function writeGvisorBundle(input: GvisorBundleInput): string {
     TERM: 'dumb',
     ...spec.env,
   }
-  const agent = [
-    runtime.node,
-    ...AGENT_NODE_FLAGS,
-    runtime.entry,
-    '--socket',
-    `${GUEST_LINK_DIR}/agent.sock`,
-    '--secretFile',
-    `${GUEST_LINK_DIR}/${SECRET_NAME}`,
-    '--sandboxUid',
-    String(uid),
-    '--sandboxGid',
-    String(uid),
-    '--oomEvents',
-    GUEST_OOM_EVENTS,
-    '--root',
-    GUEST_WORKSPACE,
-    '--scrollbackBytes',
-    String(spec.scrollbackBytes),
-    '--maxSessions',
-    String(spec.maxSessions),
-  ]
+  const agent = agentCommand(runtime.node, runtime.entry, {
+    socket: `${GUEST_LINK_DIR}/agent.sock`,
+    secretFile: `${GUEST_LINK_DIR}/${SECRET_NAME}`,
+    sandboxUid: uid,
+    sandboxGid: uid,
+    oomEvents: GUEST_OOM_EVENTS,
+    root: GUEST_WORKSPACE,
+    scrollbackBytes: spec.scrollbackBytes,
+    maxSessions: spec.maxSessions,
+  })
   const config = ociSpec({
     rootfs,
     hostSystem: input.rootfs === undefined,

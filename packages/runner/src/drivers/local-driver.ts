@@ -7,7 +7,7 @@ import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits } from '@conch/protocol'
-import { AGENT_NODE_FLAGS } from '@conch/protocol'
+import { agentCommand } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { locateAgentBundle } from './agent-bundle.ts'
@@ -97,20 +97,13 @@ export class LocalDriver implements SandboxDriver {
       }
       const child = spawn(
         this.#nodePath,
-        [
-          ...AGENT_NODE_FLAGS,
-          entry,
-          '--listenFd',
-          '3',
-          '--secretFd',
-          '4',
-          '--root',
-          sandbox.workdir,
-          '--scrollbackBytes',
-          String(spec.scrollbackBytes),
-          '--maxSessions',
-          String(spec.maxSessions),
-        ],
+        agentCommand(this.#nodePath, entry, {
+          listenFd: 3,
+          secretFd: 4,
+          root: sandbox.workdir,
+          scrollbackBytes: spec.scrollbackBytes,
+          maxSessions: spec.maxSessions,
+        }).slice(1),
         { detached: true, stdio: ['ignore', logFd, logFd, endpoint.fd, 'pipe'], env, cwd: sandbox.workdir },
       )
       const pid = await new Promise<number>((resolve, reject) => {

@@ -27,12 +27,7 @@ import { spawn } from 'node:child_process'
 import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import {
-  AGENT_NODE_FLAGS,
-  DEFAULT_SANDBOX_LIMITS,
-  type SandboxLimits,
-  type SandboxUsage,
-} from '@conch/protocol'
+import { agentCommand, DEFAULT_SANDBOX_LIMITS, type SandboxLimits, type SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
@@ -276,29 +271,20 @@ export class NamespaceDriver implements SandboxDriver {
         TERM: 'dumb',
         ...spec.env,
       }
-      const agent = [
-        runtime.node,
-        ...AGENT_NODE_FLAGS,
-        runtime.entry,
-        '--listenFd',
-        '4',
-        '--secretFd',
-        '5',
+      const work = state.cgroup?.work ?? null
+      const agent = agentCommand(runtime.node, runtime.entry, {
+        listenFd: 4,
+        secretFd: 5,
         // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
-        ...(state.rootless ? [] : ['--sandboxUid', String(this.#uid), '--sandboxGid', String(this.#uid)]),
-        ...(state.cgroup?.work == null
-          ? []
-          : ['--workCgroup', GUEST_WORK_CGROUP.procs, '--oomEvents', GUEST_WORK_CGROUP.oomEvents]),
-        ...(state.cgroup?.work?.pidsProcs === undefined
-          ? []
-          : ['--workPidsCgroup', GUEST_WORK_CGROUP.pidsProcs]),
-        '--root',
-        GUEST_WORKSPACE,
-        '--scrollbackBytes',
-        String(spec.scrollbackBytes),
-        '--maxSessions',
-        String(spec.maxSessions),
-      ]
+        ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
+        ...(work === null
+          ? {}
+          : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
+        ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
+        root: GUEST_WORKSPACE,
+        scrollbackBytes: spec.scrollbackBytes,
+        maxSessions: spec.maxSessions,
+      })
       const etcFiles = Object.fromEntries(
         Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
       )
@@ -307,7 +293,6 @@ export class NamespaceDriver implements SandboxDriver {
         spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
       // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
       const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
-      const work = state.cgroup?.work ?? null
       const command = [
         '/bin/sh',
         '-c',
