@@ -132,11 +132,14 @@ describe('a rootless runner with a delegated cgroup v2 subtree', () => {
       /rootless.*pids, memory and CPU are limited \(delegated cgroup v2\) but disk limits are NOT enforced/,
     )
 
-    // Its groups are in the delegated subtree, made by the unprivileged user.
+    // Its groups are in the delegated subtree, made by the unprivileged user. The commands' group
+    // holds the pids limit; the sandbox's allows the agent's reserve of 64 more.
     const groups = await rootless.run(
-      `stat -c '%U %n' ${DELEGATED}/${id} ${DELEGATED}/${id}/work; cat ${DELEGATED}/${id}/pids.max ${DELEGATED}/${id}/work/memory.max`,
+      `stat -c '%U %n' ${DELEGATED}/${id} ${DELEGATED}/${id}/work; cat ${DELEGATED}/${id}/work/pids.max ${DELEGATED}/${id}/pids.max ${DELEGATED}/${id}/work/memory.max`,
     )
-    expect(groups).toBe(`${USER} ${DELEGATED}/${id}\n${USER} ${DELEGATED}/${id}/work\n64\n${128 * MiB}\n`)
+    expect(groups).toBe(
+      `${USER} ${DELEGATED}/${id}\n${USER} ${DELEGATED}/${id}/work\n64\n${64 + 64}\n${128 * MiB}\n`,
+    )
 
     const hog = await exec(rootless, id, `perl -e '$x = "a" x (512 * 1024 * 1024); print "survived\\n"'`)
     expect(hog).toMatchObject({ exitCode: 137, oomKilled: true })
