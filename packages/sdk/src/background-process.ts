@@ -147,6 +147,8 @@ export class BackgroundProcess {
   async kill(signal?: 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP'): Promise<ProcessInfo> {
     this.info = await this.#http.json('POST', `${this.#path}/kill`, processInfo, {
       json: signal ? { signal } : {},
+      // A process that ended answers with its info; a running one gets the same signal again.
+      idempotent: true,
     })
     return this.info
   }
@@ -167,6 +169,8 @@ export class BackgroundProcess {
       this.info = await this.#http.json('POST', `${this.#path}/wait`, processInfo, {
         json: { timeoutMs: Math.ceil(slice) },
         timeoutMs: slice + DEADLINE_SLACK_MS,
+        // Waiting changes nothing.
+        idempotent: true,
       })
       if (this.info.status !== 'running' || Date.now() >= until) return this.info
     }

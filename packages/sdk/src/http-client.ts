@@ -2,12 +2,23 @@ import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from 
 import { deadlineError, deadlineSignal, isTimeoutAbort } from './deadline.ts'
 import { errorFromWire } from './error-from-wire.ts'
 import { restErrorBody } from './rest-shapes.ts'
+import {
+  backoffDelayMs,
+  DEFAULT_RETRY_POLICY,
+  isConnectionRefused,
+  isIdempotent,
+  isRetryableStatus,
+  type RetryPolicy,
+  retryAfterMs,
+  sleep,
+} from './retry-policy.ts'
 import type { FetchLike } from './web-socket-like.ts'
 import { check, type Shape, ShapeError } from './wire-shape.ts'
 
 // The REST half of the SDK: one `fetch` per call with the bearer secret, a deadline on every
-// request, answers checked against the protocol's shapes, and every failure turned into a
-// typed error through `errorFromWire`.
+// call (covering its retries), answers checked against the protocol's shapes, and every failure
+// turned into a typed error through `errorFromWire`. Calls the runner refused for now (429, 503)
+// or that failed to connect are sent again as `retry-policy.ts` allows.
 
 /** What every REST call needs. */
 export interface HttpClientOptions {
@@ -19,6 +30,8 @@ export interface HttpClientOptions {
   fetch: FetchLike
   /** Default deadline per request. */
   requestTimeoutMs: number
+  /** When to send a call again; default `DEFAULT_RETRY_POLICY`. */
+  retry?: RetryPolicy | undefined
 }
 
 /** One request. */
@@ -33,6 +46,11 @@ export interface RequestOptions {
   timeoutMs?: number | undefined
   /** The caller's signal. */
   signal?: AbortSignal | undefined
+  /**
+   * Whether the call may be sent twice; default by method (GET, PUT, DELETE yes, POST no).
+   * Set on the POSTs the API makes idempotent.
+   */
+  idempotent?: boolean | undefined
 }
 
 /** Makes REST calls to one runner. */
@@ -43,12 +61,14 @@ export class HttpClient {
   readonly requestTimeoutMs: number
   readonly #secret: string
   readonly #fetch: FetchLike
+  readonly #retry: RetryPolicy
 
   constructor(options: HttpClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '')
     this.#secret = options.secret
     this.#fetch = options.fetch
     this.requestTimeoutMs = options.requestTimeoutMs
+    this.#retry = options.retry ?? DEFAULT_RETRY_POLICY
   }
 
   /** Calls a JSON route and checks the answer against `shape`. */
@@ -115,7 +135,11 @@ export class HttpClient {
     }
   }
 
-  /** Sends a request and returns the successful response; failures become typed errors. */
+  /**
+   * Sends a request and returns the successful response; failures become typed errors. The
+   * deadline covers every try; a retry whose wait would not fit in it is not made, and the
+   * last try's error is thrown.
+   */
   async send(method: string, path: string, options: RequestOptions, accept: string): Promise<Response> {
     const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs
     const headers: Record<string, string> = { authorization: `Bearer ${this.#secret}`, accept }
@@ -128,19 +152,40 @@ export class HttpClient {
       body = options.raw
     }
     const what = `${method} ${path}`
-    let response: Response
-    try {
-      response = await this.#fetch(this.url(path, options.query), {
-        method,
-        headers,
-        body: body as RequestInit['body'],
-        signal: deadlineSignal(timeoutMs, options.signal),
-      })
-    } catch (err) {
-      throw this.#translate(err, what, options, timeoutMs)
+    const url = this.url(path, options.query)
+    const idempotent = isIdempotent(method, options.idempotent)
+    const signal = deadlineSignal(timeoutMs, options.signal)
+    const startedAt = Date.now()
+    for (let attempt = 1; ; attempt++) {
+      let failure: unknown
+      let retryAfter: number | undefined
+      let retryable: boolean
+      try {
+        const response = await this.#fetch(url, {
+          method,
+          headers,
+          body: body as RequestInit['body'],
+          signal,
+        })
+        if (response.ok) return response
+        retryable = idempotent && isRetryableStatus(response.status)
+        retryAfter = retryAfterMs(response.headers.get('retry-after'))
+        failure = await this.#errorFromResponse(response, what)
+      } catch (err) {
+        failure = this.#translate(err, what, options, timeoutMs)
+        // A refused connection sent nothing; any other failure may have reached the runner.
+        retryable =
+          !signal.aborted && failure instanceof ConnectionError && (idempotent || isConnectionRefused(err))
+      }
+      if (!retryable || attempt >= this.#retry.attempts) throw failure
+      const delay = backoffDelayMs(this.#retry, attempt, retryAfter)
+      if (Date.now() - startedAt + delay >= timeoutMs) throw failure
+      try {
+        await sleep(delay, signal)
+      } catch (err) {
+        throw this.#translate(err, what, options, timeoutMs)
+      }
     }
-    if (response.ok) return response
-    throw await this.#errorFromResponse(response, what)
   }
 
   /** The absolute URL of `path` with `query`. */

@@ -28,6 +28,7 @@ export type {
   SessionInfo,
   ShellClosedInfo,
 } from './resource-info.ts'
+export type { RetryPolicy } from './retry-policy.ts'
 export {
   type ConnectOptions,
   type CreateSandboxOptions,

@@ -51,7 +51,11 @@ export class SandboxFiles {
 
   /** Creates a directory; with `recursive`, also its parents, and no error when it exists. */
   mkdir(path: string, options: { recursive?: boolean } = {}): Promise<FileInfo> {
-    return this.#http.json('POST', `${this.#base}/mkdir`, fileInfo, { json: { path, ...options } })
+    return this.#http.json('POST', `${this.#base}/mkdir`, fileInfo, {
+      json: { path, ...options },
+      // With `recursive` a directory that exists is accepted, so a second try does no harm.
+      idempotent: options.recursive === true,
+    })
   }
 
   /** Removes a path; directories with contents need `recursive`. */

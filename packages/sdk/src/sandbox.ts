@@ -17,6 +17,7 @@ import {
   sessionInfo,
   sessionList,
 } from './rest-shapes.ts'
+import { type RetryPolicy, retryPolicy } from './retry-policy.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
 import { SandboxFiles } from './sandbox-files.ts'
 import { type ExecOptions, Session } from './session.ts'
@@ -51,6 +52,12 @@ export interface ConnectOptions {
   maxOutputBytes?: number
   /** Heartbeat and reconnect policy of shell sockets. */
   connection?: Partial<ConnectionPolicy>
+  /**
+   * Retries of REST calls the runner refused for now (429, 503) or could not take (connection
+   * failures), made only where a second try cannot do the work twice; `false` turns them off.
+   * Default `{ attempts: 4, baseDelayMs: 200, maxDelayMs: 5_000 }`.
+   */
+  retry?: Partial<RetryPolicy> | false
 }
 
 /**
@@ -194,6 +201,7 @@ function resolve(options: ConnectOptions): Resolved {
     secret,
     fetch: fetchImpl,
     requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+    retry: retryPolicy(options.retry),
   })
   return { http, secret, options }
 }
