@@ -30,9 +30,11 @@ function fromHelp(): Setting[] {
   expect(help.status).toBe(0)
   const settings: Setting[] = []
   for (const line of help.stdout.split('\n')) {
-    const flag = /^\s+(--[a-z-]+)\s+env (CONCH_[A-Z_]+)/.exec(line)
+    // A setting's first line: two spaces, the flag (and its value placeholder) or the variable
+    // alone; the description under it is indented further.
+    const flag = /^ {2}(--[a-z-]+)(?: <[a-z]+>)?\s+env (CONCH_[A-Z_]+)/.exec(line)
     if (flag) settings.push([flag[1]!, flag[2]!])
-    const envOnly = /^\s+(CONCH_[A-Z_]+)\s/.exec(line)
+    const envOnly = /^ {2}(CONCH_[A-Z_]+)\s/.exec(line)
     if (envOnly) settings.push(['', envOnly[1]!])
   }
   return settings.sort()
