@@ -97,7 +97,7 @@ const TOP: TopSetting[] = [
     key: 'logFormat',
     value: '<format>',
     summary:
-      'Log format: auto is short readable lines when stderr is a terminal and pino JSON lines otherwise.',
+      'Log format: auto is short readable lines when stderr is a terminal (coloured unless NO_COLOR is set) and pino JSON lines otherwise.',
     values: LOG_FORMATS.join(', '),
     accepts: `one of ${LOG_FORMATS.join(', ')}`,
   },
