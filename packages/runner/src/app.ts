@@ -16,15 +16,14 @@ import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
+import { RequestLogController } from './request-log-controller.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError } from './runner-error.ts'
 import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
 import { RunnerMetrics } from './runner-metrics.ts'
+import { RUNNER_VERSION } from './runner-version.ts'
 import { SandboxManager } from './sandbox-manager.ts'
 import type { StateStore } from './state-store.ts'
-
-/** The runner's version, reported by health checks and the OpenAPI document. */
-export const RUNNER_VERSION = '0.1.0'
 
 /** Everything `buildApp` needs; side effects (state, drivers, logger, clock) are injected. */
 export interface BuildAppOptions {
@@ -84,6 +83,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
   const app = Fastify({
     logger: options.logger ?? false,
+    logController: new RequestLogController(),
     requestIdHeader: 'x-request-id',
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,

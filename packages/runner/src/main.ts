@@ -5,25 +5,20 @@
 import { relative } from 'node:path'
 import pino from 'pino'
 import { buildApp, REDACTED_PATHS } from './app.ts'
+import { parseCommand } from './cli-command.ts'
+import { cliHelp } from './cli-help.ts'
 import { ConfigError } from './config-error.ts'
 import { generateApiKey, hashSecret } from './credentials.ts'
 import { chooseDrivers, type DriverChoice } from './driver-choice.ts'
 import { GvisorDriver } from './drivers/gvisor-driver.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
-import { configUsage, parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { prettyLogStream } from './pretty-log-stream.ts'
+import { parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { RUNNER_VERSION } from './runner-version.ts'
 import { StateDirError } from './state-dir.ts'
 import { lockStateDir } from './state-dir-lock.ts'
 import { StateStore } from './state-store.ts'
-
-const USAGE = `usage: conch runner [flags]
-
-Serves the conch API (REST + WebSocket) and runs sandboxes.
-
-flags (each also settable as an environment variable):
-${configUsage()}
-  CONCH_API_KEY                  the API key; otherwise one is generated on first start
-`
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`conch: ${message}\n`)
@@ -41,7 +36,7 @@ function apiKeyHashes(config: RunnerConfig, store: StateStore): { hashes: string
 
 function howTo(url: string, newKey: string | null, stateDir: string): string {
   const key = newKey
-    ? `API key (shown once, stored only as a hash in ${relative(process.cwd(), stateDir) || '.'}):\n\n    ${newKey}\n`
+    ? `API key (shown once, stored only as a hash in ${relative(process.cwd(), stateDir) || '.'}); in a second terminal:\n\n    export CONCH_API_KEY=${newKey}\n`
     : 'API key: the one printed on first start, or CONCH_API_KEY.\n'
   return `
 ${key}
@@ -58,13 +53,32 @@ Or with curl:
 `
 }
 
+/** The log's destination: pino JSON lines on stderr, or readable lines when asked or on a terminal. */
+function logStream(config: RunnerConfig): pino.DestinationStream {
+  const stderr = pino.destination(2)
+  const tty = process.stderr.isTTY === true
+  const pretty = config.logFormat === 'pretty' || (config.logFormat === 'auto' && tty)
+  if (!pretty) return stderr
+  return prettyLogStream(stderr, { color: tty && !process.env.NO_COLOR })
+}
+
 async function main(argv: string[]): Promise<void> {
-  const [command, ...rest] = argv
-  if (command === '--help' || command === '-h' || rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(USAGE)
-    return
+  let rest: string[]
+  try {
+    const command = parseCommand(argv)
+    if (command.kind === 'help') {
+      process.stdout.write(cliHelp(RUNNER_VERSION))
+      return
+    }
+    if (command.kind === 'version') {
+      process.stdout.write(`${RUNNER_VERSION}\n`)
+      return
+    }
+    rest = command.args
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message)
+    throw error
   }
-  if (command !== 'runner') fail(`unknown command "${command ?? ''}"\n\n${USAGE}`)
   let config: RunnerConfig
   let store: StateStore
   let choice: DriverChoice
@@ -109,7 +123,7 @@ async function main(argv: string[]): Promise<void> {
     logger: {
       level: config.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-      stream: pino.destination(2),
+      stream: logStream(config),
     },
   })
   for (const warning of choice.warnings) app.log.warn(warning)
@@ -117,11 +131,15 @@ async function main(argv: string[]): Promise<void> {
     const warning = allowed.hostWarning?.()
     if (warning) app.log.warn({ driver: allowed.name }, warning)
   }
+  // One short line on what the default driver is; the full description (also on every sandbox)
+  // follows at debug.
   const level = driver.isolation === 'none' ? 'warn' : 'info'
+  const summary = driver.description.split(':')[0]
   app.log[level](
-    { driver: driver.name, isolation: driver.isolation, allowedDrivers: choice.allowed.map((d) => d.name) },
-    `default driver ${driver.name} (isolation: ${driver.isolation}): ${driver.description}`,
+    { allowedDrivers: choice.allowed.map((d) => d.name) },
+    `default driver ${driver.name} (isolation: ${driver.isolation}): ${summary}`,
   )
+  app.log.debug({ driver: driver.name }, driver.description)
 
   let stopping = false
   const stop = (signal: string): void => {
@@ -152,8 +170,8 @@ async function main(argv: string[]): Promise<void> {
   const port = typeof address === 'object' && address ? address.port : config.port
   const host = config.host.includes(':') ? `[${config.host}]` : config.host
   const url = `http://${host}:${port}`
-  console.log(`conch runner listening on ${url}`)
-  if (newKey || process.stdout.isTTY) console.log(howTo(url, newKey, config.stateDir))
+  process.stdout.write(`conch runner listening on ${url}\n`)
+  if (newKey || process.stdout.isTTY) process.stdout.write(`${howTo(url, newKey, config.stateDir)}\n`)
 }
 
 main(process.argv.slice(2)).catch((error) => {

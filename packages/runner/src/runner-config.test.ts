@@ -61,4 +61,28 @@ describe('parseRunnerConfig', () => {
     expect(() => parseRunnerConfig(['--drivers', ','], {}, '/x')).toThrow(/at least one/)
     expect(() => parseRunnerConfig([], { CONCH_UNSAFE_LOCAL: 'yes' }, '/x')).toThrow(/CONCH_UNSAFE_LOCAL=yes/)
   })
+
+  it('takes --log-format auto, pretty or json, auto by default', () => {
+    expect(parseRunnerConfig([], {}, '/x').logFormat).toBe('auto')
+    expect(parseRunnerConfig(['--log-format', 'json'], {}, '/x').logFormat).toBe('json')
+    expect(parseRunnerConfig([], { CONCH_LOG_FORMAT: 'pretty' }, '/x').logFormat).toBe('pretty')
+    expect(() => parseRunnerConfig(['--log-format=xml'], {}, '/x')).toThrow(
+      /--log-format xml is not valid: use one of auto, pretty, json/,
+    )
+  })
+
+  it('reports every bad setting in one line that says what each accepts', () => {
+    let message = ''
+    try {
+      parseRunnerConfig(['--port', 'abc', '--max-sandboxes', '0'], { CONCH_SHARD: 'Bad_Shard' }, '/x')
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError)
+      message = (error as Error).message
+    }
+    expect(message).not.toContain('\n')
+    expect(message).toContain('--port abc is not valid: use an integer from 0 to 65535')
+    expect(message).toContain('--max-sandboxes 0 is not valid: use a positive integer')
+    expect(message).toContain('CONCH_SHARD=Bad_Shard is not valid: use a DNS label')
+    expect(message).not.toMatch(/Invalid input|expected number/)
+  })
 })

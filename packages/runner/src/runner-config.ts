@@ -1,9 +1,11 @@
 import { isAbsolute, join } from 'node:path'
+import { parseArgs } from 'node:util'
 import { ShardName } from '@conch/protocol'
 import { z } from 'zod'
 import { ConfigError } from './config-error.ts'
 import { DRIVERS_BY_STRENGTH } from './driver-choice.ts'
 import { RunnerLimits } from './runner-limits.ts'
+import { LOG_FORMATS, LOG_LEVELS, SETTINGS, type Setting } from './runner-settings.ts'
 
 export { ConfigError } from './config-error.ts'
 
@@ -41,7 +43,9 @@ export const RunnerConfig = z.object({
     .transform((v) => v === '1' || v === 'true')
     .default(false),
   /** pino log level. */
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  logLevel: z.enum(LOG_LEVELS).default('info'),
+  /** Log format: `auto` is `pretty` when stderr is a terminal, else `json` (pino lines). */
+  logFormat: z.enum(LOG_FORMATS).default('auto'),
   /** Comma-separated origins whose browser pages may call the REST API (`*` for any); none by default. */
   corsOrigins: z
     .string()
@@ -63,62 +67,26 @@ export const RunnerConfig = z.object({
 /** Runner configuration. */
 export type RunnerConfig = z.infer<typeof RunnerConfig>
 
-interface Setting {
-  key: string
-  limit: boolean
-  /** A switch: the flag alone means true. */
-  boolean: boolean
-  flag: string
-  env: string
-}
+const SEE_HELP = 'run conch runner --help for every flag and the values it takes'
 
-const TOP = [
-  'host',
-  'port',
-  'stateDir',
-  'driver',
-  'drivers',
-  'unsafeLocal',
-  'logLevel',
-  'corsOrigins',
-  'shard',
-  'apiKey',
-] as const
-const BOOLEAN_KEYS: ReadonlySet<string> = new Set(['unsafeLocal'])
-const LIMIT_KEYS = Object.keys(RunnerLimits.shape)
+/** parseArgs options: every flag, typed so that a switch takes no value. */
+const PARSE_OPTIONS = Object.fromEntries(
+  SETTINGS.filter((s) => s.flag !== null).map((s) => [
+    s.flag!.slice(2),
+    { type: s.boolean ? ('boolean' as const) : ('string' as const) },
+  ]),
+)
 
-const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
-const snake = (s: string): string => s.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()
-
-const SETTINGS: Setting[] = [
-  ...TOP.filter((k) => k !== 'apiKey').map((key) => ({
-    key,
-    limit: false,
-    boolean: BOOLEAN_KEYS.has(key),
-    flag: `--${kebab(key)}`,
-    env: `CONCH_${snake(key)}`,
-  })),
-  { key: 'apiKey', limit: false, boolean: false, flag: '', env: 'CONCH_API_KEY' },
-  ...LIMIT_KEYS.map((key) => ({
-    key,
-    limit: true,
-    boolean: false,
-    flag: `--${kebab(key)}`,
-    env: `CONCH_${snake(key)}`,
-  })),
-]
-
-/** One line per flag, for `conch runner --help`. */
-export function configUsage(): string {
-  return SETTINGS.filter((s) => s.flag)
-    .map((s) => `  ${s.flag.padEnd(30)} env ${s.env}`)
-    .join('\n')
+/** The values every setting takes when nothing sets it. */
+export function defaultConfig(): RunnerConfig {
+  return RunnerConfig.parse({ limits: {} })
 }
 
 /**
- * Parses flags (`--name value`, `--name=value`, or `--name` alone for a switch) over `CONCH_*`
- * variables over defaults.
- * A relative state dir is resolved against `cwd`. Throws ConfigError naming the bad setting.
+ * Parses flags (`--name value`, `--name=value`, or `--name` alone for a switch; tokenised by
+ * `node:util` parseArgs) over `CONCH_*` variables over defaults.
+ * A relative state dir is resolved against `cwd`. Throws ConfigError with one line that names
+ * each bad setting, with its value, and what it accepts.
  */
 export function parseRunnerConfig(
   argv: readonly string[],
@@ -127,38 +95,52 @@ export function parseRunnerConfig(
 ): RunnerConfig {
   const raw: Record<string, unknown> = {}
   const limits: Record<string, unknown> = {}
-  const origin = new Map<string, string>()
+  const origin = new Map<string, { from: string; setting: Setting }>()
   const put = (s: Setting, value: string, from: string): void => {
     if (s.limit) limits[s.key] = value
     else raw[s.key] = value
-    origin.set(s.limit ? `limits.${s.key}` : s.key, from)
+    origin.set(s.limit ? `limits.${s.key}` : s.key, { from, setting: s })
   }
   for (const s of SETTINGS) {
     const value = env[s.env]
     if (value !== undefined && value !== '') put(s, value, `${s.env}=${s.key === 'apiKey' ? '…' : value}`)
   }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"; run conch runner --help`)
-    const eq = arg.indexOf('=')
-    const name = eq > 0 ? arg.slice(0, eq) : arg
-    const setting = SETTINGS.find((s) => s.flag === name)
-    if (!setting) throw new ConfigError(`unknown flag ${name}; run conch runner --help for the flags`)
-    const value = eq > 0 ? arg.slice(eq + 1) : setting.boolean ? '1' : argv[++i]
-    if (value === undefined || (eq < 0 && value.startsWith('--'))) {
-      throw new ConfigError(`flag ${name} needs a value`)
+  const { tokens } = parseArgs({
+    args: [...argv],
+    options: PARSE_OPTIONS,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  })
+  for (const token of tokens) {
+    if (token.kind === 'option-terminator') continue
+    if (token.kind === 'positional') {
+      throw new ConfigError(`unexpected argument "${token.value}"; ${SEE_HELP}`)
     }
-    put(setting, value, `${name} ${value}`)
+    const setting = SETTINGS.find((s) => s.flag === `--${token.name}` && token.rawName.startsWith('--'))
+    if (!setting) throw new ConfigError(`unknown flag ${token.rawName}; ${SEE_HELP}`)
+    let value = token.value
+    if (setting.boolean) value ??= '1'
+    else if (value === undefined || (!token.inlineValue && value.startsWith('-') && value.length > 1)) {
+      throw new ConfigError(`flag ${token.rawName} needs a value (${setting.value}: ${setting.accepts})`)
+    }
+    put(setting, value, `${token.rawName} ${value}`)
   }
   raw.limits = limits
   const parsed = RunnerConfig.safeParse(raw)
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
+    const problems = new Map<string, string>()
+    for (const issue of parsed.error.issues) {
       const path = issue.path.join('.')
-      const from = origin.get(path) ?? origin.get(String(issue.path[0]))
-      return `${from ?? path}: ${issue.message}`
-    })
-    throw new ConfigError(`invalid runner configuration:\n  ${problems.join('\n  ')}`)
+      const found = origin.get(path) ?? origin.get(String(issue.path[0]))
+      const key = found?.from ?? path
+      if (problems.has(key)) continue
+      problems.set(
+        key,
+        found ? `${found.from} is not valid: use ${found.setting.accepts}` : `${path}: ${issue.message}`,
+      )
+    }
+    throw new ConfigError(`${[...problems.values()].join('; ')}; ${SEE_HELP}`)
   }
   const config = parsed.data
   if (!isAbsolute(config.stateDir)) config.stateDir = join(cwd, config.stateDir)

@@ -15,6 +15,8 @@ describe('conch runner CLI', () => {
         const [line] = await first.waitFor(/conch runner listening on http:\/\/127\.0\.0\.1:(\d+)\n/)
         expect(first.out().startsWith(line)).toBe(true)
         key = (await first.waitFor(/conch_[\w-]{43}/))[0]
+        // The line a second terminal pastes, right under the key's heading.
+        expect(first.out()).toContain(`in a second terminal:\n\n    export CONCH_API_KEY=${key}\n`)
         const url = /http:\/\/[\d.:]+/.exec(line)![0]
         const res = await fetch(`${url}/v1/sandboxes`, { headers: { authorization: `Bearer ${key}` } })
         expect(res.status).toBe(200)
@@ -43,6 +45,7 @@ describe('conch runner CLI', () => {
       const ok = await fetch(`${url}/v1/sandboxes`, { headers: { authorization: `Bearer ${key}` } })
       expect(ok.status).toBe(200)
       expect(run.out() + run.err()).not.toContain(key)
+      expect(run.out()).not.toContain('export CONCH_API_KEY')
     } finally {
       rmSync(stateDir, { recursive: true, force: true })
     }
@@ -51,7 +54,10 @@ describe('conch runner CLI', () => {
   it('exits with a clear error for a bad flag value', async () => {
     await using run = cli(['runner', '--port', 'eighty'])
     expect(await run.exited).toBe(2)
-    expect(run.err()).toContain('--port eighty')
+    expect(run.err()).toMatch(
+      /^conch: --port eighty is not valid: use an integer from 0 to 65535; run conch runner --help/,
+    )
+    expect(run.err().trimEnd().split('\n')).toHaveLength(1)
   })
 
   it('refuses to start a second runner on a state dir in use', async () => {

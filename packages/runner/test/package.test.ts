@@ -167,6 +167,20 @@ describe('the packed @conch/runner', () => {
     expect(readdirSync(scope!)).toEqual(['runner'])
   })
 
+  it('prints the version of its own manifest for conch --version, and its help for conch alone', () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const bin = readdirSync(installs)
+      .map((d) => join(installs, d, 'node_modules', '@conch', 'runner', 'dist', 'conch.js'))
+      .find((b) => existsSync(b))
+    expect(bin).toBeDefined()
+    const manifest = JSON.parse(packed('package.json')) as { version: string }
+    const version = spawnSync(NODE, [bin!, '--version'], { encoding: 'utf8' })
+    expect(version.stdout).toBe(`${manifest.version}\n`)
+    const help = spawnSync(NODE, [bin!], { encoding: 'utf8' })
+    expect(help.status).toBe(0)
+    expect(help.stdout).toMatch(/--log-format <format> +env CONCH_LOG_FORMAT/)
+  })
+
   it('runs a command through the SDK in a namespace sandbox whose runtime is Node and the agent bundle', async () => {
     await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
     const shell = await sandbox.shell()
