@@ -29,12 +29,7 @@ process.emitWarning = ((warning: string | Error, ...rest: never[]) => {
 // without process.execve (22.13, 22.14) runs the runner without the flags.
 const [command, ...rest] = process.argv.slice(2)
 if (command === 'runner' && !rest.includes('--help') && !rest.includes('-h') && process.execve) {
-  const argv = runnerRelaunchArgv(
-    process.execPath,
-    process.execArgv,
-    process.argv,
-    process.env.NODE_OPTIONS,
-  )
+  const argv = runnerRelaunchArgv(process.execPath, process.execArgv, process.argv, process.env.NODE_OPTIONS)
   if (argv) process.execve(process.execPath, argv, process.env)
 }
 await import('./main.ts')
