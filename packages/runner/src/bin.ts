@@ -33,3 +33,5 @@ if (command === 'runner' && !rest.includes('--help') && !rest.includes('-h') && 
   if (argv) process.execve(process.execPath, argv, process.env)
 }
 await import('./main.ts')
+// A long-lived runner gives back what a burst of work grew once it has gone quiet.
+if (command === 'runner') (await import('./idle-memory-release.ts')).watchIdleMemory()
