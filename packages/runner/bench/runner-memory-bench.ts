@@ -125,7 +125,14 @@ async function startRunner(variant: Variant, dir: string): Promise<{ child: Chil
 
 const API_KEY = generateApiKey()
 
-async function measure(variant: Variant): Promise<Record<string, Figure> & { mismatches: number }> {
+interface Result {
+  idle: Figure
+  loaded: Figure
+  settled: Figure
+  mismatches: number
+}
+
+async function measure(variant: Variant): Promise<Result> {
   const dir = mkdtempSync(join(tmpdir(), 'conch-runner-memory-'))
   const dump = join(dir, 'memory.json')
   const { child, url } = await startRunner(variant, dir)
