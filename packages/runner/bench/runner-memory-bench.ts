@@ -7,7 +7,7 @@
 //
 // Variants: `none` (main.ts with no flags), `bin` (the bin, which adds RUNNER_NODE_FLAGS),
 // `bin-arena2` (the bin with MALLOC_ARENA_MAX=2), `dist` (the built dist/conch.js, when
-// `pnpm build` has made it). Each runner gets a preload that writes process.memoryUsage() and
+// `pnpm build` has made it), and `startup` (what the bin's start-again costs). Each runner gets a preload that writes process.memoryUsage() and
 // V8's heap spaces to a file on SIGUSR2, so RSS can be split into heap, external and the rest.
 
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -17,6 +17,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Sandbox } from '@conch/sdk'
 import { generateApiKey } from '../src/credentials.ts'
+import { RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RUNS = Number(process.env.BENCH_RUNS ?? 40_000)
@@ -177,12 +178,61 @@ function show(f: Figure, ref: number): string {
   return `${(f.rss / MB).toFixed(0)} MB (×${(f.rss / ref).toFixed(2)}, anon ${(f.anon / MB).toFixed(0)}${v8})`
 }
 
+/** Milliseconds from spawn to a child's exit (`node -e 0`) or to the runner's listening line. */
+async function startMs(args: string[], dir: string): Promise<number> {
+  const t0 = performance.now()
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, CONCH_API_KEY: API_KEY, CONCH_DRIVER: 'local', CONCH_UNSAFE_LOCAL: '1' },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  await new Promise<void>((resolve) => {
+    let out = ''
+    child.stdout?.on('data', (d) => {
+      out += d
+      if (out.includes('listening on')) resolve()
+    })
+    void exited.then(() => resolve())
+  })
+  const ms = performance.now() - t0
+  child.kill('SIGKILL')
+  await exited
+  rmSync(dir, { recursive: true, force: true })
+  return ms
+}
+
+/**
+ * What the bin's start-again costs: the packaged runner's time to listen when started without
+ * its flags (the bin execs Node again) and with them (it does not), beside `node -e 0`.
+ */
+async function startupCost(rounds: number): Promise<void> {
+  const bin = join(ROOT, 'dist', 'conch.js')
+  const runner = (flags: string[]) => async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-runner-start-'))
+    return startMs([...flags, bin, 'runner', '--port', '0', '--state-dir', join(dir, 'state')], dir)
+  }
+  const kinds: [string, () => Promise<number>][] = [
+    ['node -e 0', () => startMs(['-e', '0'], mkdtempSync(join(tmpdir(), 'conch-node-')))],
+    ['runner, flags given', runner([...RUNNER_NODE_FLAGS])],
+    ['runner, bin execs again', runner([])],
+  ]
+  const times = new Map<string, number[]>(kinds.map(([k]) => [k, []]))
+  for (let r = 0; r < rounds; r++) for (const [k, f] of kinds) times.get(k)!.push(await f())
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  const ref = median(times.get('node -e 0')!)
+  for (const [k, xs] of times)
+    console.log(
+      `start: ${k}: median ${median(xs).toFixed(0)} ms (×${(median(xs) / ref).toFixed(2)} of node -e 0)`,
+    )
+}
+
 const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' })
 try {
   await sleep(IDLE_SETTLE_MS)
   const ref = await figure(bare.pid!)
   console.log(`bare node: ${(ref.rss / MB).toFixed(0)} MB RSS, anon ${(ref.anon / MB).toFixed(0)} MB`)
-  const wanted = (process.env.BENCH_VARIANTS ?? 'none,bin,bin-arena2,dist').split(',')
+  const wanted = (process.env.BENCH_VARIANTS ?? 'none,bin,bin-arena2,dist,startup').split(',')
+  if (wanted.includes('startup') && existsSync(join(ROOT, 'dist', 'conch.js'))) await startupCost(7)
   for (const variant of VARIANTS.filter((v) => wanted.includes(v.name))) {
     if (variant.name === 'dist' && !existsSync(variant.args[0]!)) {
       console.log('dist: skipped (no dist/conch.js; run pnpm build first)')
