@@ -4,6 +4,8 @@
 # again whenever it exits, so a runner restart (a crash, an upgrade in place, `kill` of the
 # runner) keeps every sandbox: agents are detached and the next runner reconnects to them.
 # SIGTERM or SIGINT stops the runner and ends the container, which ends every sandbox.
+# The runner's node flags come from the `conch` bin (it starts Node again with them, same pid), so
+# none are passed here.
 # A configuration error (exit 2) is not retried: it ends the container with that code.
 set -euo pipefail
 

@@ -14,6 +14,7 @@ import { Sandbox } from '@conch/sdk'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { descendantsOf } from '../src/drivers/proc-stat.ts'
+import { RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
 
 const RUNNER_DIR = fileURLToPath(new URL('..', import.meta.url))
 /** The Node that runs the packed runner (and so its agents): this test's, or CONCH_PACKAGE_NODE. */
@@ -146,6 +147,18 @@ describe('the packed @conch/runner', () => {
     expect(manifest.bin).toEqual({ conch: './dist/conch.js' })
     expect(Object.keys(manifest.dependencies as object).filter((d) => d.startsWith('@conch/'))).toEqual([])
     expect(JSON.stringify(manifest)).not.toContain('workspace:')
+  })
+
+  it('runs `conch runner` with the runner node flags, started through npm exec and the bin', () => {
+    const nodes = [runner.pid!, ...descendantsOf(runner.pid!)]
+      .map((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0'))
+      // The bin runs by the path npm linked it under, not as dist/conch.js; npm names it bare.
+      .filter(
+        (argv) =>
+          argv[0]?.endsWith('node') && /^\/.*\/conch(\.js)?$/.test(argv[argv.indexOf('runner') - 1] ?? ''),
+      )
+    expect(nodes).toHaveLength(1)
+    expect(nodes[0]!.slice(1, 1 + RUNNER_NODE_FLAGS.length)).toEqual(RUNNER_NODE_FLAGS)
   })
 
   it('ships an agent bundle that imports nothing but Node built-ins', () => {

@@ -1,0 +1,81 @@
+// The runner's node flags reach the process on every launch path: the bin (which the root
+// `pnpm runner` script, the image's entrypoint and the systemd unit all run) starts Node again
+// with RUNNER_NODE_FLAGS, in place, keeping its pid and every argument, and never overrides a
+// flag the operator gave.
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import { missingRunnerNodeFlags, RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
+
+const BIN = fileURLToPath(new URL('../src/bin.ts', import.meta.url))
+const ROOT_MANIFEST = fileURLToPath(new URL('../../../package.json', import.meta.url))
+
+const cleanups: (() => void)[] = []
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup()
+})
+
+/** Starts `node [nodeArgs] bin.ts runner` until it listens; returns its pid's argv and its pid. */
+async function startRunner(
+  nodeArgs: string[],
+  env: Record<string, string> = {},
+): Promise<{ pid: number; argv: string[] }> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'conch-flags-'))
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
+  const args = ['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn']
+  const child = spawn(process.execPath, [...nodeArgs, '--conditions=source', BIN, ...args], {
+    env: { ...clean, CONCH_API_KEY: 'conch_test_key_0123456789abcdef', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  cleanups.push(() => {
+    child.kill('SIGKILL')
+    void exited.then(() => rmSync(stateDir, { recursive: true, force: true }))
+  })
+  let out = ''
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      out += d
+      if (out.includes('listening on')) resolve()
+    })
+    child.stderr.on('data', (d) => {
+      out += d
+    })
+    void exited.then(() => reject(new Error(`the runner exited before listening:\n${out}`)))
+  })
+  const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').slice(0, -1)
+  expect(argv.slice(-args.length)).toEqual(args)
+  return { pid: child.pid!, argv }
+}
+
+describe('the runner node flags', () => {
+  it('counts a flag as given by its name, on the command line or in NODE_OPTIONS', () => {
+    expect(missingRunnerNodeFlags([])).toEqual(RUNNER_NODE_FLAGS)
+    expect(missingRunnerNodeFlags(['--max_semi_space_size=16'], '--v8-pool-size=4')).toEqual([])
+    expect(missingRunnerNodeFlags(['--conditions=source', '--max-semi-space-size', '8'])).toEqual([
+      '--v8-pool-size=1',
+    ])
+  })
+
+  it('are what `conch runner` runs with when started by the bin without them, in the same process', async () => {
+    const { argv } = await startRunner([])
+    expect(argv.slice(1, 1 + RUNNER_NODE_FLAGS.length)).toEqual(RUNNER_NODE_FLAGS)
+    expect(argv).toContain('--conditions=source')
+    expect(argv.filter((a) => a.startsWith('--max-semi-space-size'))).toHaveLength(1)
+  })
+
+  it('leave a flag the operator gave alone and add only the missing ones', async () => {
+    const { argv } = await startRunner(['--max-semi-space-size=8'], { NODE_OPTIONS: '--v8-pool-size=2' })
+    expect(argv.filter((a) => a.startsWith('--max-semi-space-size'))).toEqual(['--max-semi-space-size=8'])
+    expect(argv.filter((a) => a.startsWith('--v8-pool-size'))).toEqual([])
+  })
+
+  it('are spelt nowhere but in runner-node-flags.ts: `pnpm runner` goes through the bin', () => {
+    const scripts = (JSON.parse(readFileSync(ROOT_MANIFEST, 'utf8')) as { scripts: Record<string, string> })
+      .scripts
+    expect(scripts.runner).toMatch(/^node --conditions=source packages\/runner\/src\/bin\.ts runner$/)
+  })
+})
