@@ -96,7 +96,7 @@ describe('runner script arguments', () => {
     }
     const args = nodeScriptArgs(pkg.scripts.runner)
     expect(args).toContain('--conditions=source')
-    expect(args?.at(-2)).toBe('packages/runner/src/main.ts')
+    expect(args?.at(-2)).toBe('packages/runner/src/bin.ts')
     expect(args?.at(-1)).toBe('runner')
   })
 
