@@ -68,6 +68,12 @@ export interface SessionManagerOptions {
   oomCheck?: OomCheck
 }
 
+/** Handles one `session.*` method: params parsed against its schema, result typed by it. */
+type SessionHandler<M extends SessionMethod> = (
+  params: AgentParams<M>,
+  context: MethodContext,
+) => Promise<AgentResultOf<M>>
+
 /** An item in an attached channel's send queue. */
 type Outgoing = LogEvent | { type: 'replay-end'; offset: number }
 
@@ -154,141 +160,115 @@ export class SessionManager implements SessionService {
     params: AgentParams<M>,
     context: MethodContext,
   ): Promise<AgentResultOf<M>> {
-    return this.#handle(method, params as AgentParams<SessionMethod>, context) as Promise<AgentResultOf<M>>
+    const handler = this.#handlers[method] as unknown as SessionHandler<M>
+    return handler(params, context)
   }
 
-  async #handle(
-    method: SessionMethod,
-    params: AgentParams<SessionMethod>,
-    context: MethodContext,
-  ): Promise<AgentResultOf<SessionMethod>> {
-    switch (method) {
-      case 'session.create': {
-        const p = params as AgentParams<'session.create'>
-        return info(await this.create(p))
-      }
-      case 'session.list':
-        await this.get(DEFAULT_SESSION_ID)
-        return { sessions: [...this.#sessions.values()].map(info) }
-      case 'session.get': {
-        const p = params as AgentParams<'session.get'>
-        return info(await this.get(p.session))
-      }
-      case 'session.delete': {
-        const p = params as AgentParams<'session.delete'>
-        await this.delete(p.session)
-        return {}
-      }
-      case 'session.run': {
-        const p = params as AgentParams<'session.run'>
-        const session = this.#sessions.get(p.session) ?? (await this.get(p.session, true))
-        // An unbuffered run's result is dropped, so it keeps none of its output in memory.
-        const outputCapBytes = p.buffer ? p.outputCapBytes : 0
-        const running = session.run({
-          runId: p.run,
-          command: p.command,
-          ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
-          ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
-          ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
-        })
-        if (p.buffer) return toRunResult(await running)
-        // Unbuffered: the run is queued; its output and exit flow on attached channels.
-        running.catch(() => {})
-        if (session.closedInfo !== null) await running
-        return {}
-      }
-      case 'session.attach': {
-        const p = params as AgentParams<'session.attach'>
-        const session = await this.get(p.session)
-        this.#attach(session, context.channel(p.ch), p.offset)
-        return info(session)
-      }
-      case 'session.interrupt': {
-        const p = params as AgentParams<'session.interrupt'>
-        const session = await this.get(p.session)
-        session.interrupt(p.run)
-        return {}
-      }
-      case 'session.env.list': {
-        const p = params as AgentParams<'session.env.list'>
-        return { env: await this.#env(await this.get(p.session)) }
-      }
-      case 'session.env.get': {
-        const p = params as AgentParams<'session.env.get'>
-        const env = await this.#env(await this.get(p.session))
-        return { value: Object.hasOwn(env, p.name) ? env[p.name]! : null }
-      }
-      case 'session.env.set': {
-        const p = params as AgentParams<'session.env.set'>
-        if (p.value.includes('\0')) {
-          throw new AgentError(
-            'BAD_REQUEST',
-            `the value of ${p.name} contains a NUL byte, which bash cannot hold.`,
-          )
-        }
-        await this.#internal(await this.get(p.session), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
-        return {}
-      }
-      case 'session.env.unset': {
-        const p = params as AgentParams<'session.env.unset'>
-        await this.#internal(await this.get(p.session), `\\builtin unset -v ${p.name}`)
-        return {}
-      }
-      case 'session.alias.list': {
-        const p = params as AgentParams<'session.alias.list'>
-        const session = await this.get(p.session)
-        return { aliases: parsePairs(await this.#internal(session, session.helperName('alias'))) }
-      }
-      case 'session.alias.add': {
-        const p = params as AgentParams<'session.alias.add'>
-        await this.#internal(await this.get(p.session), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
-        return {}
-      }
-      case 'session.alias.remove': {
-        const p = params as AgentParams<'session.alias.remove'>
-        const session = await this.get(p.session)
-        const aliases = parsePairs(await this.#internal(session, session.helperName('alias')))
-        if (!Object.hasOwn(aliases, p.name)) {
-          throw new AgentError(
-            'NOT_FOUND',
-            `session "${p.session}" has no alias "${p.name}"; list aliases to see them.`,
-          )
-        }
-        await this.#internal(session, `\\builtin unalias ${shellQuote(p.name)}`)
-        return {}
-      }
-      case 'session.history': {
-        const p = params as AgentParams<'session.history'>
-        const session = await this.get(p.session)
-        return {
-          entries: session.history({
-            ...(p.prefix === undefined ? {} : { prefix: p.prefix }),
-            ...(p.contains === undefined ? {} : { contains: p.contains }),
-            ...(p.limit === undefined ? {} : { limit: p.limit }),
-          }),
-        }
-      }
-      case 'session.history.replay': {
-        const p = params as AgentParams<'session.history.replay'>
-        const session = await this.get(p.session)
-        const entry = session.historyEntry(p.index)
-        if (entry === null) {
-          throw new AgentError(
-            'HISTORY_NOT_FOUND',
-            `session "${p.session}" has no history entry ${p.index}; list the history to see valid indexes.`,
-          )
-        }
-        return toRunResult(
-          await session.run({
-            runId: p.run,
-            command: entry.command,
-            ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
-          }),
+  /** One handler per `session.*` method, each typed by its method's params and result schemas. */
+  readonly #handlers: { [M in SessionMethod]: SessionHandler<M> } = {
+    'session.create': async (p) => info(await this.create(p)),
+    'session.list': async () => {
+      await this.get(DEFAULT_SESSION_ID)
+      return { sessions: [...this.#sessions.values()].map(info) }
+    },
+    'session.get': async (p) => info(await this.get(p.session)),
+    'session.delete': async (p) => {
+      await this.delete(p.session)
+      return {}
+    },
+    'session.run': async (p) => {
+      const session = this.#sessions.get(p.session) ?? (await this.get(p.session, true))
+      // An unbuffered run's result is dropped, so it keeps none of its output in memory.
+      const outputCapBytes = p.buffer ? p.outputCapBytes : 0
+      const running = session.run({
+        runId: p.run,
+        command: p.command,
+        ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
+        ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
+        ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
+      })
+      if (p.buffer) return toRunResult(await running)
+      // Unbuffered: the run is queued; its output and exit flow on attached channels.
+      running.catch(() => {})
+      if (session.closedInfo !== null) await running
+      return {}
+    },
+    'session.attach': async (p, context) => {
+      const session = await this.get(p.session)
+      this.#attach(session, context.channel(p.ch), p.offset)
+      return info(session)
+    },
+    'session.interrupt': async (p) => {
+      const session = await this.get(p.session)
+      session.interrupt(p.run)
+      return {}
+    },
+    'session.env.list': async (p) => ({ env: await this.#env(await this.get(p.session)) }),
+    'session.env.get': async (p) => {
+      const env = await this.#env(await this.get(p.session))
+      return { value: Object.hasOwn(env, p.name) ? env[p.name]! : null }
+    },
+    'session.env.set': async (p) => {
+      if (p.value.includes('\0')) {
+        throw new AgentError(
+          'BAD_REQUEST',
+          `the value of ${p.name} contains a NUL byte, which bash cannot hold.`,
         )
       }
-      default:
-        return assertNever(method)
-    }
+      await this.#internal(await this.get(p.session), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
+      return {}
+    },
+    'session.env.unset': async (p) => {
+      await this.#internal(await this.get(p.session), `\\builtin unset -v ${p.name}`)
+      return {}
+    },
+    'session.alias.list': async (p) => {
+      const session = await this.get(p.session)
+      return { aliases: parsePairs(await this.#internal(session, session.helperName('alias'))) }
+    },
+    'session.alias.add': async (p) => {
+      await this.#internal(await this.get(p.session), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
+      return {}
+    },
+    'session.alias.remove': async (p) => {
+      const session = await this.get(p.session)
+      const aliases = parsePairs(await this.#internal(session, session.helperName('alias')))
+      if (!Object.hasOwn(aliases, p.name)) {
+        throw new AgentError(
+          'NOT_FOUND',
+          `session "${p.session}" has no alias "${p.name}"; list aliases to see them.`,
+        )
+      }
+      await this.#internal(session, `\\builtin unalias ${shellQuote(p.name)}`)
+      return {}
+    },
+    'session.history': async (p) => {
+      const session = await this.get(p.session)
+      return {
+        entries: session.history({
+          ...(p.prefix === undefined ? {} : { prefix: p.prefix }),
+          ...(p.contains === undefined ? {} : { contains: p.contains }),
+          ...(p.limit === undefined ? {} : { limit: p.limit }),
+        }),
+      }
+    },
+    'session.history.replay': async (p) => {
+      const session = await this.get(p.session)
+      const entry = session.historyEntry(p.index)
+      if (entry === null) {
+        throw new AgentError(
+          'HISTORY_NOT_FOUND',
+          `session "${p.session}" has no history entry ${p.index}; list the history to see valid indexes.`,
+        )
+      }
+      return toRunResult(
+        await session.run({
+          runId: p.run,
+          command: entry.command,
+          ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
+        }),
+      )
+    },
   }
 
   /** Deletes a session and kills its processes; `default` only once its shell has closed. */
