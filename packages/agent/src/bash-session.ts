@@ -45,6 +45,7 @@ import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
+import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How a session is built. */
@@ -179,11 +180,6 @@ interface Run {
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
-/** Most history entries kept, and the most memory they may take together (oldest go first). */
-const HISTORY_LIMIT = 10_000
-export const HISTORY_MAX_BYTES = 512 * 1024
-/** What one history entry costs beyond its command text: the entry object and its numbers. */
-const HISTORY_ENTRY_OVERHEAD_BYTES = 128
 const POLL_MS = 20
 /** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
 const INTERRUPT_REPEAT_MS = 100
@@ -207,11 +203,6 @@ function newNonce(): string {
   const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
   noncePoolAt += NONCE_BYTES
   return nonce
-}
-
-/** What a history entry counts for against `HISTORY_MAX_BYTES`: two bytes per UTF-16 unit of its command, plus overhead. */
-function historyEntryBytes(entry: HistoryEntry): number {
-  return HISTORY_ENTRY_OVERHEAD_BYTES + 2 * entry.command.length
 }
 
 /** Quotes a string for bash as one word. */
@@ -266,9 +257,7 @@ export class BashSession {
   #rejectReady: (err: Error) => void = () => {}
   #resolveClosed: (info: ShellClosedInfo) => void = () => {}
   #lastExitCode = 0
-  #history: HistoryEntry[] = []
-  #historyBase = 0
-  #historyBytes = 0
+  readonly #history = new SessionHistory()
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
@@ -438,28 +427,17 @@ export class BashSession {
 
   /** Memory the history counts against `HISTORY_MAX_BYTES`. */
   get historyBytes(): number {
-    return this.#historyBytes
+    return this.#history.bytes
   }
 
   /** Every history entry matching the query, oldest first. */
-  history(query: { prefix?: string; contains?: string; limit?: number } = {}): HistoryEntry[] {
-    let entries = this.#history
-    if (query.prefix !== undefined) {
-      const p = query.prefix
-      entries = entries.filter((e) => e.command.startsWith(p))
-    }
-    if (query.contains !== undefined) {
-      const c = query.contains
-      entries = entries.filter((e) => e.command.includes(c))
-    }
-    if (query.limit !== undefined) entries = entries.slice(-query.limit)
-    return entries.map((e) => ({ ...e }))
+  history(query: HistoryQuery = {}): HistoryEntry[] {
+    return this.#history.query(query)
   }
 
   /** One history entry by index, or null. */
   historyEntry(index: number): HistoryEntry | null {
-    const e = this.#history[index - this.#historyBase]
-    return e === undefined ? null : { ...e }
+    return this.#history.entry(index)
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */
@@ -530,22 +508,7 @@ export class BashSession {
     run.startOffset = this.log.endOffset
     if (run.req.internal !== true) {
       this.log.appendRunStart(run.req.runId)
-      run.history = {
-        index: this.#historyBase + this.#history.length,
-        command: run.req.command,
-        startedAt: clock.now(),
-        exitCode: null,
-        durationMs: null,
-      }
-      this.#history.push(run.history)
-      this.#historyBytes += historyEntryBytes(run.history)
-      while (
-        this.#history.length > 1 &&
-        (this.#history.length > HISTORY_LIMIT || this.#historyBytes > HISTORY_MAX_BYTES)
-      ) {
-        this.#historyBytes -= historyEntryBytes(this.#history.shift()!)
-        this.#historyBase += 1
-      }
+      run.history = this.#history.record(run.req.command, clock.now())
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect } from 'vitest'
 import { ShellClosedError } from '../src/agent-error.ts'
-import { HISTORY_MAX_BYTES } from '../src/bash-session.ts'
+import { HISTORY_MAX_BYTES } from '../src/session-history.ts'
 import { isAlive, nextEvent, sh, test, untilTicksPassStartOf } from './fixtures.ts'
 
 describe('promise 1: exact output', () => {
