@@ -44,6 +44,7 @@ import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
 import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
+import { RunQueue } from './run-queue.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import type { Spawn } from './spawner.ts'
@@ -242,9 +243,7 @@ export class BashSession {
   readonly #tag: string
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
-  /** Queued runs from `#queueHead` on; slots before it are taken (and cleared). */
-  #queue: (Run | undefined)[] = []
-  #queueHead = 0
+  readonly #queue = new RunQueue<Run>()
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
@@ -344,7 +343,7 @@ export class BashSession {
 
   /** Runs waiting behind the active one. */
   get queued(): number {
-    return this.#queue.length - this.#queueHead
+    return this.#queue.size
   }
 
   /** The exit code of the last finished run (what `$?` holds in the shell). */
@@ -487,7 +486,7 @@ export class BashSession {
 
   #dispatch(): void {
     if (this.#phase !== 'ready' || this.#active !== null || this.#pendingSync !== null) return
-    const run = this.#takeQueued()
+    const run = this.#queue.take()
     if (run === undefined) return
     const clock = this.#opts.clock
     run.nonce = newNonce()
@@ -515,25 +514,6 @@ export class BashSession {
     this.#child.stdin?.write(
       `. ${shellQuote(this.#cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${run.nonce} && :\n`,
     )
-  }
-
-  /**
-   * Removes and returns the oldest queued run. Taking from a head index keeps this O(1) for
-   * a queue of many thousands of pipelined runs, where `Array.shift` moves the whole array.
-   */
-  #takeQueued(): Run | undefined {
-    const run = this.#queue[this.#queueHead]
-    if (run === undefined) return undefined
-    this.#queue[this.#queueHead] = undefined
-    this.#queueHead += 1
-    if (this.#queueHead === this.#queue.length) {
-      this.#queue = []
-      this.#queueHead = 0
-    } else if (this.#queueHead >= 1024 && this.#queueHead * 2 >= this.#queue.length) {
-      this.#queue = this.#queue.slice(this.#queueHead)
-      this.#queueHead = 0
-    }
-    return run
   }
 
   /** Opens (creating or emptying) the command file, which stays open for the session's life. */
@@ -858,7 +838,7 @@ export class BashSession {
         active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
       active.reject(err)
     }
-    for (let run = this.#takeQueued(); run !== undefined; run = this.#takeQueued()) run.reject(err)
+    for (let run = this.#queue.take(); run !== undefined; run = this.#queue.take()) run.reject(err)
     this.#inFlight.clear()
     this.#rejectReady(err)
     this.log.appendClosed(info)
