@@ -20,7 +20,6 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
-import { randomBytes, randomFillSync } from 'node:crypto'
 import {
   chmodSync,
   chownSync,
@@ -39,8 +38,9 @@ import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from
 import { AgentError, ShellClosedError } from './agent-error.ts'
 import { CappedBytes } from './capped-bytes.ts'
 import { type Clock, delay } from './clock.ts'
+import { FramingLines, newNonce, shellQuote } from './framing-lines.ts'
 import type { Logger } from './logger.ts'
-import { MarkerScanner, NONCE_LENGTH } from './marker-scanner.ts'
+import { MarkerScanner } from './marker-scanner.ts'
 import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
@@ -190,27 +190,6 @@ const SYNC_WATCH_MS = 500
 const SYNC_RESYNCS = 5
 const EXIT_DRAIN_MS = 50
 
-const NONCE_BYTES = NONCE_LENGTH / 2
-/** Random bytes drawn from the CSPRNG in bulk: one draw serves 256 nonces. */
-const noncePool = Buffer.alloc(NONCE_BYTES * 256)
-let noncePoolAt = noncePool.length
-
-/** A new random nonce for a marker; each pool byte is used once. */
-function newNonce(): string {
-  if (noncePoolAt === noncePool.length) {
-    randomFillSync(noncePool)
-    noncePoolAt = 0
-  }
-  const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
-  noncePoolAt += NONCE_BYTES
-  return nonce
-}
-
-/** Quotes a string for bash as one word. */
-export function shellQuote(s: string): string {
-  return `'${s.replaceAll("'", "'\\''")}'`
-}
-
 /** The shell closed: code and signal from bash's exit, in words. */
 export function describeExit(code: number | null, signal: string | null): ShellClosedInfo {
   if (signal !== null) return { code: null, signal, reason: `bash was killed by ${signal}` }
@@ -240,7 +219,7 @@ export class BashSession {
     Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
   readonly #dir: string
   readonly #cmdFile: string
-  readonly #tag: string
+  readonly #framing = new FramingLines()
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #queue = new RunQueue<Run>()
@@ -296,13 +275,12 @@ export class BashSession {
     this.#shareWithBash(this.#dir, 0o750)
     this.#cmdFile = join(this.#dir, 'cmd')
     this.#openCommandFile()
-    this.#tag = randomBytes(4).toString('hex')
     this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
     const initFile = join(this.#dir, 'init')
-    writeFileSync(initFile, this.#initScript(), { mode: 0o600 })
+    writeFileSync(initFile, this.#framing.initScript(), { mode: 0o600 })
     this.#shareWithBash(initFile, 0o640)
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
@@ -323,7 +301,7 @@ export class BashSession {
       stream?.on('end', () => this.#onEnd(s))
       stream?.on('error', () => this.#onEnd(s))
     }
-    child.stdin?.write(`. ${shellQuote(initFile)} </dev/null; __conch_end_${this.#tag} ${this.#initNonce}\n`)
+    child.stdin?.write(this.#framing.initLine(initFile, this.#initNonce))
   }
 
   /** bash's process id while it runs. */
@@ -441,7 +419,7 @@ export class BashSession {
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */
   helperName(kind: 'env' | 'alias'): string {
-    return `__conch_${kind}_${this.#tag}`
+    return this.#framing.helperName(kind)
   }
 
   /** Kills bash and every process in its session, then reports the shell closed. */
@@ -460,28 +438,6 @@ export class BashSession {
   /** Disposes the session (for `await using`). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.dispose()
-  }
-
-  #initScript(): string {
-    const t = this.#tag
-    return [
-      'PS1= PS2= PS0=',
-      'set +H',
-      'set +o history',
-      'shopt -s expand_aliases',
-      'unset PROMPT_COMMAND MAILCHECK HISTFILE TMOUT',
-      // Sentinels go to saved copies of stdout/stderr. bash's own stderr then points at
-      // /dev/null: what bash writes for itself (the newline after a SIGINT, traces of the
-      // framing lines) never reaches a run, while each run's command gets the real stderr
-      // back through `2>&63` on its line.
-      'exec 62>&1 63>&2 2>/dev/null',
-      // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
-      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
-      `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
-      `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t}`,
-      '',
-    ].join('\n')
   }
 
   #dispatch(): void {
@@ -511,9 +467,7 @@ export class BashSession {
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(
-      `. ${shellQuote(this.#cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${run.nonce} && :\n`,
-    )
+    this.#child.stdin?.write(this.#framing.runLine(this.#cmdFile, stdinRedirect, run.nonce))
   }
 
   /** Opens (creating or emptying) the command file, which stays open for the session's life. */
@@ -678,8 +632,7 @@ export class BashSession {
     if (run.syncNonce !== null) return
     run.syncNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(run.syncNonce)
-    // The leading newline absorbs a byte that bash may drop while it handles the SIGINT.
-    this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${run.syncNonce}\n`)
+    this.#child.stdin?.write(this.#framing.syncLine(run.syncNonce))
     const clock = this.#opts.clock
     const repeat = (): void => {
       if (this.#active !== run || run.done.stdout || run.done.stderr || this.#closedInfo !== null) return
@@ -706,7 +659,7 @@ export class BashSession {
       target.nonce = fresh
       target.seen = { stdout: false, stderr: false }
     }
-    this.#child.stdin?.write(`\n__conch_end_${this.#tag} ${fresh}\n`)
+    this.#child.stdin?.write(this.#framing.syncLine(fresh))
   }
 
   /** Writes a fresh sync line when a pending one has not answered in time (at most a few times). */

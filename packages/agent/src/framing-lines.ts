@@ -1,0 +1,83 @@
+// The lines the agent writes to a session's bash, and the nonces that mark where runs end.
+//
+// Every session gets a random tag: its init script defines `__conch_end_<tag>` (prints a
+// marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`) and
+// two listing helpers, all read-only. A run is one line that sources the command file and
+// then calls the end function with the run's nonce; a sync line calls it alone, with a second
+// nonce, after a SIGINT has aborted the run's own line. Nonces come from the CSPRNG, so a run
+// cannot print a marker that ends another run.
+import { randomBytes, randomFillSync } from 'node:crypto'
+import { NONCE_LENGTH } from './marker-scanner.ts'
+
+const NONCE_BYTES = NONCE_LENGTH / 2
+/** Random bytes drawn from the CSPRNG in bulk: one draw serves 256 nonces. */
+const noncePool = Buffer.alloc(NONCE_BYTES * 256)
+let noncePoolAt = noncePool.length
+
+/** A new random nonce for a marker; each pool byte is used once. */
+export function newNonce(): string {
+  if (noncePoolAt === noncePool.length) {
+    randomFillSync(noncePool)
+    noncePoolAt = 0
+  }
+  const nonce = noncePool.toString('hex', noncePoolAt, noncePoolAt + NONCE_BYTES)
+  noncePoolAt += NONCE_BYTES
+  return nonce
+}
+
+/** Quotes a string for bash as one word. */
+export function shellQuote(s: string): string {
+  return `'${s.replaceAll("'", "'\\''")}'`
+}
+
+/** The framing of one session's shell: its init script and the lines that drive its runs. */
+export class FramingLines {
+  /** The random suffix of this shell's helper function names. */
+  readonly #tag = randomBytes(4).toString('hex')
+
+  /** The script bash sources first: no prompts or history, saved fds, and the helper functions. */
+  initScript(): string {
+    const t = this.#tag
+    return [
+      'PS1= PS2= PS0=',
+      'set +H',
+      'set +o history',
+      'shopt -s expand_aliases',
+      'unset PROMPT_COMMAND MAILCHECK HISTFILE TMOUT',
+      // Sentinels go to saved copies of stdout/stderr. bash's own stderr then points at
+      // /dev/null: what bash writes for itself (the newline after a SIGINT, traces of the
+      // framing lines) never reaches a run, while each run's command gets the real stderr
+      // back through `2>&63` on its line.
+      'exec 62>&1 63>&2 2>/dev/null',
+      // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
+      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
+      `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
+      `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
+      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t}`,
+      '',
+    ].join('\n')
+  }
+
+  /** The first line: sources the init script, then marks the shell ready with `nonce`. */
+  initLine(initFile: string, nonce: string): string {
+    return `. ${shellQuote(initFile)} </dev/null; __conch_end_${this.#tag} ${nonce}\n`
+  }
+
+  /**
+   * A run's line: sources the command file with stdin from `stdinRedirect` (an already quoted
+   * word) and the real stderr, then marks the run's end with `nonce`.
+   */
+  runLine(cmdFile: string, stdinRedirect: string, nonce: string): string {
+    return `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${nonce} && :\n`
+  }
+
+  /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
+  syncLine(nonce: string): string {
+    return `\n__conch_end_${this.#tag} ${nonce}\n`
+  }
+
+  /** The name of a helper function defined in the shell (`env` or `alias` listing). */
+  helperName(kind: 'env' | 'alias'): string {
+    return `__conch_${kind}_${this.#tag}`
+  }
+}
