@@ -20,19 +20,6 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  fstatSync,
-  ftruncateSync,
-  mkdtempSync,
-  openSync,
-  rmSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs'
-import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
 import { AgentError, ShellClosedError } from './agent-error.ts'
@@ -46,6 +33,7 @@ import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import { RunQueue } from './run-queue.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
+import { SessionFiles } from './session-files.ts'
 import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import type { Spawn } from './spawner.ts'
 
@@ -217,8 +205,7 @@ export class BashSession {
 
   readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid' | 'scrollbackBudget'>> &
     Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
-  readonly #dir: string
-  readonly #cmdFile: string
+  readonly #files: SessionFiles
   readonly #framing = new FramingLines()
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
@@ -239,8 +226,6 @@ export class BashSession {
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
-  #cmdFd = -1
-  #cmdBytes = 0
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
@@ -271,17 +256,12 @@ export class BashSession {
     this.closed = new Promise((resolve) => {
       this.#resolveClosed = resolve
     })
-    this.#dir = mkdtempSync(join(this.#opts.tempRoot, 'conch-'))
-    this.#shareWithBash(this.#dir, 0o750)
-    this.#cmdFile = join(this.#dir, 'cmd')
-    this.#openCommandFile()
+    this.#files = new SessionFiles(this.#opts.tempRoot, this.#opts.sandboxGid)
     this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
-    const initFile = join(this.#dir, 'init')
-    writeFileSync(initFile, this.#framing.initScript(), { mode: 0o600 })
-    this.#shareWithBash(initFile, 0o640)
+    const initFile = this.#files.writeInit(this.#framing.initScript())
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
       env: this.#opts.env,
@@ -449,13 +429,10 @@ export class BashSession {
     for (const s of STREAMS) this.#scanners[s].expect(run.nonce)
     let text = run.command
     if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
-    this.#writeCommand(text)
+    this.#files.writeCommand(text)
     let stdinRedirect = '/dev/null'
     if (run.req.stdin !== undefined) {
-      const stdinFile = join(this.#dir, 'stdin')
-      writeFileSync(stdinFile, run.req.stdin, { mode: 0o600 })
-      this.#shareWithBash(stdinFile, 0o640)
-      stdinRedirect = shellQuote(stdinFile)
+      stdinRedirect = shellQuote(this.#files.writeStdin(run.req.stdin))
     }
     this.#active = run
     run.startedAtMs = clock.monotonicMs()
@@ -467,38 +444,7 @@ export class BashSession {
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(this.#framing.runLine(this.#cmdFile, stdinRedirect, run.nonce))
-  }
-
-  /** Opens (creating or emptying) the command file, which stays open for the session's life. */
-  #openCommandFile(): void {
-    if (this.#cmdFd >= 0) closeSync(this.#cmdFd)
-    this.#cmdFd = -1
-    this.#cmdFd = openSync(this.#cmdFile, 'w', 0o600)
-    this.#shareWithBash(this.#cmdFile, 0o640)
-    this.#cmdBytes = 0
-  }
-
-  /** Gives the sandbox user's group read access to one of the session's files, when bash runs as it. */
-  #shareWithBash(path: string, mode: number): void {
-    const gid = this.#opts.sandboxGid
-    if (gid === undefined) return
-    chownSync(path, process.getuid?.() ?? 0, gid)
-    chmodSync(path, mode)
-  }
-
-  /**
-   * Replaces the command file's contents through the open descriptor: a positioned write, and
-   * a truncate only when the new text is shorter. If a command unlinked the file, it is
-   * created again by name first, so bash always sources what this run wrote.
-   */
-  #writeCommand(text: string): void {
-    if (fstatSync(this.#cmdFd).nlink === 0) this.#openCommandFile()
-    const bytes = Buffer.from(text)
-    let at = 0
-    while (at < bytes.length) at += writeSync(this.#cmdFd, bytes, at, bytes.length - at, at)
-    if (bytes.length < this.#cmdBytes) ftruncateSync(this.#cmdFd, bytes.length)
-    this.#cmdBytes = bytes.length
+    this.#child.stdin?.write(this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce))
   }
 
   #onChunk(stream: StreamName, chunk: Buffer): void {
@@ -800,8 +746,6 @@ export class BashSession {
     child.stdin?.destroy()
     child.stdout?.destroy()
     child.stderr?.destroy()
-    if (this.#cmdFd >= 0) closeSync(this.#cmdFd)
-    this.#cmdFd = -1
-    rmSync(this.#dir, { recursive: true, force: true })
+    this.#files.remove()
   }
 }
