@@ -127,15 +127,19 @@ export interface RunOutcome {
   endOffset: number
 }
 
-/** The sync line a finished run still waits for before the next run may start. */
-interface PendingSync {
+/**
+ * The sync line written after a run's SIGINT. It belongs to the run while the run is active;
+ * if the run ends before both of its markers arrive, the session keeps waiting for it before
+ * the next run may start.
+ */
+interface SyncLine {
   /** The sync nonce that counts. */
   nonce: string
   /** Which streams have shown its marker. */
   seen: Record<StreamName, boolean>
   /** Older sync nonces, consumed if they ever appear. */
   stale: string[]
-  /** Fresh sync lines written for it so far. */
+  /** Fresh sync lines written for it, once its run had ended, so far. */
   resyncs: number
 }
 
@@ -146,10 +150,8 @@ interface Run {
   resolve: (outcome: RunOutcome) => void
   reject: (err: Error) => void
   nonce: string
-  syncNonce: string | null
-  syncSeen: Record<StreamName, boolean>
-  /** Earlier sync nonces of this run, still expected so a late marker is consumed, not shown. */
-  staleSyncs: string[]
+  /** The run's sync line, once an interrupt or timeout has written one. */
+  sync: SyncLine | null
   /** SIGINTs sent to bash's process group for this run. */
   sigints: number
   done: Record<StreamName, boolean>
@@ -214,7 +216,7 @@ export class BashSession {
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
   #active: Run | null = null
-  #pendingSync: PendingSync | null = null
+  #pendingSync: SyncLine | null = null
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #closedInfo: ShellClosedInfo | null = null
@@ -349,9 +351,7 @@ export class BashSession {
         resolve,
         reject,
         nonce: '',
-        syncNonce: null,
-        syncSeen: { stdout: false, stderr: false },
-        staleSyncs: [],
+        sync: null,
         sigints: 0,
         done: { stdout: false, stderr: false },
         exitCode: null,
@@ -481,12 +481,17 @@ export class BashSession {
       return
     }
     const run = this.#active
-    if (run !== null && (nonce === run.nonce || nonce === run.syncNonce || run.staleSyncs.includes(nonce))) {
+    const runSync = run?.sync ?? null
+    if (
+      run !== null &&
+      (nonce === run.nonce ||
+        (runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))))
+    ) {
       if (!run.done[stream]) {
         run.done[stream] = true
         if (exitCode !== null) run.exitCode = exitCode
       }
-      if (nonce === run.syncNonce) run.syncSeen[stream] = true
+      if (runSync !== null && nonce === runSync.nonce) runSync.seen[stream] = true
       if (nonce !== run.nonce) this.#forget(stream, nonce)
       if (run.done.stdout && run.done.stderr) {
         if (run.stopping) run.wake?.()
@@ -515,12 +520,13 @@ export class BashSession {
     for (const s of STREAMS) this.#forget(s, run.nonce)
     this.#active = null
     this.#inFlight.delete(run.req.runId)
-    if (run.syncNonce !== null && !(run.syncSeen.stdout && run.syncSeen.stderr)) {
-      const sync = { nonce: run.syncNonce, seen: { ...run.syncSeen }, stale: run.staleSyncs, resyncs: 0 }
+    const sync = run.sync
+    if (sync !== null && !(sync.seen.stdout && sync.seen.stderr)) {
+      // The run is no longer active, so nothing else touches its sync line from here on.
       this.#pendingSync = sync
       this.#watchSync(sync)
-    } else {
-      this.#forgetAll(run.staleSyncs)
+    } else if (sync !== null) {
+      this.#forgetAll(sync.stale)
     }
     const exitCode = run.exitCode ?? 130
     const oomKilled = this.#opts.oomCheck(exitCode)
@@ -575,15 +581,21 @@ export class BashSession {
     sendSignal(-pid, 'SIGINT')
     table.signal(procs, 'SIGINT')
     run.sigints += 1
-    if (run.syncNonce !== null) return
-    run.syncNonce = newNonce()
-    for (const s of STREAMS) this.#scanners[s].expect(run.syncNonce)
-    this.#child.stdin?.write(this.#framing.syncLine(run.syncNonce))
+    if (run.sync !== null) return
+    const sync: SyncLine = {
+      nonce: newNonce(),
+      seen: { stdout: false, stderr: false },
+      stale: [],
+      resyncs: 0,
+    }
+    run.sync = sync
+    for (const s of STREAMS) this.#scanners[s].expect(sync.nonce)
+    this.#child.stdin?.write(this.#framing.syncLine(sync.nonce))
     const clock = this.#opts.clock
     const repeat = (): void => {
       if (this.#active !== run || run.done.stdout || run.done.stderr || this.#closedInfo !== null) return
       if (run.sigints >= INTERRUPT_REPEATS) {
-        this.#resync(run)
+        this.#resync(sync)
         return
       }
       sendSignal(-pid, 'SIGINT')
@@ -594,22 +606,17 @@ export class BashSession {
   }
 
   /** Replaces a sync line that bash may have dropped: the old nonce stays expected but no longer counts. */
-  #resync(target: { syncNonce: string | null; staleSyncs: string[] } | PendingSync): void {
+  #resync(sync: SyncLine): void {
     const fresh = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(fresh)
-    if ('staleSyncs' in target) {
-      if (target.syncNonce !== null) target.staleSyncs.push(target.syncNonce)
-      target.syncNonce = fresh
-    } else {
-      target.stale.push(target.nonce)
-      target.nonce = fresh
-      target.seen = { stdout: false, stderr: false }
-    }
+    sync.stale.push(sync.nonce)
+    sync.nonce = fresh
+    sync.seen = { stdout: false, stderr: false }
     this.#child.stdin?.write(this.#framing.syncLine(fresh))
   }
 
   /** Writes a fresh sync line when a pending one has not answered in time (at most a few times). */
-  #watchSync(sync: PendingSync): void {
+  #watchSync(sync: SyncLine): void {
     this.#opts.clock.setTimer(SYNC_WATCH_MS, () => {
       if (this.#pendingSync !== sync || this.#closedInfo !== null || sync.resyncs >= SYNC_RESYNCS) return
       sync.resyncs += 1
