@@ -1,0 +1,121 @@
+// One run of a session's shell: what the caller asks for, what it gets back, and the record
+// the session keeps of it while it is queued and running, including its sync line.
+import type { HistoryEntry, StreamName } from '@conch/protocol'
+import { CappedBytes } from './capped-bytes.ts'
+
+/** One command for a session. */
+export interface RunRequest {
+  /** Run id, unique among the session's runs in flight. */
+  runId: string
+  /** Command text; CRLF line endings become LF. */
+  command: string
+  /** Timeout in ms (already clamped by the caller); the session default when absent. */
+  timeoutMs?: number
+  /** Bytes for the command's stdin; /dev/null when absent. */
+  stdin?: Buffer
+  /** Cap per stream of the buffered result. */
+  outputCapBytes?: number
+  /** Internal runs (state queries) are kept out of the output log and the history. */
+  internal?: boolean
+}
+
+/** The buffered result of one run. */
+export interface RunOutcome {
+  /** Run id. */
+  runId: string
+  /** `$?` of the command. */
+  exitCode: number
+  /** Whether the timeout stopped it. */
+  timedOut: boolean
+  /** Whether an interrupt stopped it. */
+  interrupted: boolean
+  /** Whether the sandbox's memory limit killed it. */
+  oomKilled: boolean
+  /** stdout, up to the cap. */
+  stdout: Buffer
+  /** stderr, up to the cap. */
+  stderr: Buffer
+  /** Total stdout bytes. */
+  stdoutBytes: number
+  /** Total stderr bytes. */
+  stderrBytes: number
+  /** Whether either stream was cut. */
+  truncated: boolean
+  /** Wall time from sending the command to its end. */
+  durationMs: number
+  /** Log offset at its start. */
+  startOffset: number
+  /** Log offset after its last byte. */
+  endOffset: number
+}
+
+/**
+ * The sync line written after a run's SIGINT. It belongs to the run while the run is active;
+ * if the run ends before both of its markers arrive, the session keeps waiting for it before
+ * the next run may start.
+ */
+export interface SyncLine {
+  /** The sync nonce that counts. */
+  nonce: string
+  /** Which streams have shown its marker. */
+  seen: Record<StreamName, boolean>
+  /** Older sync nonces, consumed if they ever appear. */
+  stale: string[]
+  /** Fresh sync lines written for it, once its run had ended, so far. */
+  resyncs: number
+}
+
+/** A run that was queued and may be running: its request, its promise, and its progress in the shell. */
+export interface Run {
+  req: RunRequest
+  command: string
+  resolve: (outcome: RunOutcome) => void
+  reject: (err: Error) => void
+  nonce: string
+  /** The run's sync line, once an interrupt or timeout has written one. */
+  sync: SyncLine | null
+  /** SIGINTs sent to bash's process group for this run. */
+  sigints: number
+  done: Record<StreamName, boolean>
+  exitCode: number | null
+  out: Record<StreamName, CappedBytes>
+  startedAtMs: number
+  startTicks: number
+  startOffset: number
+  timer: unknown
+  timedOut: boolean
+  interrupted: boolean
+  stopping: boolean
+  history: HistoryEntry | null
+  wake: (() => void) | null
+}
+
+/** A queued run's record: nothing sent yet, each stream capped at `cap` bytes. */
+export function newRun(
+  req: RunRequest,
+  cap: number,
+  resolve: (outcome: RunOutcome) => void,
+  reject: (err: Error) => void,
+): Run {
+  return {
+    req,
+    command: req.command.replaceAll('\r\n', '\n'),
+    resolve,
+    reject,
+    nonce: '',
+    sync: null,
+    sigints: 0,
+    done: { stdout: false, stderr: false },
+    exitCode: null,
+    out: { stdout: new CappedBytes(cap), stderr: new CappedBytes(cap) },
+    startedAtMs: 0,
+    startTicks: 0,
+    startOffset: 0,
+    timer: null,
+    timedOut: false,
+    interrupted: false,
+    stopping: false,
+    history: null,
+    wake: null,
+  }
+}
