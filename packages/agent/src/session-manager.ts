@@ -11,7 +11,6 @@ import { randomBytes } from 'node:crypto'
 import {
   type AgentParams,
   type AgentResultOf,
-  assertNever,
   clampTimeout,
   DEFAULT_SESSION_ID,
   LIMITS,
@@ -19,16 +18,15 @@ import {
   type SessionInfo,
   type SessionOptions,
 } from '@conch/protocol'
-import type { AgentChannel } from './agent-channel.ts'
 import { AgentError } from './agent-error.ts'
 import { BashSession } from './bash-session.ts'
 import type { Clock } from './clock.ts'
 import { shellQuote } from './framing-lines.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
-import type { LogEvent } from './output-log.ts'
 import type { ProcessTable } from './process-tree.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
+import { attachChannel } from './session-attach.ts'
 import { buildSessionEnv } from './session-env.ts'
 import type { RunOutcome } from './session-run.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
@@ -75,9 +73,6 @@ type SessionHandler<M extends SessionMethod> = (
   params: AgentParams<M>,
   context: MethodContext,
 ) => Promise<AgentResultOf<M>>
-
-/** An item in an attached channel's send queue. */
-type Outgoing = LogEvent | { type: 'replay-end'; offset: number }
 
 /** Every shell session of the sandbox. */
 export class SessionManager implements SessionService {
@@ -197,7 +192,7 @@ export class SessionManager implements SessionService {
     },
     'session.attach': async (p, context) => {
       const session = await this.get(p.session)
-      this.#attach(session, context.channel(p.ch), p.offset)
+      attachChannel(session, context.channel(p.ch), p.offset)
       return info(session)
     },
     'session.interrupt': async (p) => {
@@ -337,58 +332,6 @@ export class SessionManager implements SessionService {
       )
     }
     return out.stdout
-  }
-
-  #attach(session: BashSession, channel: AgentChannel, offset: number | undefined): void {
-    const from = offset ?? session.log.endOffset
-    const queue: Outgoing[] = []
-    let paused = false
-    const send = (e: Outgoing): boolean => {
-      switch (e.type) {
-        case 'data':
-          return channel.data(e.stream, e.runId, e.offset, e.data)
-        case 'run-start':
-          channel.event({ t: 'run_start', run: e.runId, offset: e.offset })
-          return true
-        case 'run-exit':
-          channel.event({
-            t: 'run_exit',
-            run: e.runId,
-            code: e.exitCode,
-            timedOut: e.timedOut,
-            durationMs: e.durationMs,
-            offset: e.offset,
-            ...(e.oomKilled === true ? { oomKilled: true } : {}),
-          })
-          return true
-        case 'replay-end':
-          channel.event({ t: 'replay_end', offset: e.offset })
-          return true
-        case 'closed':
-          channel.end({ t: 'closed', session: session.id, ...e.info })
-          return true
-        default:
-          return assertNever(e)
-      }
-    }
-    const pump = (): void => {
-      while (!paused && queue.length > 0 && !channel.done) {
-        if (!send(queue.shift()!)) paused = true
-      }
-    }
-    const { replay, subscription } = session.log.subscribe(from, (event) => {
-      queue.push(event)
-      pump()
-      return !paused
-    })
-    queue.push(...replay, { type: 'replay-end', offset: session.log.endOffset })
-    channel.onResume(() => {
-      paused = false
-      pump()
-      if (!paused) subscription.resume()
-    })
-    channel.onClose(() => subscription.close())
-    pump()
   }
 }
 
