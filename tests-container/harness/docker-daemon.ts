@@ -5,6 +5,7 @@
 // set, the tier uses that daemon instead (GitHub's runners have one) and starts nothing.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ContainerError } from './container-error.ts'
 import { type DockerCli, dockerCli } from './docker-cli.ts'
@@ -65,7 +66,7 @@ export async function startDockerDaemon(cacheDir: string): Promise<DockerDaemon>
   const dataRoot = join(cacheDir, 'docker')
   mkdirSync(dataRoot, { recursive: true })
   // A short path: the daemon's sockets live under the exec root, and socket paths are limited.
-  const run = mkdtempSync('/tmp/conch-ct-')
+  const run = mkdtempSync(join(tmpdir(), 'conch-ct-'))
   const socket = join(run, 'docker.sock')
   const logFile = join(run, 'dockerd.log')
   const child: ChildProcess = spawn(
