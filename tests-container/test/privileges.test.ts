@@ -4,7 +4,7 @@
 // confines containers only where the host runs it, so that row is checked only there.
 import { existsSync } from 'node:fs'
 import { Sandbox } from '@conch/sdk'
-import { describe, expect, test } from 'vitest'
+import { describe, expect, test, vi } from 'vitest'
 import { NAMESPACE_DRIVER_PRIVILEGES } from '../harness/container-privileges.ts'
 import { startRunnerContainer } from '../harness/runner-container.ts'
 import { docker, tier } from './tier-fixture.ts'
@@ -21,16 +21,17 @@ async function createWithout(privilege: string): Promise<string> {
   })
   // The runner either refuses to start (its driver check fails) or starts and then fails to
   // start an agent; both end in an answer, never in a hang.
-  const deadline = Date.now() + 120_000
-  for (;;) {
-    const state = (
-      await docker().run(['inspect', '--format', '{{.State.Status}} {{.State.Health.Status}}', box.name])
-    ).trim()
-    if (state.startsWith('exited')) return `runner exited: ${(await box.logs()).slice(-300)}`
-    if (state.endsWith('healthy') && !state.endsWith('unhealthy')) break
-    if (Date.now() > deadline) throw new Error(`container without ${privilege} stayed ${state}`)
-    await new Promise((r) => setTimeout(r, 500))
-  }
+  const state = await vi.waitFor(
+    async () => {
+      const now = (
+        await docker().run(['inspect', '--format', '{{.State.Status}} {{.State.Health.Status}}', box.name])
+      ).trim()
+      if (now.startsWith('exited') || (now.endsWith('healthy') && !now.endsWith('unhealthy'))) return now
+      throw new Error(`container without ${privilege} stayed ${now}`)
+    },
+    { timeout: 120_000, interval: 500 },
+  )
+  if (state.startsWith('exited')) return `runner exited: ${(await box.logs()).slice(-300)}`
   try {
     const sandbox = await Sandbox.create({ url: box.url, apiKey: box.apiKey })
     const r = await sandbox.exec('echo ran')

@@ -1,7 +1,7 @@
 // The container tier's test API: the shared runner container from global-setup.ts, the docker
 // CLI bound to the tier's daemon, and helpers that ask the runner through the SDK.
 import { Sandbox } from '@conch/sdk'
-import { inject } from 'vitest'
+import { inject, vi } from 'vitest'
 import { type DockerCli, dockerCli } from '../harness/docker-cli.ts'
 import type { ContainerTier } from '../harness/global-setup.ts'
 
@@ -27,14 +27,14 @@ export function createSandbox(runner: { url: string; apiKey: string }): Promise<
 
 /** Waits until `url`/readyz answers 200: the runner serves and has reconnected its sandboxes. */
 export async function waitReady(url: string, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const ok = await fetch(`${url}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    )
-    if (ok) return
-    if (Date.now() > deadline) throw new Error(`${url}/readyz did not answer 200 within ${timeoutMs} ms`)
-    await new Promise((r) => setTimeout(r, 250))
-  }
+  await vi.waitFor(
+    async () => {
+      const ok = await fetch(`${url}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+      if (!ok) throw new Error(`${url}/readyz did not answer 200 within ${timeoutMs} ms`)
+    },
+    { timeout: timeoutMs, interval: 250 },
+  )
 }

@@ -2,7 +2,7 @@
 // sandbox (agents are detached; the entrypoint starts the runner again and it reconnects); a
 // container restart ends them, and the state volume keeps their records and the key.
 import { Sandbox } from '@conch/sdk'
-import { describe, expect, test } from 'vitest'
+import { describe, expect, test, vi } from 'vitest'
 import { startRunnerContainer } from '../harness/runner-container.ts'
 import { containerExec, createSandbox, docker, tier, waitReady } from './tier-fixture.ts'
 
@@ -23,14 +23,14 @@ describe('what survives what', () => {
 
     await containerExec(box.name, `kill -KILL ${before}`)
     // The entrypoint starts a new runner; wait until it holds the lock and has reconnected.
-    const deadline = Date.now() + 60_000
-    let after = before
-    while (after === before || after === '') {
-      if (Date.now() > deadline)
-        throw new Error(`no new runner after killing ${before}:\n${await box.logs()}`)
-      await new Promise((r) => setTimeout(r, 250))
-      after = await runnerPid(box.name).catch(() => '')
-    }
+    await vi.waitFor(
+      async () => {
+        const pid = await runnerPid(box.name).catch(() => '')
+        if (pid === before || pid === '')
+          throw new Error(`no new runner after killing ${before}:\n${await box.logs()}`)
+      },
+      { timeout: 60_000, interval: 250 },
+    )
     await waitReady(box.url)
 
     const again = await Sandbox.connect(sandbox.id, { url: box.url, apiKey: box.apiKey })
