@@ -1,0 +1,91 @@
+// The MCP server's handle on one runner, with one caller's credentials: sandboxes by id and one
+// open shell per session, kept across tool calls so that a model's `cd` in one call is the
+// working directory of the next, and each run reuses the shell's WebSocket.
+import { type ConnectOptions, Sandbox, SessionNotFoundError, type Shell } from '@conch/sdk'
+
+/** Where the runner is and who is asking. */
+export interface ConchClientOptions {
+  /** Runner (or router) URL. */
+  url: string
+  /** The runner's API key; or use `token`. */
+  apiKey?: string | undefined
+  /** A sandbox-scoped access token; it reaches only its sandbox. */
+  token?: string | undefined
+}
+
+/** Sandboxes and shells of one caller. */
+export class ConchClient {
+  readonly #connect: ConnectOptions
+  readonly #sandboxes = new Map<string, Promise<Sandbox>>()
+  readonly #shells = new Map<string, Promise<Shell>>()
+
+  constructor(options: ConchClientOptions) {
+    this.#connect = { url: options.url, apiKey: options.apiKey, token: options.token }
+  }
+
+  /** The connection options, for calls that are not about one sandbox. */
+  get connectOptions(): ConnectOptions {
+    return this.#connect
+  }
+
+  /** A sandbox this caller may reach; SandboxNotFoundError when it does not exist. */
+  sandbox(id: string): Promise<Sandbox> {
+    let found = this.#sandboxes.get(id)
+    if (!found) {
+      found = Sandbox.connect(id, this.#connect)
+      this.#sandboxes.set(id, found)
+      found.catch(() => this.#sandboxes.delete(id))
+    }
+    return found
+  }
+
+  /** Remembers a sandbox this caller just created. */
+  adopt(sandbox: Sandbox): void {
+    this.#sandboxes.set(sandbox.id, Promise.resolve(sandbox))
+  }
+
+  /**
+   * The open shell of a session, opened (and the session created) on first use.
+   * A shell that closed is opened again, reattaching to the same session.
+   */
+  async shell(sandboxId: string, sessionId: string): Promise<Shell> {
+    const key = `${sandboxId}\n${sessionId}`
+    const cached = this.#shells.get(key)
+    if (cached) {
+      const shell = await cached.catch(() => null)
+      if (shell?.isOpen) return shell
+      this.#shells.delete(key)
+    }
+    const opening = this.sandbox(sandboxId).then((sb) => openSession(sb, sessionId))
+    this.#shells.set(key, opening)
+    opening.catch(() => this.#shells.delete(key))
+    return opening
+  }
+
+  /** Forgets a sandbox and closes its shells (after it was destroyed). */
+  forget(sandboxId: string): void {
+    this.#sandboxes.delete(sandboxId)
+    for (const [key, shell] of this.#shells) {
+      if (!key.startsWith(`${sandboxId}\n`)) continue
+      this.#shells.delete(key)
+      void shell.then((s) => s.close()).catch(() => {})
+    }
+  }
+
+  /** Closes every shell; sandboxes and sessions live on in the runner. */
+  close(): void {
+    for (const shell of this.#shells.values()) void shell.then((s) => s.close()).catch(() => {})
+    this.#shells.clear()
+    this.#sandboxes.clear()
+  }
+}
+
+/** Reattaches to a session, creating it when it does not exist yet. */
+async function openSession(sb: Sandbox, sessionId: string): Promise<Shell> {
+  try {
+    return await sb.reattachShell(sessionId)
+  } catch (err) {
+    if (!(err instanceof SessionNotFoundError)) throw err
+    return sb.shell({ id: sessionId })
+  }
+}
