@@ -72,7 +72,11 @@ export async function startMcpHttpServer(options: McpHttpOptions): Promise<Conch
       )
     }
     const body = req.method === 'POST' ? await readJson(req, maxBody) : undefined
-    if (body === TOO_LARGE) return reply(res, 413, `the request body exceeds ${maxBody} bytes`)
+    if (body === TOO_LARGE) {
+      // The rest of the body is never read: the connection cannot carry another request.
+      res.setHeader('connection', 'close')
+      return reply(res, 413, `the request body exceeds ${maxBody} bytes`)
+    }
     if (body === BAD_JSON) return reply(res, 400, 'the request body is not JSON')
 
     const sessionId = req.headers['mcp-session-id']
