@@ -1,7 +1,14 @@
 // The MCP server's handle on one runner, with one caller's credentials: sandboxes by id and one
 // open shell per session, kept across tool calls so that a model's `cd` in one call is the
 // working directory of the next, and each run reuses the shell's WebSocket.
-import { type ConnectOptions, Sandbox, SessionNotFoundError, type Shell } from '@conch/sdk'
+import {
+  ConchError,
+  type ConnectOptions,
+  Sandbox,
+  type SandboxInfo,
+  SessionNotFoundError,
+  type Shell,
+} from '@conch/sdk'
 
 /** Where the runner is and who is asking. */
 export interface ConchClientOptions {
@@ -37,6 +44,16 @@ export class ConchClient {
       found.catch(() => this.#sandboxes.delete(id))
     }
     return found
+  }
+
+  /** The sandboxes this caller can list (the API key's; a sandbox token lists none). */
+  async listSandboxes(): Promise<SandboxInfo[]> {
+    try {
+      return await Sandbox.list(this.#connect)
+    } catch (err) {
+      if (err instanceof ConchError && err.code === 'FORBIDDEN') return []
+      throw err
+    }
   }
 
   /** Remembers a sandbox this caller just created. */

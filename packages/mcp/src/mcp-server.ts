@@ -4,6 +4,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { ConchClient, type ConchClientOptions } from './conch-client.ts'
 import { registerFileTools } from './file-tools.ts'
 import { registerProcessTools } from './process-tools.ts'
+import { registerSandboxResources } from './sandbox-resources.ts'
 import { registerSandboxTools } from './sandbox-tools.ts'
 import { registerShellTools } from './shell-tools.ts'
 
@@ -36,13 +37,14 @@ export function createConchMcpServer(options: ConchMcpServerOptions): ConchMcpSe
   const client = new ConchClient(options)
   const server = new McpServer(
     { name: 'conch', version: options.version ?? '0.1.0' },
-    { instructions: INSTRUCTIONS, capabilities: { tools: {}, logging: {} } },
+    { instructions: INSTRUCTIONS, capabilities: { tools: {}, resources: {}, logging: {} } },
   )
   const context = { client, outputBudgetBytes: options.outputBudgetBytes ?? DEFAULT_OUTPUT_BUDGET_BYTES }
   registerSandboxTools(server, context)
   registerShellTools(server, context)
   registerProcessTools(server, context)
   registerFileTools(server, context)
+  registerSandboxResources(server, context)
   return {
     server,
     client,

@@ -237,6 +237,21 @@ describe('conch MCP tools', () => {
     expect((await run('echo $GREETING')).stdout).toBe('hi\n')
   })
 
+  it("offers a session's recent output and a workspace file as resources", async () => {
+    await run('echo resource-marker-1; echo resource-marker-2 >&2', { session: 'res' })
+    const { resources } = await client.listResources()
+    const uri = `conch://sandboxes/${sandbox}/sessions/res/scrollback`
+    expect(resources.map((r) => r.uri)).toContain(uri)
+    const scrollback = await client.readResource({ uri })
+    const body = scrollback.contents[0] as { text: string }
+    expect(body.text).toContain('resource-marker-1\n')
+    expect(body.text).toContain('resource-marker-2\n')
+
+    await run('mkdir -p dir && printf "# hello\\n" > dir/readme.md', { session: 'res' })
+    const file = await client.readResource({ uri: `conch://sandboxes/${sandbox}/files/dir/readme.md` })
+    expect((file.contents[0] as { text: string }).text).toBe('# hello\n')
+  })
+
   it('answers a call on an unknown sandbox with the error code and what to do, not a protocol error', async () => {
     const result = await call('shell_run', { sandbox: 'sb_doesnotexist', command: 'true' })
     expect(result.isError).toBe(true)
