@@ -2,9 +2,10 @@
 // subprocess) or streamable HTTP (remote agents). stdout belongs to the MCP protocol under stdio,
 // so everything this command says goes to stderr.
 import { parseArgs } from 'node:util'
+import { DEFAULT_OUTPUT_BUDGET_BYTES } from '@conch/ai'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { startMcpHttpServer } from './http-server.ts'
-import { createConchMcpServer, DEFAULT_OUTPUT_BUDGET_BYTES } from './mcp-server.ts'
+import { createConchMcpServer } from './mcp-server.ts'
 
 /** A runner started for this command when no URL was given. */
 export interface EmbeddedRunner {

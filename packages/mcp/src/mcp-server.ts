@@ -1,15 +1,9 @@
 // One MCP server for one caller: conch's tools and resources over the caller's conch client.
 // stdio serves one caller for the process's life; streamable HTTP makes one per MCP session.
+import { ConchClient, type ConchClientOptions, DEFAULT_OUTPUT_BUDGET_BYTES } from '@conch/ai'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
-import { ConchClient, type ConchClientOptions } from './conch-client.ts'
-import { registerFileTools } from './file-tools.ts'
-import { registerProcessTools } from './process-tools.ts'
+import { registerConchTools } from './mcp-tools.ts'
 import { registerSandboxResources } from './sandbox-resources.ts'
-import { registerSandboxTools } from './sandbox-tools.ts'
-import { registerShellTools } from './shell-tools.ts'
-
-/** Default bytes of each output stream a tool result carries (about 8k tokens). */
-export const DEFAULT_OUTPUT_BUDGET_BYTES = 32 * 1024
 
 /** How to build a conch MCP server. */
 export interface ConchMcpServerOptions extends ConchClientOptions {
@@ -39,12 +33,9 @@ export function createConchMcpServer(options: ConchMcpServerOptions): ConchMcpSe
     { name: 'conch', version: options.version ?? '0.1.0' },
     { instructions: INSTRUCTIONS, capabilities: { tools: {}, resources: {}, logging: {} } },
   )
-  const context = { client, outputBudgetBytes: options.outputBudgetBytes ?? DEFAULT_OUTPUT_BUDGET_BYTES }
-  registerSandboxTools(server, context)
-  registerShellTools(server, context)
-  registerProcessTools(server, context)
-  registerFileTools(server, context)
-  registerSandboxResources(server, context)
+  const outputBudgetBytes = options.outputBudgetBytes ?? DEFAULT_OUTPUT_BUDGET_BYTES
+  registerConchTools(server, client, outputBudgetBytes)
+  registerSandboxResources(server, client, outputBudgetBytes)
   return {
     server,
     client,

@@ -22,16 +22,25 @@ export interface ConchClientOptions {
 
 /** Sandboxes and shells of one caller. */
 export class ConchClient {
-  readonly #connect: ConnectOptions
+  readonly #connect: ConnectOptions | null
   readonly #sandboxes = new Map<string, Promise<Sandbox>>()
   readonly #shells = new Map<string, Promise<Shell>>()
 
-  constructor(options: ConchClientOptions) {
-    this.#connect = { url: options.url, apiKey: options.apiKey, token: options.token }
+  constructor(options: ConchClientOptions | null) {
+    this.#connect = options && { url: options.url, apiKey: options.apiKey, token: options.token }
+  }
+
+  /** A client that reaches only `sandbox` (an agent given its own sandbox). */
+  static bound(sandbox: Sandbox): ConchClient {
+    const client = new ConchClient(null)
+    client.adopt(sandbox)
+    return client
   }
 
   /** The connection options, for calls that are not about one sandbox. */
   get connectOptions(): ConnectOptions {
+    if (!this.#connect)
+      throw new Error('this client is bound to one sandbox; create and list sandboxes with the SDK')
     return this.#connect
   }
 
@@ -39,6 +48,7 @@ export class ConchClient {
   sandbox(id: string): Promise<Sandbox> {
     let found = this.#sandboxes.get(id)
     if (!found) {
+      if (!this.#connect) return Promise.reject(new Error(`this client is bound to one sandbox, not ${id}`))
       found = Sandbox.connect(id, this.#connect)
       this.#sandboxes.set(id, found)
       found.catch(() => this.#sandboxes.delete(id))
@@ -48,6 +58,7 @@ export class ConchClient {
 
   /** The sandboxes this caller can list (the API key's; a sandbox token lists none). */
   async listSandboxes(): Promise<SandboxInfo[]> {
+    if (!this.#connect) return []
     try {
       return await Sandbox.list(this.#connect)
     } catch (err) {

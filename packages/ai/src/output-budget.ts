@@ -12,6 +12,9 @@ export interface BudgetedText {
   elidedBytes: number
 }
 
+/** Default bytes of each output stream a tool result carries (about 8k tokens each). */
+export const DEFAULT_OUTPUT_BUDGET_BYTES = 32 * 1024
+
 const encoder = new TextEncoder()
 
 /**
@@ -31,6 +34,13 @@ export class OutputBudget {
   constructor(budgetBytes: number) {
     this.#headLimit = Math.ceil(budgetBytes / 2)
     this.#tailLimit = Math.floor(budgetBytes / 2)
+  }
+
+  /** A whole text as the model sees it within `budgetBytes`. */
+  static fit(text: string, budgetBytes: number): string {
+    const budget = new OutputBudget(budgetBytes)
+    budget.push(text)
+    return budget.finish().text
   }
 
   /** Bytes seen so far. */
