@@ -3,7 +3,7 @@ import { defineProject } from 'vitest/config'
 export default defineProject({
   resolve: { conditions: ['source'] },
   // Tests run in Vite's server-side environment, which resolves with its own conditions.
-  ssr: { resolve: { conditions: ['source'] } },
+  ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     name: 'ai',
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],

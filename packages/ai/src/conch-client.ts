@@ -8,6 +8,7 @@ import {
   type SandboxInfo,
   SessionNotFoundError,
   type Shell,
+  ShellClosedError,
 } from '@conch/sdk'
 
 /** Where the runner is and who is asking. */
@@ -108,12 +109,16 @@ export class ConchClient {
   }
 }
 
-/** Reattaches to a session, creating it when it does not exist yet. */
+/**
+ * Reattaches to a session, creating it when it does not exist yet. A session whose bash ended
+ * (`exit`) is replaced by a new one of the same name, as a terminal opens a new tab.
+ */
 async function openSession(sb: Sandbox, sessionId: string): Promise<Shell> {
   try {
     return await sb.reattachShell(sessionId)
   } catch (err) {
-    if (!(err instanceof SessionNotFoundError)) throw err
+    if (err instanceof ShellClosedError) await sb.deleteSession(sessionId)
+    else if (!(err instanceof SessionNotFoundError)) throw err
     return sb.shell({ id: sessionId })
   }
 }

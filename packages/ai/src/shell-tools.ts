@@ -1,8 +1,10 @@
 // Tools on a sandbox's persistent shells: run a command in a session (state carries over between
 // calls), interrupt it, create and list sessions. A long run reports progress with its latest
 // output lines; cancelling the call interrupts the command.
+
+import { ShellClosedError } from '@conch/sdk'
 import { z } from 'zod'
-import { defineTool, type ToolOutcome } from './conch-tool.ts'
+import { defineTool, errorText, type ToolOutcome } from './conch-tool.ts'
 import { OutputBudget } from './output-budget.ts'
 import { commandArg, sandboxArg, sessionArg } from './tool-arguments.ts'
 
@@ -65,16 +67,24 @@ export const shellRun = defineTool({
         ...(context.signal ? { signal: context.signal } : {}),
         ...(args.timeoutMs === undefined ? {} : { timeoutMs: args.timeoutMs }),
       })
-      for await (const ev of events) {
-        if (ev.type === 'stdout') stdout.push(ev.data)
-        else if (ev.type === 'stderr') stderr.push(ev.data)
-        else
-          exit = {
-            exitCode: ev.code,
-            timedOut: ev.timedOut,
-            oomKilled: ev.oomKilled,
-            durationMs: ev.durationMs,
-          }
+      try {
+        for await (const ev of events) {
+          if (ev.type === 'stdout') stdout.push(ev.data)
+          else if (ev.type === 'stderr') stderr.push(ev.data)
+          else
+            exit = {
+              exitCode: ev.code,
+              timedOut: ev.timedOut,
+              oomKilled: ev.oomKilled,
+              durationMs: ev.durationMs,
+            }
+        }
+      } catch (err) {
+        if (!(err instanceof ShellClosedError)) throw err
+        return {
+          text: `${errorText(err)}\nThe next shell_run in session ${args.session} starts a new shell there: the working directory and variables start fresh.`,
+          isError: true,
+        }
       }
       if (!exit) throw new Error('the run ended without an exit status')
       const out = stdout.finish()
