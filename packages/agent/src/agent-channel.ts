@@ -6,10 +6,21 @@
 // false once the window is used up or the socket's buffer is full; the producer then pauses and
 // waits for `onResume`. A channel ends with exactly one terminal frame (`end()`), or when the
 // runner closes it or the link drops (`onClose`): producers must stop on either.
-import type { StreamName } from '@conch/protocol'
+import type { AgentFrame, StreamName } from '@conch/protocol'
 
 /** Sends a frame on the link; returns false when the socket's buffer is full. */
-export type FrameSender = (header: Record<string, unknown>, payload?: Uint8Array) => boolean
+export type FrameSender = (frame: AgentFrame, payload?: Uint8Array) => boolean
+
+/** `F` without its channel number, which the channel fills in. */
+type WithoutChannel<F> = F extends unknown ? Omit<F, 'ch'> : never
+
+/** A zero-length event on a channel, without `ch`. */
+export type ChannelEventFrame = WithoutChannel<
+  Extract<AgentFrame, { t: 'run_start' | 'run_exit' | 'replay_end' }>
+>
+
+/** A channel's terminal frame, without `ch`. */
+export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { t: 'end' | 'closed' | 'error' }>>
 
 /** A flow-controlled channel to the runner. */
 export class AgentChannel {
@@ -51,13 +62,13 @@ export class AgentChannel {
   }
 
   /** Sends a zero-length event frame (run_start, run_exit, replay_end). */
-  event(frame: Record<string, unknown>): void {
+  event(frame: ChannelEventFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })
   }
 
   /** Sends the channel's terminal frame (`end`, `closed` or `error`); nothing follows it. */
-  end(frame: Record<string, unknown>): void {
+  end(frame: ChannelEndFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })
     this.#ended = true

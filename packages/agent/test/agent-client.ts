@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net'
-import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { AGENT_FRAME_TYPES, AgentFrame, parseFrame } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 
 /** An agent frame plus its payload, as a test sees it. */

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { encodeFrame } from '@conch/protocol'
+import { encodeFrame } from '@conch/link'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import { test as base, describe, expect } from 'vitest'
 import { buildAgent } from '../src/build-agent.ts'

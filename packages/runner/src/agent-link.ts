@@ -12,7 +12,9 @@
 // the consumer grants credit with `release(n)` as it hands bytes on. Everything the agent sends
 // is parsed against the protocol schemas: the agent shares its sandbox with user code.
 import type { Duplex } from 'node:stream'
+import { LinkEndpoint } from '@conch/link'
 import {
+  AGENT_FRAME_TYPES,
   AGENT_METHODS,
   type AgentClosed,
   type AgentData,
@@ -27,8 +29,7 @@ import {
   type AgentRunStart,
   type AgentSessionClosed,
   assertNever,
-  encodeFrame,
-  FrameDecoder,
+  type HostFrame,
   LIMITS,
   PROTOCOL_VERSION,
   type WireError,
@@ -100,10 +101,6 @@ interface Pending {
 }
 
 const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
-/** One schema per agent frame type: a frame is parsed against its own type only. */
-const FRAME_SCHEMAS: ReadonlyMap<string, z.ZodType<AgentFrame>> = new Map(
-  AgentFrame.options.map((o) => [o.shape.t.value, o as z.ZodType<AgentFrame>]),
-)
 const NO_HANDLER = (): void => {}
 
 /** One multiplexed channel on an agent link. */
@@ -221,8 +218,7 @@ export class AgentLink {
   hello: AgentHelloInfo | null = null
   /** The link's logger. */
   readonly logger: Logger
-  readonly #stream: Duplex
-  readonly #decoder = new FrameDecoder()
+  readonly #endpoint: LinkEndpoint<HostFrame, AgentFrame>
   readonly #pending = new Map<number, Pending>()
   readonly #channels = new Map<number, LinkChannel>()
   readonly #events: AgentLinkEvents = {}
@@ -230,29 +226,28 @@ export class AgentLink {
   #nextCall = 1
   #nextChannel = 1
   #closed: RunnerError | null = null
-  #heartbeat: NodeJS.Timeout | undefined
-  #pingOutstanding = 0
-  #pingSeq = 0
   #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
-  #corked = false
-  readonly #uncork = (): void => {
-    this.#corked = false
-    this.#stream.uncork()
-  }
 
   private constructor(stream: Duplex, options: AgentLinkOptions) {
-    this.#stream = stream
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
-    stream.on('data', (chunk: Buffer) => this.#onChunk(chunk))
-    stream.on('error', (error) =>
-      this.#fail(new RunnerError('CONNECTION_LOST', `agent link failed: ${error.message}`)),
-    )
-    stream.on('close', () => this.#fail(new RunnerError('CONNECTION_LOST', 'the agent closed the link')))
-    const interval = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
-    this.#heartbeat = setInterval(() => this.#beat(), interval)
-    this.#heartbeat.unref()
+    this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
+      schema: AgentFrame,
+      types: AGENT_FRAME_TYPES,
+      onFrame: (frame, payload) => this.#dispatch(frame, payload),
+      onBadFrame: (error, header) => this.#bad(header, error),
+      onClose: (reason) =>
+        this.#fail(
+          new RunnerError(
+            'CONNECTION_LOST',
+            reason === 'the peer closed the link' ? 'the agent closed the link' : `agent link: ${reason}`,
+          ),
+        ),
+    })
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
   }
+
+  readonly #heartbeatIntervalMs: number
 
   /** Sends `hello` on `stream` and resolves once the agent answers with a compatible hello. */
   static async open(stream: Duplex, options: AgentLinkOptions): Promise<AgentLink> {
@@ -298,6 +293,7 @@ export class AgentLink {
       )
     }
     link.send({ t: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
+    link.#endpoint.live(link.#heartbeatIntervalMs)
     return link
   }
 
@@ -349,40 +345,19 @@ export class AgentLink {
   }
 
   /** Writes one frame (no-op after close). */
-  send(header: unknown, payload?: Uint8Array): void {
+  send(frame: HostFrame, payload?: Uint8Array): void {
     if (this.#closed) return
-    this.#write(encodeFrame(header, payload))
+    this.#endpoint.send(frame, payload)
   }
 
   /** Writes one frame and resolves when the stream has room for more. */
-  sendWithBackpressure(header: unknown, payload: Uint8Array): Promise<void> {
+  sendWithBackpressure(frame: HostFrame, payload: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(this.#closed)
-    if (this.#write(encodeFrame(header, payload))) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      const onDrain = (): void => {
-        this.#stream.off('close', onClose)
-        resolve()
-      }
-      const onClose = (): void => {
-        this.#stream.off('drain', onDrain)
-        reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed'))
-      }
-      this.#stream.once('drain', onDrain)
-      this.#stream.once('close', onClose)
-    })
-  }
-
-  /**
-   * Frames written in one tick (the calls of pipelined runs, credit) leave in one write: the
-   * stream is corked on the first write of a tick and uncorked on the next.
-   */
-  #write(frame: Uint8Array): boolean {
-    if (!this.#corked) {
-      this.#corked = true
-      this.#stream.cork()
-      process.nextTick(this.#uncork)
-    }
-    return this.#stream.write(frame)
+    return this.#endpoint
+      .sendWhenWritable(frame, payload)
+      .catch(() =>
+        Promise.reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed')),
+      )
   }
 
   /** Drops a finished channel from the table. */
@@ -393,36 +368,6 @@ export class AgentLink {
   /** Closes the link; calls and channels fail with CONNECTION_LOST. The agent keeps running. */
   close(): void {
     this.#fail(new RunnerError('CONNECTION_LOST', 'the runner closed the agent link'))
-  }
-
-  #onChunk(chunk: Buffer): void {
-    const results = this.#decoder.push(chunk)
-    for (const result of results) {
-      if (!result.ok) {
-        this.logger.warn(
-          { code: result.error.code },
-          `dropped a bad frame from the agent: ${result.error.message}`,
-        )
-        continue
-      }
-      this.#onFrame(result.frame.header, result.frame.payload)
-      if (this.#closed) return
-    }
-  }
-
-  #onFrame(header: unknown, payload: Uint8Array): void {
-    const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
-    const schema = typeof kind === 'string' ? FRAME_SCHEMAS.get(kind) : undefined
-    if (!schema) {
-      this.logger.warn({ t: String(kind).slice(0, 32) }, 'unknown frame type from the agent; ignored')
-      return
-    }
-    const parsed = schema.safeParse(header)
-    if (!parsed.success) {
-      this.#bad(String(kind), parsed.error)
-      return
-    }
-    this.#dispatch(parsed.data, payload)
   }
 
   #dispatch(frame: AgentFrame, payload: Uint8Array): void {
@@ -476,10 +421,8 @@ export class AgentLink {
         this.#events.sessionClosed?.(frame)
         return
       case 'ping':
-        this.send({ t: 'pong', n: frame.n })
-        return
       case 'pong':
-        this.#pingOutstanding = 0
+        // Answered by the endpoint once the link is live; before the hello they mean nothing.
         return
       case 'hello':
         this.#helloWaiter?.(frame)
@@ -490,10 +433,11 @@ export class AgentLink {
     }
   }
 
-  #bad(kind: string, error: z.ZodError): void {
+  #bad(header: unknown, error: WireError): void {
+    const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
     this.logger.warn(
-      { t: kind, issues: error.issues.slice(0, 3).map((i) => i.path.join('.')) },
-      'invalid frame from the agent; ignored',
+      { t: String(kind).slice(0, 32), code: error.code },
+      `dropped a bad frame from the agent: ${error.message.slice(0, 200)}`,
     )
   }
 
@@ -510,20 +454,10 @@ export class AgentLink {
     return pending
   }
 
-  #beat(): void {
-    if (this.#pingOutstanding >= 2) {
-      this.#fail(new RunnerError('CONNECTION_LOST', 'the agent stopped answering heartbeats'))
-      return
-    }
-    this.#pingOutstanding += 1
-    this.send({ t: 'ping', n: ++this.#pingSeq })
-  }
-
   #fail(error: RunnerError): void {
     if (this.#closed) return
     this.#closed = error
-    clearInterval(this.#heartbeat)
-    this.#stream.destroy()
+    this.#endpoint.close(error.message)
     for (const pending of this.#pending.values()) {
       if (pending.timer) clearTimeout(pending.timer)
       pending.reject(error)

@@ -8,7 +8,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { encodeFrame, FrameDecoder, PROTOCOL_VERSION } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { PROTOCOL_VERSION } from '@conch/protocol'
 import { linkProof } from '@conch/protocol/link-proof'
 import {
   type DriverSandbox,

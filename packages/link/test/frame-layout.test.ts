@@ -1,12 +1,15 @@
-import { Writable } from 'node:stream'
-import { encodeFrame, FrameDecoder } from '@conch/protocol'
+// How the endpoint lays frames onto the stream: the bytes of `encodeFrame`, a payload as its
+// own chunk of the header's writev, control frames of one tick in one writev.
+import { Duplex } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { encodeFrameHead, writeFrame } from './frame-writer.ts'
+import { encodeFrame, encodeFrameHead, FrameDecoder } from '../src/frame-codec.ts'
+import { LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
 
-/** A socket stand-in that records what reaches the kernel, one entry per write or writev. */
-function recordingSocket(): { socket: Writable & { destroyed: boolean }; writes: Buffer[][] } {
+/** A stream that records what would reach the kernel, one entry per write or writev. */
+function recordingSocket(): { socket: Duplex; writes: Buffer[][] } {
   const writes: Buffer[][] = []
-  const socket = new Writable({
+  const socket = new Duplex({
+    read() {},
     write(chunk: Buffer, _enc, cb) {
       writes.push([chunk])
       cb()
@@ -19,8 +22,22 @@ function recordingSocket(): { socket: Writable & { destroyed: boolean }; writes:
   return { socket, writes }
 }
 
-describe('frame writer', () => {
-  it('writes the bytes encodeFrame produces, for headers with and without a payload', () => {
+/** Writes one frame through an endpoint on `socket`, as the roles do. */
+function writeFrame(socket: Duplex, header: unknown, payload?: Uint8Array): boolean {
+  const endpoint = new LinkEndpoint<LinkFrame, LinkFrame>(socket, {
+    schema: {} as never,
+    types: [],
+    onFrame: () => {},
+    onBadFrame: () => {},
+  })
+  return endpoint.send(header as LinkFrame, payload)
+}
+
+/** Lets the endpoint's end-of-tick flush happen. */
+const nextTick = (): Promise<void> => new Promise((r) => process.nextTick(r))
+
+describe('frame layout on the stream', () => {
+  it('writes the bytes encodeFrame produces, for headers with and without a payload', async () => {
     const headers = [
       { t: 'result', id: 7, result: { stdout: '', exitCode: 0 } },
       { t: 'data', ch: 3, stream: 'stderr', run: 'r-ü-😀', offset: 12 },
@@ -30,7 +47,8 @@ describe('frame writer', () => {
     for (const header of headers) {
       for (const payload of payloads) {
         const { socket, writes } = recordingSocket()
-        writeFrame(socket as never, header, payload)
+        writeFrame(socket, header, payload)
+        await nextTick()
         expect(Buffer.concat(writes.flat())).toEqual(Buffer.from(encodeFrame(header, payload)))
       }
     }
@@ -39,7 +57,7 @@ describe('frame writer', () => {
   it('sends a payload in the same writev as its header, without copying it', () => {
     const { socket, writes } = recordingSocket()
     const payload = Buffer.alloc(65_536, 1)
-    expect(writeFrame(socket as never, { t: 'data', ch: 1 }, payload)).toBe(true)
+    expect(writeFrame(socket, { t: 'data', ch: 1 }, payload)).toBe(true)
     expect(writes).toHaveLength(1)
     expect(writes[0]?.[1]).toBe(payload)
   })
@@ -51,13 +69,28 @@ describe('frame writer', () => {
     expect(head.readUInt32BE(4)).toBe(headerBytes)
   })
 
+  it('sends the control frames of one tick in one writev', async () => {
+    const { socket, writes } = recordingSocket()
+    const endpoint = new LinkEndpoint<LinkFrame, LinkFrame>(socket, {
+      schema: {} as never,
+      types: [],
+      onFrame: () => {},
+      onBadFrame: () => {},
+    })
+    for (let n = 0; n < 20; n++) endpoint.send({ t: 'ping', n } as LinkFrame)
+    expect(writes).toHaveLength(0)
+    await nextTick()
+    expect(writes).toHaveLength(1)
+    expect(writes[0]).toHaveLength(20)
+  })
+
   it('reports false once the socket is destroyed', () => {
     const { socket } = recordingSocket()
     socket.destroy()
-    expect(writeFrame(socket as never, { t: 'ping', n: 1 })).toBe(false)
+    expect(writeFrame(socket, { t: 'ping', n: 1 })).toBe(false)
   })
 
-  it('round-trips through the protocol decoder however the stream is cut into chunks', () => {
+  it('round-trips through the decoder however the stream is cut into chunks', async () => {
     let seed = 11
     const rand = (n: number) => {
       seed = (seed * 1103515245 + 12345) & 0x7fffffff
@@ -68,7 +101,8 @@ describe('frame writer', () => {
       payload: Uint8Array.from({ length: rand(3) === 0 ? 300 : rand(40) }, () => rand(256)),
     }))
     const { socket, writes } = recordingSocket()
-    for (const f of frames) writeFrame(socket as never, f.header, f.payload)
+    for (const f of frames) writeFrame(socket, f.header, f.payload)
+    await nextTick()
     const stream = Buffer.concat(writes.flat())
     const expected = frames.map((f) =>
       f.payload.byteLength > 256

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { encodeFrame, FrameDecoder } from './frame-codec.ts'
+import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 

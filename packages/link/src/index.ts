@@ -1,0 +1,14 @@
+// @conch/link: the runner↔agent link, shared by both roles. See README.md.
+export {
+  type DecodedFrame,
+  type DecodeResult,
+  encodeFrame,
+  encodeFrameHead,
+  FrameDecoder,
+} from './frame-codec.ts'
+export {
+  type HeartbeatFrame,
+  LinkEndpoint,
+  type LinkEndpointOptions,
+  type LinkFrame,
+} from './link-endpoint.ts'
