@@ -16,11 +16,11 @@ type WithoutChannel<F> = F extends unknown ? Omit<F, 'ch'> : never
 
 /** A zero-length event on a channel, without `ch`. */
 export type ChannelEventFrame = WithoutChannel<
-  Extract<AgentFrame, { t: 'run_start' | 'run_exit' | 'replay_end' }>
+  Extract<AgentFrame, { type: 'shell_start' | 'shell_exit' | 'scrollback_end' }>
 >
 
 /** A channel's terminal frame, without `ch`. */
-export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { t: 'end' | 'closed' | 'error' }>>
+export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { type: 'end' | 'shell_closed' | 'error' }>>
 
 /** A flow-controlled channel to the runner. */
 export class AgentChannel {
@@ -49,11 +49,24 @@ export class AgentChannel {
     return this.#ended || this.#closed
   }
 
-  /** Sends output bytes; false means "pause until onResume". */
-  data(stream: StreamName, run: string | null, offset: number, payload: Uint8Array): boolean {
+  /** Sends command output (`shell_out`/`shell_err`); false means "pause until onResume". */
+  output(stream: StreamName, id: string | null, offset: number, payload: Uint8Array): boolean {
     if (this.done) return false
+    return this.#payload(
+      { type: stream === 'stdout' ? 'shell_out' : 'shell_err', ch: this.id, id, offset },
+      payload,
+    )
+  }
+
+  /** Sends bytes that are not command output (a file read); false means "pause until onResume". */
+  data(offset: number, payload: Uint8Array): boolean {
+    if (this.done) return false
+    return this.#payload({ type: 'data', ch: this.id, offset }, payload)
+  }
+
+  #payload(frame: AgentFrame, payload: Uint8Array): boolean {
     this.#credit -= payload.byteLength
-    const socketOk = this.#send({ t: 'data', ch: this.id, stream, run, offset }, payload)
+    const socketOk = this.#send(frame, payload)
     if (this.#credit <= 0 || !socketOk) {
       this.#waiting = true
       return false
@@ -61,13 +74,13 @@ export class AgentChannel {
     return true
   }
 
-  /** Sends a zero-length event frame (run_start, run_exit, replay_end). */
+  /** Sends a zero-length event frame (shell_start, shell_exit, scrollback_end). */
   event(frame: ChannelEventFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })
   }
 
-  /** Sends the channel's terminal frame (`end`, `closed` or `error`); nothing follows it. */
+  /** Sends the channel's terminal frame (`end`, `shell_closed` or `error`); nothing follows it. */
   end(frame: ChannelEndFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })

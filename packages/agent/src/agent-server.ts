@@ -252,7 +252,7 @@ export class AgentServer {
               onData: (() => {
                 let offset = 0
                 return (stream: 'stdout' | 'stderr', data: Buffer) => {
-                  const ok = channel.data(stream, null, offset, data)
+                  const ok = channel.output(stream, null, offset, data)
                   offset += data.length
                   return ok
                 }
@@ -273,7 +273,7 @@ export class AgentServer {
       void handle.done.then((r) => {
         finished = true
         channel.end({
-          t: 'end',
+          type: 'end',
           exitCode: r.exitCode,
           timedOut: r.timedOut,
           durationMs: r.durationMs,
@@ -306,9 +306,9 @@ export class AgentServer {
   #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {
     const channel = context.channel(p.ch)
     const forward = (event: LogEvent): boolean => {
-      if (event.type === 'data') return channel.data(event.stream, null, event.offset, event.data)
+      if (event.type === 'data') return channel.output(event.stream, null, event.offset, event.data)
       if (event.type === 'run-exit')
-        channel.end({ t: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
+        channel.end({ type: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
       return true
     }
     const { replay, subscription } = this.#options.processes.subscribe(p.id, p.since, forward)
@@ -325,11 +325,11 @@ export class AgentServer {
     let offset = 0
     stream.on('data', (chunk) => {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
-      if (!channel.data('stdout', null, offset, bytes)) stream.pause()
+      if (!channel.data(offset, bytes)) stream.pause()
       offset += bytes.length
     })
-    stream.on('end', () => channel.end({ t: 'end', exitCode: null, timedOut: false, durationMs: 0 }))
-    stream.on('error', (err) => channel.end({ t: 'error', error: toWireError(err) }))
+    stream.on('end', () => channel.end({ type: 'end', exitCode: null, timedOut: false, durationMs: 0 }))
+    stream.on('error', (err) => channel.end({ type: 'error', error: toWireError(err) }))
     channel.onResume(() => stream.resume())
     channel.onClose(() => stream.destroy())
     stream.pause()
@@ -406,10 +406,10 @@ class RunnerConnection {
 
   /** Handles a frame before the peer proved the secret: only hello, then auth. */
   #handshake(frame: HostFrame): void {
-    if (frame.t === 'hello' && this.#nonce === null) {
+    if (frame.type === 'hello' && this.#nonce === null) {
       this.#nonce = linkNonce()
       this.send({
-        t: 'hello',
+        type: 'hello',
         protocolVersion: PROTOCOL_VERSION,
         agentVersion: AGENT_VERSION,
         pid: process.pid,
@@ -419,7 +419,7 @@ class RunnerConnection {
       })
       return
     }
-    if (frame.t === 'auth' && this.#nonce !== null) {
+    if (frame.type === 'auth' && this.#nonce !== null) {
       if (checkLinkProof(this.#secret, 'runner', this.#nonce, frame.proof)) {
         this.#authenticated = true
         this.#endpoint.live()
@@ -428,7 +428,7 @@ class RunnerConnection {
       }
       this.#server.rejected('wrong proof')
     } else {
-      this.#server.rejected(`"${frame.t}" before the handshake finished`)
+      this.#server.rejected(`"${frame.type}" before the handshake finished`)
     }
     this.#endpoint.close('handshake failed')
   }
@@ -458,7 +458,7 @@ class RunnerConnection {
       return
     }
     const id = callId(header)
-    this.send(id === undefined ? { t: 'error', error } : { t: 'fail', id, error })
+    this.send(id === undefined ? { type: 'error', error } : { type: 'fail', id, error })
   }
 
   #receive(frame: HostFrame, payload: Uint8Array): void {
@@ -466,12 +466,12 @@ class RunnerConnection {
       this.#handshake(frame)
       return
     }
-    switch (frame.t) {
+    switch (frame.type) {
       case 'hello':
       case 'auth':
         this.send({
-          t: 'error',
-          error: { code: 'BAD_REQUEST', message: `"${frame.t}" is only valid once, at the start` },
+          type: 'error',
+          error: { code: 'BAD_REQUEST', message: `"${frame.type}" is only valid once, at the start` },
         })
         break
       case 'call':
@@ -499,7 +499,7 @@ class RunnerConnection {
   async #call(id: number, method: string, rawParams: unknown): Promise<void> {
     if (!isAgentMethod(method)) {
       this.send({
-        t: 'fail',
+        type: 'fail',
         id,
         error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
       })
@@ -512,7 +512,7 @@ class RunnerConnection {
         .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
         .join('; ')
       this.send({
-        t: 'fail',
+        type: 'fail',
         id,
         error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
       })
@@ -520,9 +520,9 @@ class RunnerConnection {
     }
     try {
       const result = await this.#server.dispatch(method, parsed.data as never, this.#context)
-      this.send({ t: 'result', id, result })
+      this.send({ type: 'result', id, result })
     } catch (err) {
-      this.send({ t: 'fail', id, error: toWireError(err) })
+      this.send({ type: 'fail', id, error: toWireError(err) })
     }
   }
 }

@@ -21,14 +21,14 @@ import { LIMITS, parseFrame, type WireError } from '@conch/protocol'
 import type { z } from 'zod'
 import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
 
-/** Every link frame is a JSON object discriminated on `t`. */
+/** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
   /** The frame type. */
-  t: string
+  type: string
 }
 
 /** A heartbeat frame, which both roles' unions contain. */
-export type HeartbeatFrame = { t: 'ping'; n: number } | { t: 'pong'; n: number }
+export type HeartbeatFrame = { type: 'ping'; n: number } | { type: 'pong'; n: number }
 
 /** What a role hands its endpoint. */
 export interface LinkEndpointOptions<In extends LinkFrame> {
@@ -152,7 +152,7 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
       return
     }
     this.#pingOutstanding += 1
-    this.#sendHeartbeat({ t: 'ping', n: ++this.#pingSeq })
+    this.#sendHeartbeat({ type: 'ping', n: ++this.#pingSeq })
   }
 
   /** Both roles' outgoing unions contain the heartbeat frames (checked by the endpoint tests). */
@@ -168,15 +168,15 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
         continue
       }
       const { header, payload } = result.frame
-      const parsed = parseFrame(this.#options.schema, header, 't', this.#options.types)
+      const parsed = parseFrame(this.#options.schema, header, 'type', this.#options.types)
       if (!parsed.ok) {
         this.#options.onBadFrame(parsed.error, header)
         continue
       }
       const frame = parsed.value as In
-      if (this.#live && (frame.t === 'ping' || frame.t === 'pong')) {
+      if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
         const beat = frame as unknown as HeartbeatFrame
-        if (beat.t === 'ping') this.#sendHeartbeat({ t: 'pong', n: beat.n })
+        if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
         else this.#pingOutstanding = 0
         continue
       }

@@ -39,9 +39,9 @@ const nextTick = (): Promise<void> => new Promise((r) => process.nextTick(r))
 describe('frame layout on the stream', () => {
   it('writes the bytes encodeFrame produces, for headers with and without a payload', async () => {
     const headers = [
-      { t: 'result', id: 7, result: { stdout: '', exitCode: 0 } },
-      { t: 'data', ch: 3, stream: 'stderr', run: 'r-ü-😀', offset: 12 },
-      { t: 'fail', id: 1, error: { code: 'BAD_REQUEST', message: 'lone \ud800 surrogate' } },
+      { type: 'result', id: 7, result: { stdout: '', exitCode: 0 } },
+      { type: 'data', ch: 3, stream: 'stderr', run: 'r-ü-😀', offset: 12 },
+      { type: 'fail', id: 1, error: { code: 'BAD_REQUEST', message: 'lone \ud800 surrogate' } },
     ]
     const payloads = [undefined, new Uint8Array(0), new Uint8Array([0, 255, 10, 0x1f])]
     for (const header of headers) {
@@ -57,13 +57,13 @@ describe('frame layout on the stream', () => {
   it('sends a payload in the same writev as its header, without copying it', () => {
     const { socket, writes } = recordingSocket()
     const payload = Buffer.alloc(65_536, 1)
-    expect(writeFrame(socket, { t: 'data', ch: 1 }, payload)).toBe(true)
+    expect(writeFrame(socket, { type: 'data', ch: 1 }, payload)).toBe(true)
     expect(writes).toHaveLength(1)
     expect(writes[0]?.[1]).toBe(payload)
   })
 
   it('encodes the length prefix to cover header and payload', () => {
-    const head = encodeFrameHead({ t: 'x' }, 10)
+    const head = encodeFrameHead({ type: 'x' }, 10)
     const headerBytes = Buffer.byteLength('{"t":"x"}')
     expect(head.readUInt32BE(0)).toBe(4 + headerBytes + 10)
     expect(head.readUInt32BE(4)).toBe(headerBytes)
@@ -77,7 +77,7 @@ describe('frame layout on the stream', () => {
       onFrame: () => {},
       onBadFrame: () => {},
     })
-    for (let n = 0; n < 20; n++) endpoint.send({ t: 'ping', n } as LinkFrame)
+    for (let n = 0; n < 20; n++) endpoint.send({ type: 'ping', n } as LinkFrame)
     expect(writes).toHaveLength(0)
     await nextTick()
     expect(writes).toHaveLength(1)
@@ -87,7 +87,7 @@ describe('frame layout on the stream', () => {
   it('reports false once the socket is destroyed', () => {
     const { socket } = recordingSocket()
     socket.destroy()
-    expect(writeFrame(socket, { t: 'ping', n: 1 })).toBe(false)
+    expect(writeFrame(socket, { type: 'ping', n: 1 })).toBe(false)
   })
 
   it('round-trips through the decoder however the stream is cut into chunks', async () => {
@@ -97,7 +97,7 @@ describe('frame layout on the stream', () => {
       return seed % n
     }
     const frames = Array.from({ length: 40 }, (_, i) => ({
-      header: { t: 'data', ch: i, run: i % 3 === 0 ? null : `r${i}` },
+      header: { type: 'data', ch: i, run: i % 3 === 0 ? null : `r${i}` },
       payload: Uint8Array.from({ length: rand(3) === 0 ? 300 : rand(40) }, () => rand(256)),
     }))
     const { socket, writes } = recordingSocket()

@@ -23,16 +23,16 @@ const runner: Role<HostFrame, AgentFrame> = {
   name: 'runner',
   out: { schema: HostFrame, types: HOST_FRAME_TYPES },
   in: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
-  payloadFrame: { t: 'data', ch: 3 },
-  controlFrame: (n) => ({ t: 'credit', ch: 3, bytes: n + 1 }),
+  payloadFrame: { type: 'data', ch: 3 },
+  controlFrame: (n) => ({ type: 'credit', ch: 3, bytes: n + 1 }),
 }
 
 const agent: Role<AgentFrame, HostFrame> = {
   name: 'agent',
   out: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
   in: { schema: HostFrame, types: HOST_FRAME_TYPES },
-  payloadFrame: { t: 'data', ch: 3, stream: 'stdout', run: 'r-1', offset: 0 },
-  controlFrame: (n) => ({ t: 'run_start', ch: 3, run: `r-${n}`, offset: n }),
+  payloadFrame: { type: 'shell_out', ch: 3, id: 'r-1', offset: 0 },
+  controlFrame: (n) => ({ type: 'shell_start', ch: 3, id: `r-${n}`, offset: n }),
 }
 
 /** What one endpoint observed. */
@@ -110,12 +110,12 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In
     it('hands pings to the role before live(), and answers them itself after', async () => {
       const { self, pair } = await connected()
       const got = rawFrames(pair.b)
-      pair.b.write(encodeFrame({ t: 'ping', n: 1 }))
-      await vi.waitFor(() => expect(self.seen.frames.map((f) => f.frame)).toEqual([{ t: 'ping', n: 1 }]))
+      pair.b.write(encodeFrame({ type: 'ping', n: 1 }))
+      await vi.waitFor(() => expect(self.seen.frames.map((f) => f.frame)).toEqual([{ type: 'ping', n: 1 }]))
       expect(got).toEqual([])
       self.endpoint.live()
-      pair.b.write(encodeFrame({ t: 'ping', n: 2 }))
-      await vi.waitFor(() => expect(got.map((f) => f.header)).toEqual([{ t: 'pong', n: 2 }]))
+      pair.b.write(encodeFrame({ type: 'ping', n: 2 }))
+      await vi.waitFor(() => expect(got.map((f) => f.header)).toEqual([{ type: 'pong', n: 2 }]))
       expect(self.seen.frames).toHaveLength(1)
     })
 
@@ -126,10 +126,10 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In
       let answered = 0
       pair.b.on('data', (chunk: Buffer) => {
         for (const r of decoder.push(chunk)) {
-          const header = r.ok ? (r.frame.header as { t: string; n: number }) : undefined
-          if (header?.t === 'ping' && answering) {
+          const header = r.ok ? (r.frame.header as { type: string; n: number }) : undefined
+          if (header?.type === 'ping' && answering) {
             answered += 1
-            pair.b.write(encodeFrame({ t: 'pong', n: header.n }))
+            pair.b.write(encodeFrame({ type: 'pong', n: header.n }))
           }
         }
       })
@@ -149,8 +149,8 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In
       garbage.writeUInt32BE(notJson.length, 4)
       notJson.copy(garbage, 8)
       pair.b.write(garbage)
-      pair.b.write(encodeFrame({ t: 'launch_missiles', ch: 1 }))
-      pair.b.write(encodeFrame({ t: 'ping', number: 1 }))
+      pair.b.write(encodeFrame({ type: 'launch_missiles', ch: 1 }))
+      pair.b.write(encodeFrame({ type: 'ping', number: 1 }))
       pair.b.write(encodeFrame([1, 2, 3]))
       pair.b.write(encodeFrame(role.in.schema.parse(peerControl(role))))
       await vi.waitFor(() => expect(self.seen.frames).toHaveLength(1))
@@ -160,17 +160,17 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In
         'INVALID_FRAME',
         'INVALID_FRAME',
       ])
-      expect(self.seen.bad[1]?.header).toEqual({ t: 'launch_missiles', ch: 1 })
+      expect(self.seen.bad[1]?.header).toEqual({ type: 'launch_missiles', ch: 1 })
       expect(self.endpoint.open).toBe(true)
     })
 
     it('skips an oversized frame byte-exactly without buffering it, then goes on', async () => {
       const { self, pair } = await connected(1024)
-      const big = encodeFrame({ t: 'ping', n: 1 }, Buffer.alloc(100_000, 7))
+      const big = encodeFrame({ type: 'ping', n: 1 }, Buffer.alloc(100_000, 7))
       // Sent in small pieces: the skipped bytes must never be held.
       for (let at = 0; at < big.byteLength; at += 4096) pair.b.write(big.subarray(at, at + 4096))
-      pair.b.write(encodeFrame({ t: 'ping', n: 2 }))
-      await vi.waitFor(() => expect(self.seen.frames.map((f) => f.frame)).toEqual([{ t: 'ping', n: 2 }]))
+      pair.b.write(encodeFrame({ type: 'ping', n: 2 }))
+      await vi.waitFor(() => expect(self.seen.frames.map((f) => f.frame)).toEqual([{ type: 'ping', n: 2 }]))
       expect(self.seen.bad.map((b) => b.error.code)).toEqual(['FRAME_TOO_LARGE'])
     })
 
@@ -242,8 +242,8 @@ describe('typed send', () => {
       onBadFrame: () => {},
     })
     // @ts-expect-error `byte` is not a field of `credit`: the typecheck fails on it.
-    expect(endpoint.send({ t: 'credit', ch: 1, byte: 5 })).toBe(true)
+    expect(endpoint.send({ type: 'credit', ch: 1, byte: 5 })).toBe(true)
     // @ts-expect-error an agent frame type is not a runner frame.
-    expect(endpoint.send({ t: 'run_exit', ch: 1 })).toBe(true)
+    expect(endpoint.send({ type: 'shell_exit', ch: 1 })).toBe(true)
   })
 })

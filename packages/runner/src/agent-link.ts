@@ -16,18 +16,20 @@ import { LinkEndpoint } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
-  type AgentClosed,
   type AgentData,
   type AgentEnd,
   AgentFrame,
   type AgentHello,
   type AgentMethod,
   type AgentParams,
-  type AgentReplayEnd,
   type AgentResultOf,
-  type AgentRunExit,
-  type AgentRunStart,
+  type AgentScrollbackEnd,
   type AgentSessionClosed,
+  type AgentShellClosed,
+  type AgentShellErr,
+  type AgentShellExit,
+  type AgentShellOut,
+  type AgentShellStart,
   assertNever,
   type HostFrame,
   LIMITS,
@@ -39,25 +41,28 @@ import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { RunnerError } from './runner-error.ts'
 
-/** A data event on a channel: the parsed header and its raw payload. */
-export interface ChannelData {
-  /** Event kind. */
-  t: 'data'
-  /** The frame header. */
-  frame: z.infer<typeof AgentData>
-  /** Raw bytes. */
+/** A frame that carries bytes, with its raw payload attached. */
+export type WithPayload<F> = F & {
+  /** Raw bytes (a view into the link's read buffer: copy to keep past the handler). */
   payload: Uint8Array
 }
 
-/** Everything a channel consumer may receive; `closed`, `end` and `error` are terminal. */
+/** Command output on a channel: `shell_out` or `shell_err`, as on the WebSocket. */
+export type ChannelOutput = WithPayload<AgentShellOut> | WithPayload<AgentShellErr>
+
+/**
+ * Everything a channel consumer may receive: the agent's channel frames as parsed, byte frames
+ * with their payload; `shell_closed`, `end` and `error` are terminal.
+ */
 export type ChannelEvent =
-  | ChannelData
-  | { t: 'run_start'; frame: z.infer<typeof AgentRunStart> }
-  | { t: 'run_exit'; frame: z.infer<typeof AgentRunExit> }
-  | { t: 'replay_end'; frame: z.infer<typeof AgentReplayEnd> }
-  | { t: 'closed'; frame: z.infer<typeof AgentClosed> }
-  | { t: 'end'; frame: z.infer<typeof AgentEnd> }
-  | { t: 'error'; error: WireError }
+  | ChannelOutput
+  | WithPayload<AgentData>
+  | AgentShellStart
+  | AgentShellExit
+  | AgentScrollbackEnd
+  | AgentShellClosed
+  | AgentEnd
+  | { type: 'error'; ch?: number; error: WireError }
 
 /** Options of an agent link. */
 export interface AgentLinkOptions {
@@ -152,24 +157,24 @@ export class LinkChannel {
     const bytes = this.#unsent
     this.#granted += bytes
     this.#unsent = 0
-    this.#link.send({ t: 'credit', ch: this.id, bytes })
+    this.#link.send({ type: 'credit', ch: this.id, bytes })
   }
 
   /** Sends upload bytes (file writes); resolves when the link can take more. */
   write(payload: Uint8Array): Promise<void> {
-    return this.#link.sendWithBackpressure({ t: 'data', ch: this.id }, payload)
+    return this.#link.sendWithBackpressure({ type: 'data', ch: this.id }, payload)
   }
 
   /** Ends an upload channel. */
   end(): void {
-    if (!this.#done) this.#link.send({ t: 'end', ch: this.id })
+    if (!this.#done) this.#link.send({ type: 'end', ch: this.id })
   }
 
   /** Tells the agent the runner no longer wants this channel (detaches; never kills anything). */
   close(): void {
     if (this.#done) return
     this.#done = true
-    this.#link.send({ t: 'close', ch: this.id })
+    this.#link.send({ type: 'close', ch: this.id })
     this.#link.forget(this.id)
     this.#handler = null
     this.#backlog = []
@@ -178,7 +183,7 @@ export class LinkChannel {
   /** Delivers an event from the link; a channel that overruns its credit window is closed with an error. */
   deliver(event: ChannelEvent): void {
     if (this.#done) return
-    if (event.t === 'data') {
+    if (event.type === 'shell_out' || event.type === 'shell_err' || event.type === 'data') {
       this.#received += event.payload.byteLength
       if (this.#received - this.#granted > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
         this.#link.logger.warn(
@@ -188,7 +193,7 @@ export class LinkChannel {
         const handler = this.#handler
         this.close()
         handler?.({
-          t: 'error',
+          type: 'error',
           error: {
             code: 'INVALID_FRAME',
             message: 'the agent sent more output than the flow-control window allows',
@@ -197,7 +202,7 @@ export class LinkChannel {
         return
       }
     }
-    const terminal = event.t === 'closed' || event.t === 'end' || event.t === 'error'
+    const terminal = event.type === 'shell_closed' || event.type === 'end' || event.type === 'error'
     if (terminal) {
       this.#done = true
       this.#link.forget(this.id)
@@ -271,7 +276,7 @@ export class AgentLink {
           clearTimeout(timer)
           reject(error)
         }
-        link.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
+        link.send({ type: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
       })
     } catch (error) {
       link.close()
@@ -292,7 +297,7 @@ export class AgentLink {
         "the process on the agent socket could not prove it is this sandbox's agent; the sandbox cannot be reached",
       )
     }
-    link.send({ t: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
+    link.send({ type: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
     link.#endpoint.live(link.#heartbeatIntervalMs)
     return link
   }
@@ -330,7 +335,7 @@ export class AgentLink {
             }, options.timeoutMs)
       const result = options.result ?? AGENT_METHODS[method].result
       this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
-      this.send({ t: 'call', id, method, params })
+      this.send({ type: 'call', id, method, params })
     })
   }
 
@@ -340,7 +345,7 @@ export class AgentLink {
     if (this.#nextChannel > 2 ** 31) this.#nextChannel = 1
     const channel = new LinkChannel(this, id)
     this.#channels.set(id, channel)
-    if (this.#closed) channel.deliver({ t: 'error', error: this.#closed.toWire() })
+    if (this.#closed) channel.deliver({ type: 'error', error: this.#closed.toWire() })
     return channel
   }
 
@@ -371,10 +376,13 @@ export class AgentLink {
   }
 
   #dispatch(frame: AgentFrame, payload: Uint8Array): void {
-    switch (frame.t) {
+    switch (frame.type) {
+      case 'shell_out':
+      case 'shell_err':
       case 'data':
         this.#onBytes(payload.byteLength)
-        this.#toChannel(frame.ch, { t: 'data', frame, payload })
+        // The parsed header is a fresh object: the payload rides on it rather than on a wrapper.
+        this.#toChannel(frame.ch, Object.assign(frame, { payload }))
         return
       case 'result': {
         const pending = this.#settle(frame.id)
@@ -395,27 +403,19 @@ export class AgentLink {
       case 'fail':
         this.#settle(frame.id)?.reject(RunnerError.fromWire(frame.error))
         return
-      case 'run_start':
-        this.#toChannel(frame.ch, { t: 'run_start', frame })
-        return
-      case 'run_exit':
-        this.#toChannel(frame.ch, { t: 'run_exit', frame })
-        return
-      case 'replay_end':
-        this.#toChannel(frame.ch, { t: 'replay_end', frame })
-        return
-      case 'closed':
-        this.#toChannel(frame.ch, { t: 'closed', frame })
-        return
+      case 'shell_start':
+      case 'shell_exit':
+      case 'scrollback_end':
+      case 'shell_closed':
       case 'end':
-        this.#toChannel(frame.ch, { t: 'end', frame })
+        this.#toChannel(frame.ch, frame)
         return
       case 'error':
         if (frame.ch === undefined) {
           this.logger.warn({ code: frame.error.code }, `agent reported: ${frame.error.message}`)
           return
         }
-        this.#toChannel(frame.ch, { t: 'error', error: frame.error })
+        this.#toChannel(frame.ch, frame)
         return
       case 'session_closed':
         this.#events.sessionClosed?.(frame)
@@ -434,9 +434,10 @@ export class AgentLink {
   }
 
   #bad(header: unknown, error: WireError): void {
-    const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
+    const kind =
+      typeof header === 'object' && header !== null ? (header as { type?: unknown }).type : undefined
     this.logger.warn(
-      { t: String(kind).slice(0, 32), code: error.code },
+      { type: String(kind).slice(0, 32), code: error.code },
       `dropped a bad frame from the agent: ${error.message.slice(0, 200)}`,
     )
   }
@@ -463,7 +464,8 @@ export class AgentLink {
       pending.reject(error)
     }
     this.#pending.clear()
-    for (const channel of [...this.#channels.values()]) channel.deliver({ t: 'error', error: error.toWire() })
+    for (const channel of [...this.#channels.values()])
+      channel.deliver({ type: 'error', error: error.toWire() })
     this.#channels.clear()
     this.#events.close?.(error)
   }

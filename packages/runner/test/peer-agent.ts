@@ -65,10 +65,15 @@ export class PeerAgent {
     socket.on('data', (chunk) => {
       for (const r of decoder.push(chunk)) {
         if (!r.ok) continue
-        const f = r.frame.header as { t: string; id: number; method: string; params: Record<string, never> }
-        if (f.t === 'hello') {
+        const f = r.frame.header as {
+          type: string
+          id: number
+          method: string
+          params: Record<string, never>
+        }
+        if (f.type === 'hello') {
           this.#send({
-            t: 'hello',
+            type: 'hello',
             protocolVersion: PROTOCOL_VERSION,
             agentVersion: 'peer',
             pid: process.pid,
@@ -76,17 +81,17 @@ export class PeerAgent {
             nonce: '0'.repeat(64),
             proof: linkProof(this.#secret, 'agent', String((f as unknown as { nonce: string }).nonce)),
           })
-        } else if (f.t === 'call') {
+        } else if (f.type === 'call') {
           try {
             const result = this.#call(f.method, f.params)
-            this.#send({ t: 'result', id: f.id, result })
+            this.#send({ type: 'result', id: f.id, result })
           } catch (error) {
-            this.#send({ t: 'fail', id: f.id, error: error as object })
+            this.#send({ type: 'fail', id: f.id, error: error as object })
           }
-        } else if (f.t === 'close') {
+        } else if (f.type === 'close') {
           for (const s of this.sessions.values()) s.channels.delete((f as unknown as { ch: number }).ch)
-        } else if (f.t === 'ping') {
-          this.#send({ t: 'pong', n: (f as unknown as { n: number }).n })
+        } else if (f.type === 'ping') {
+          this.#send({ type: 'pong', n: (f as unknown as { n: number }).n })
         }
       }
     })
@@ -140,11 +145,11 @@ export class PeerAgent {
             if (e.offset + e.bytes.byteLength <= from) continue
             const cut = Math.max(0, from - e.offset)
             this.#send(
-              { t: 'data', ch, stream: e.stream, run: e.run, offset: e.offset + cut },
+              { type: 'data', ch, stream: e.stream, run: e.run, offset: e.offset + cut },
               e.bytes.subarray(cut),
             )
           }
-          this.#send({ t: 'replay_end', ch, offset: s.offset })
+          this.#send({ type: 'scrollback_end', ch, offset: s.offset })
           s.channels.add(ch)
         })
         return this.#info(s)
@@ -166,11 +171,11 @@ export class PeerAgent {
     return new Promise((resolve) => {
       const started = Date.now()
       s.running = run
-      for (const ch of s.channels) this.#send({ t: 'run_start', ch, run, offset: s.offset })
+      for (const ch of s.channels) this.#send({ type: 'shell_start', ch, run, offset: s.offset })
       const child = spawn('bash', ['-c', command], { cwd: this.root, stdio: ['ignore', 'pipe', 'pipe'] })
       const emit = (stream: 'stdout' | 'stderr') => (bytes: Buffer) => {
         s.log.push({ stream, run, offset: s.offset, bytes })
-        for (const ch of s.channels) this.#send({ t: 'data', ch, stream, run, offset: s.offset }, bytes)
+        for (const ch of s.channels) this.#send({ type: 'data', ch, stream, run, offset: s.offset }, bytes)
         s.offset += bytes.byteLength
       }
       child.stdout.on('data', emit('stdout'))
@@ -179,7 +184,7 @@ export class PeerAgent {
         s.running = null
         for (const ch of s.channels) {
           this.#send({
-            t: 'run_exit',
+            type: 'shell_exit',
             ch,
             run,
             code: code ?? 1,
