@@ -164,6 +164,47 @@ describe('AgentLink', () => {
     expect(link.open).toBe(false)
   })
 
+  it('closes a channel whose agent overruns its credit window, and keeps the link serving', async () => {
+    const chunk = new Uint8Array(LIMITS.maxDataChunkBytes).fill(1)
+    const overrun = Math.ceil((LIMITS.channelWindowBytes + 2 * LIMITS.maxDataChunkBytes) / chunk.byteLength)
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.type !== 'call') return
+      const ch = (f.params as { ch?: number }).ch
+      p.send({ type: 'result', id: f.id, result: {} })
+      if (ch === undefined) return
+      for (let i = 0; i < overrun; i++)
+        p.send({ type: 'shell_out', ch, id: null, offset: i * chunk.byteLength }, chunk)
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
+    const channel = link.openChannel()
+    const terminal = new Promise<ChannelEvent>((resolve) =>
+      channel.consume((e) => {
+        if (e.type === 'error') resolve(e)
+      }),
+    )
+    await link.call('exec', { command: 'x', timeoutMs: 1000, ch: channel.id })
+    await expect(terminal).resolves.toMatchObject({ type: 'error', error: { code: 'INVALID_FRAME' } })
+    expect(channel.done).toBe(true)
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
+    expect(link.open).toBe(true)
+    link.close()
+  })
+
+  it('ignores frames for channels it never opened', async () => {
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.type !== 'call') return
+      p.send({ type: 'shell_out', ch: 4242, id: 'r', offset: 0 }, new Uint8Array(10))
+      p.send({ type: 'shell_exit', ch: 4242, id: 'r', code: 0, timedOut: false, durationMs: 1, offset: 10 })
+      p.send({ type: 'end', ch: 2 ** 31, exitCode: 0, timedOut: false, durationMs: 1 })
+      p.send({ type: 'error', ch: 7, error: { code: 'INTERNAL', message: 'x' } })
+      p.send({ type: 'result', id: f.id, result: {} })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
+    expect(link.open).toBe(true)
+    link.close()
+  })
+
   it('answers agent pings with pongs', async () => {
     let pong: (f: Record<string, unknown>) => void = () => {}
     const ponged = new Promise<Record<string, unknown>>((resolve) => {
