@@ -14,7 +14,7 @@
 // code runs next to the agent.
 import { chmodSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
-import { LinkEndpoint } from '@conch/link'
+import { answerCall, type CallFrame, LinkEndpoint } from '@conch/link'
 import {
   AGENT_METHODS,
   type AgentFrame,
@@ -23,7 +23,6 @@ import {
   type AgentResultOf,
   HOST_FRAME_TYPES,
   HostFrame,
-  isAgentMethod,
   LIMITS,
   PROTOCOL_VERSION,
   type WireError,
@@ -475,7 +474,7 @@ class RunnerConnection {
         })
         break
       case 'call':
-        void this.#call(frame.id, frame.method, frame.params)
+        void this.#call(frame)
         break
       case 'credit':
         this.#channels.get(frame.ch)?.grant(frame.bytes)
@@ -496,34 +495,14 @@ class RunnerConnection {
     }
   }
 
-  async #call(id: number, method: string, rawParams: unknown): Promise<void> {
-    if (!isAgentMethod(method)) {
-      this.send({
-        type: 'fail',
-        id,
-        error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
-      })
-      return
-    }
-    const parsed = AGENT_METHODS[method].params.safeParse(rawParams ?? {})
-    if (!parsed.success) {
-      const fields = parsed.error.issues
-        .slice(0, 5)
-        .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
-        .join('; ')
-      this.send({
-        type: 'fail',
-        id,
-        error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
-      })
-      return
-    }
-    try {
-      const result = await this.#server.dispatch(method, parsed.data as never, this.#context)
-      this.send({ type: 'result', id, result })
-    } catch (err) {
-      this.send({ type: 'fail', id, error: toWireError(err) })
-    }
+  #call(frame: CallFrame): Promise<void> {
+    return answerCall(
+      AGENT_METHODS,
+      frame,
+      (method, params) => this.#server.dispatch(method, params, this.#context),
+      (answer) => this.send(answer),
+      toWireError,
+    )
   }
 }
 

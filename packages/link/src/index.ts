@@ -7,6 +7,18 @@ export {
   FrameDecoder,
 } from './frame-codec.ts'
 export {
+  type AnswerFrame,
+  answerCall,
+  type CallErrors,
+  type CallFrame,
+  type CallOptions,
+  type HandlerTable,
+  LinkCalls,
+  type MethodTable,
+  type ParamsOf,
+  type ResultOf,
+} from './link-calls.ts'
+export {
   type HeartbeatFrame,
   LinkEndpoint,
   type LinkEndpointOptions,

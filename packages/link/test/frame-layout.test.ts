@@ -64,7 +64,7 @@ describe('frame layout on the stream', () => {
 
   it('encodes the length prefix to cover header and payload', () => {
     const head = encodeFrameHead({ type: 'x' }, 10)
-    const headerBytes = Buffer.byteLength('{"t":"x"}')
+    const headerBytes = Buffer.byteLength('{"type":"x"}')
     expect(head.readUInt32BE(0)).toBe(4 + headerBytes + 10)
     expect(head.readUInt32BE(4)).toBe(headerBytes)
   })

@@ -12,7 +12,7 @@
 // the consumer grants credit with `release(n)` as it hands bytes on. Everything the agent sends
 // is parsed against the protocol schemas: the agent shares its sandbox with user code.
 import type { Duplex } from 'node:stream'
-import { LinkEndpoint } from '@conch/link'
+import { LinkCalls, LinkEndpoint } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
@@ -31,6 +31,7 @@ import {
   type AgentShellOut,
   type AgentShellStart,
   assertNever,
+  type ErrorCode,
   type HostFrame,
   LIMITS,
   PROTOCOL_VERSION,
@@ -97,12 +98,9 @@ export interface CallOptions<M extends AgentMethod> {
   result?: z.ZodType<AgentResultOf<M>>
 }
 
-interface Pending {
-  method: AgentMethod
-  result: z.ZodType
-  resolve: (value: unknown) => void
-  reject: (error: RunnerError) => void
-  timer: NodeJS.Timeout | undefined
+const CALL_ERRORS = {
+  make: (code: ErrorCode, message: string) => new RunnerError(code, message),
+  fromWire: (error: WireError) => RunnerError.fromWire(error),
 }
 
 const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
@@ -224,11 +222,10 @@ export class AgentLink {
   /** The link's logger. */
   readonly logger: Logger
   readonly #endpoint: LinkEndpoint<HostFrame, AgentFrame>
-  readonly #pending = new Map<number, Pending>()
+  readonly #calls: LinkCalls<typeof AGENT_METHODS>
   readonly #channels = new Map<number, LinkChannel>()
   readonly #events: AgentLinkEvents = {}
   readonly #onBytes: (n: number) => void
-  #nextCall = 1
   #nextChannel = 1
   #closed: RunnerError | null = null
   #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
@@ -250,6 +247,7 @@ export class AgentLink {
         ),
     })
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
+    this.#calls = new LinkCalls(AGENT_METHODS, (frame) => this.send(frame), CALL_ERRORS)
   }
 
   readonly #heartbeatIntervalMs: number
@@ -318,25 +316,7 @@ export class AgentLink {
     params: AgentParams<M>,
     options: CallOptions<M> = {},
   ): Promise<AgentResultOf<M>> {
-    if (this.#closed) return Promise.reject(this.#closed)
-    const id = this.#nextCall++
-    return new Promise<AgentResultOf<M>>((resolve, reject) => {
-      const timer =
-        options.timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => {
-              this.#pending.delete(id)
-              reject(
-                new RunnerError(
-                  'DEADLINE_EXCEEDED',
-                  `the agent did not answer ${method} within ${options.timeoutMs} ms`,
-                ),
-              )
-            }, options.timeoutMs)
-      const result = options.result ?? AGENT_METHODS[method].result
-      this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
-      this.send({ type: 'call', id, method, params })
-    })
+    return this.#calls.call(method, params, options)
   }
 
   /** Allocates a channel; pass its `id` to the method that streams on it. */
@@ -382,27 +362,19 @@ export class AgentLink {
       case 'data':
         this.#onBytes(payload.byteLength)
         // The parsed header is a fresh object: the payload rides on it rather than on a wrapper.
-        this.#toChannel(frame.ch, Object.assign(frame, { payload }))
+        ;(frame as WithPayload<typeof frame>).payload = payload
+        this.#toChannel(frame.ch, frame as ChannelEvent)
         return
-      case 'result': {
-        const pending = this.#settle(frame.id)
-        if (!pending) return
-        const parsed = pending.result.safeParse(frame.result)
-        if (parsed.success) pending.resolve(parsed.data)
-        else {
+      case 'result':
+      case 'fail': {
+        const invalid = this.#calls.settle(frame)
+        if (invalid)
           this.logger.warn(
-            { method: pending.method, fields: parsed.error.issues.slice(0, 3).map((i) => i.path.join('.')) },
+            { method: invalid.method, fields: invalid.issues },
             'invalid result from the agent',
           )
-          pending.reject(
-            new RunnerError('INTERNAL', `the agent sent an invalid result for ${pending.method}`),
-          )
-        }
         return
       }
-      case 'fail':
-        this.#settle(frame.id)?.reject(RunnerError.fromWire(frame.error))
-        return
       case 'shell_start':
       case 'shell_exit':
       case 'scrollback_end':
@@ -447,23 +419,11 @@ export class AgentLink {
     if (channel) channel.deliver(event)
   }
 
-  #settle(id: number): Pending | undefined {
-    const pending = this.#pending.get(id)
-    if (!pending) return undefined
-    this.#pending.delete(id)
-    if (pending.timer) clearTimeout(pending.timer)
-    return pending
-  }
-
   #fail(error: RunnerError): void {
     if (this.#closed) return
     this.#closed = error
     this.#endpoint.close(error.message)
-    for (const pending of this.#pending.values()) {
-      if (pending.timer) clearTimeout(pending.timer)
-      pending.reject(error)
-    }
-    this.#pending.clear()
+    this.#calls.failAll(error)
     for (const channel of [...this.#channels.values()])
       channel.deliver({ type: 'error', error: error.toWire() })
     this.#channels.clear()
