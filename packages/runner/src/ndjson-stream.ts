@@ -10,7 +10,7 @@ import { OutputDecoder } from './output-decoder.ts'
 export interface NdjsonOptions {
   /** Encoding of `data`. */
   encoding: Encoding
-  /** Only this run's output, ending at its `run_exit` (session channels); absent for exec/process channels. */
+  /** Only this run's output, ending at its `shell_exit` (session channels); absent for exec/process channels. */
   run?: string
   /** Called once with the terminal event (or null when the client went away first). */
   onDone?: (event: ExecEvent | null) => void
