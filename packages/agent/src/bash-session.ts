@@ -337,7 +337,9 @@ export class BashSession {
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce))
+    this.#child.stdin?.write(
+      this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce, run.req.internal),
+    )
   }
 
   #onChunk(stream: StreamName, chunk: Buffer): void {

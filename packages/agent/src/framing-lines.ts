@@ -7,6 +7,7 @@
 // nonce, after a SIGINT has aborted the run's own line. Nonces come from the CSPRNG, so a run
 // cannot print a marker that ends another run.
 import { randomBytes, randomFillSync } from 'node:crypto'
+import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
 
 const NONCE_BYTES = NONCE_LENGTH / 2
@@ -53,7 +54,8 @@ export class FramingLines {
       `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t}`,
+      trapScript(t),
+      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
   }
@@ -67,8 +69,9 @@ export class FramingLines {
    * A run's line: sources the command file with stdin from `stdinRedirect` (an already quoted
    * word) and the real stderr, then marks the run's end with `nonce`.
    */
-  runLine(cmdFile: string, stdinRedirect: string, nonce: string): string {
-    return `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${nonce} && :\n`
+  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false): string {
+    const flag = internal ? `__conch_int_${this.#tag}=1 ` : ''
+    return `${flag}. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${nonce} && :\n`
   }
 
   /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
