@@ -55,7 +55,7 @@ export class FramingLines {
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
       trapScript(t),
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
+      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
   }

@@ -21,8 +21,12 @@ const FRAMED_TRAPS = ['DEBUG', 'ERR', 'RETURN'] as const
 
 /** What bash's trap runs for one framed trap: the guard, then the user's action with its `$?`. */
 function wrapper(kind: string): string {
+  // ERR and RETURN actions may fire DEBUG; the guard's and `rc`'s own commands must not, so
+  // those wrappers count themselves busy (in an expansion, which fires nothing) until `rc` runs.
+  const busy = kind === 'DEBUG' ? 0 : 1
+  const count = busy === 0 ? '' : '%{__conch_b_@T[(__conch_b_@T+=1,1)]-}'
   return [
-    `if { \\__conch_trap_go_@T ${kind} "$?"; } 2>/dev/null; then if { \\__conch_trap_rc_@T; } 2>/dev/null; then`,
+    `if { \\__conch_trap_go_@T ${kind} "$?"; } 2>/dev/null${count}; then if { \\__conch_trap_rc_@T ${busy}; } 2>/dev/null; then`,
     '%{ACTION}',
     'else',
     '%{ACTION}',
@@ -32,18 +36,30 @@ function wrapper(kind: string): string {
 
 const SCRIPT = String.raw`
 \builtin declare -gA __conch_traps_@T
-__conch_rc_@T=0 __conch_ft_@T=
+__conch_rc_@T=0 __conch_ft_@T= __conch_b_@T=0
 __conch_trap_go_@T() {
-  if [[ -n $__conch_ft_@T ]]; then __conch_ft_@T=; \builtin set +T; fi
-  if [[ -n %{__conch_int_@T-} ]]; then \builtin return 1; fi
-  if (( %{#BASH_SOURCE[@]} < 2 )); then
-    if [[ $1 == DEBUG && $BASH_COMMAND == ". '"* && $- != *T* ]]; then __conch_ft_@T=1; \builtin set -T; fi
-    \builtin return 1
+  if [[ $1 == DEBUG ]]; then
+    if [[ -n $__conch_ft_@T ]]; then __conch_ft_@T=; \builtin set +T; fi
+    if (( __conch_b_@T > 0 )); then \builtin return 1; fi
   fi
-  case %{FUNCNAME[1]-} in __conch_*_@T|trap) \builtin return 1 ;; esac
-  __conch_rc_@T=$2
+  __conch_trap_at_@T "$1"
+  case $? in
+    0) __conch_rc_@T=$2; \builtin return 0 ;;
+    2) __conch_b_@T=0 ;;
+    *) [[ $1 == DEBUG ]] || __conch_b_@T=$((__conch_b_@T - 1)) ;;
+  esac
+  \builtin return 1
 }
-__conch_trap_rc_@T() { \builtin return "$__conch_rc_@T"; }
+__conch_trap_at_@T() {
+  if [[ -n %{__conch_int_@T-} ]]; then \builtin return 1; fi
+  if (( %{#BASH_SOURCE[@]} < 3 )); then
+    if [[ $1 == DEBUG && $BASH_COMMAND == ". '"* && $- != *T* ]]; then __conch_ft_@T=1; \builtin set -T; fi
+    \builtin return 2
+  fi
+  case %{FUNCNAME[2]-} in __conch_*_@T|trap) \builtin return 1 ;; esac
+  \builtin return 0
+}
+__conch_trap_rc_@T() { __conch_b_@T=$((__conch_b_@T - $1)); \builtin return "$__conch_rc_@T"; }
 __conch_trap_say_@T() {
   if [[ -v __conch_traps_@T[$1] ]]; then
     \builtin local a="%{__conch_traps_@T[$1]}" q=\' r="'\\''"
@@ -54,6 +70,7 @@ trap() {
   { \builtin local -; \builtin set +x; } 2>/dev/null
   \builtin local a k s rc=0 w
   \builtin local -a other
+  other=()
   if [[ $# -eq 0 || $1 == -p || $1 == -- && $# -eq 1 ]]; then
     [[ $# -gt 0 ]] && \builtin shift
     [[ $# -gt 0 && $1 == -- ]] && \builtin shift
