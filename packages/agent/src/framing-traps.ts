@@ -12,7 +12,8 @@
 //
 // Without `set -T`, bash's `source` turns DEBUG off for the file it reads, so a run's commands
 // would never fire it. When the guard sees DEBUG fire for the run's `.`, it turns `set -T` on
-// for that one command and off again at the next firing, before any user code runs.
+// for that one command and off again at the next firing, before any user code runs. A subshell
+// forked in that window (a first command like `( … )`) ignores DEBUG, as it would without -T.
 //
 // Bash text below uses `%{` for `${` (so it can live in a template) and `@T` for the tag.
 
@@ -39,7 +40,10 @@ const SCRIPT = String.raw`
 __conch_rc_@T=0 __conch_ft_@T= __conch_b_@T=0
 __conch_trap_go_@T() {
   if [[ $1 == DEBUG ]]; then
-    if [[ -n $__conch_ft_@T ]]; then __conch_ft_@T=; \builtin set +T; fi
+    if [[ -n $__conch_ft_@T ]]; then
+      __conch_ft_@T=; \builtin set +T
+      if [[ $BASHPID != $$ ]]; then \builtin trap -- '' DEBUG; \builtin return 1; fi
+    fi
     if (( __conch_b_@T > 0 )); then \builtin return 1; fi
   fi
   __conch_trap_at_@T "$1"

@@ -41,6 +41,14 @@ const SCENARIOS: Record<string, readonly string[]> = {
     'echo no-trap-now',
     'trap -p >> "$LOG"',
   ],
+  'DEBUG stays out of subshells, also when they start a run': [
+    `trap 'echo "D:$BASH_COMMAND" >> "$LOG"' DEBUG`,
+    '(echo sub; echo sub2)',
+    '{ echo g; } | cat',
+    'echo a | cat; (echo sub3)',
+    'x=$(echo cs); echo "$x" <(echo ps) >/dev/null',
+    'trap - DEBUG',
+  ],
   'DEBUG follows set -T into functions and not after set +T': [
     `trap 'echo "D:$BASH_COMMAND" >> "$LOG"' DEBUG`,
     'g() { echo in-g; }; set -T; g; set +T; g',
@@ -116,6 +124,7 @@ describe('traps fire as in a terminal', () => {
     await sh(s, "trap 'echo D' DEBUG; trap 'echo E' ERR; trap 'echo R' RETURN; set -T")
     const r = await s.run({ runId: 'q', command: '\\builtin false; \\builtin printf x', internal: true })
     expect(r.stdout.toString()).toBe('x')
+    expect((await sh(s, 'echo y')).out).toBe('D\ny\n')
   })
 
   test('runs the EXIT trap once when the shell exits', async ({ newSession }) => {
