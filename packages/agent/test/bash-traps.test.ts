@@ -41,6 +41,15 @@ const SCENARIOS: Record<string, readonly string[]> = {
     'echo no-trap-now',
     'trap -p >> "$LOG"',
   ],
+  "trap keeps the builtin's forms and messages, also under set -eu": [
+    `set -eu; trap 'echo D >> "$LOG"' DEBUG`,
+    'trap -p >> "$LOG"; trap -p INT DEBUG >> "$LOG"; trap >> "$LOG"',
+    `trap -- 'echo I' INT; trap 'echo E' ERR RETURN debug; trap -p >> "$LOG"`,
+    'trap ERR; trap -p >> "$LOG"',
+    'trap x NOSUCHSIG 2>> "$LOG" || echo "st:$?" >> "$LOG"',
+    'trap 0 RETURN debug INT; trap -p >> "$LOG"',
+    'set +eu',
+  ],
   'DEBUG stays out of subshells, also when they start a run': [
     `trap 'echo "D:$BASH_COMMAND" >> "$LOG"' DEBUG`,
     '(echo sub; echo sub2)',
