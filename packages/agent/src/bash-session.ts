@@ -176,7 +176,7 @@ export class BashSession {
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
-    const initFile = this.#files.writeInit(this.#framing.initScript())
+    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPath))
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
       env: this.#opts.env,

@@ -37,8 +37,11 @@ export class FramingLines {
   /** The random suffix of this shell's helper function names. */
   readonly #tag = randomBytes(4).toString('hex')
 
-  /** The script bash sources first: no prompts or history, saved fds, and the helper functions. */
-  initScript(): string {
+  /**
+   * The script bash sources first: no prompts or history, saved fds, and the helper functions;
+   * `commandPath` is the file every run's line sources.
+   */
+  initScript(commandPath: string): string {
     const t = this.#tag
     return [
       'PS1= PS2= PS0=',
@@ -55,7 +58,7 @@ export class FramingLines {
       `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2= __conch_int_${t}=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
-      trapScript(t),
+      trapScript(t, commandPath),
       `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')

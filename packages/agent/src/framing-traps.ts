@@ -57,11 +57,11 @@ __conch_trap_go_@T() {
 __conch_trap_at_@T() {
   if [[ -n %{__conch_int_@T-} ]]; then \builtin return 1; fi
   if (( %{#BASH_SOURCE[@]} < 3 )); then
-    if [[ $1 == DEBUG && $BASH_COMMAND == ". '"* && $- != *T* ]]; then __conch_ft_@T=1; \builtin set -T; fi
+    if [[ $1 == DEBUG && $BASH_COMMAND == @SOURCE* && $- != *T* ]]; then __conch_ft_@T=1; \builtin set -T; fi
     \builtin return 2
   fi
   case %{FUNCNAME[2]-} in __conch_*_@T|trap) \builtin return 1 ;; esac
-  \builtin return 0
+  [[ $BASH_COMMAND != @SOURCE* ]]
 }
 __conch_trap_rc_@T() { __conch_b_@T=$((__conch_b_@T - $1)); \builtin return "$__conch_rc_@T"; }
 __conch_trap_say_@T() {
@@ -121,10 +121,17 @@ trap() {
 /** Signal numbers whose traps `trap -p` lists before the framed ones: EXIT and 1 to 64. */
 const SIGNALS = Array.from({ length: 65 }, (_, i) => String(i)).join(' ')
 
-/** The init-script lines that define the `trap` function and its guard, for a shell with `tag`. */
-export function trapScript(tag: string): string {
+/**
+ * The init-script lines that define the `trap` function and its guard, for a shell with `tag`
+ * whose runs source `commandPath`.
+ */
+export function trapScript(tag: string, commandPath: string): string {
+  // How bash shows a run's `.` in $BASH_COMMAND; a trap that fired for it (DEBUG before it,
+  // or EXIT after an `exit` inside it) fired for the framing.
+  const source = quote(`. ${quote(commandPath)} `)
   const wrappers = FRAMED_TRAPS.map((k) => `${k}) w=${quote(wrapper(k))} ;;`).join('\n              ')
   return SCRIPT.replace('@WRAPPERS', wrappers)
+    .replaceAll('@SOURCE', source)
     .replaceAll('@SIGNALS', SIGNALS)
     .replaceAll('@FRAMED', FRAMED_TRAPS.join(' '))
     .replaceAll('@CASE', FRAMED_TRAPS.join('|'))
