@@ -141,6 +141,8 @@ export class BashSession {
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
+  /** Set while `dispose` hangs bash up: its exit is then reported by `dispose`, not as its own. */
+  #hangingUp = false
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
@@ -295,17 +297,33 @@ export class BashSession {
     return this.#framing.helperName(kind)
   }
 
-  /** Kills bash and every process in its session, then reports the shell closed. */
+  /**
+   * Hangs up bash as closing a terminal does (SIGHUP, so its EXIT trap runs, for at most the
+   * kill grace period), then kills bash and every process in its session and reports the
+   * shell closed.
+   */
   async dispose(reason = 'session deleted'): Promise<ShellClosedInfo> {
     if (this.#closedInfo !== null) return this.#closedInfo
     const pid = this.#child.pid
     if (pid !== undefined) {
+      await this.#hangUp(pid)
       const members = this.#opts.processTable.sessionMembers(pid, pid)
       sendSignal(pid, 'SIGKILL')
       this.#opts.processTable.signal(members, 'SIGKILL')
     }
     await this.#close({ code: null, signal: 'SIGKILL', reason })
     return this.#closedInfo ?? { code: null, signal: 'SIGKILL', reason }
+  }
+
+  /** SIGHUP to bash, then waits until it exits or the kill grace period ends. */
+  async #hangUp(pid: number): Promise<void> {
+    const child = this.#child
+    if (this.#phase !== 'ready' || this.#closing || child.exitCode !== null || child.signalCode !== null)
+      return
+    this.#hangingUp = true
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    sendSignal(pid, 'SIGHUP')
+    await Promise.race([exited, delay(this.#opts.clock, this.#opts.killGraceMs)])
   }
 
   /** Disposes the session (for `await using`). */
@@ -606,7 +624,7 @@ export class BashSession {
   }
 
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.#closedInfo !== null || this.#closing) return
+    if (this.#closedInfo !== null || this.#closing || this.#hangingUp) return
     void (async () => {
       // Let output still in the pipes arrive before the close is reported.
       if (!(this.#ended.stdout && this.#ended.stderr)) {

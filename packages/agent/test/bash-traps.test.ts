@@ -149,6 +149,30 @@ describe('traps fire as in a terminal', () => {
   })
 })
 
+describe('closing a session hangs bash up as closing a terminal does', () => {
+  test('runs the EXIT trap between runs and during one, then closes', async ({ newSession, workdir }) => {
+    for (const during of [false, true]) {
+      const s = await newSession()
+      const file = join(workdir, `bye-${during}`)
+      await sh(s, `trap 'echo bye > ${file}' EXIT`)
+      const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('started'))
+      const run = during ? sh(s, 'echo started; sleep 100') : null
+      if (run !== null) await started
+      const info = await s.dispose()
+      expect(info.reason).toBe('session deleted')
+      if (run !== null) await expect(run).rejects.toBeInstanceOf(ShellClosedError)
+      expect(readFileSync(file, 'utf8')).toBe('bye\n')
+    }
+  })
+
+  test('still closes a shell that ignores the hang-up', async ({ newSession }) => {
+    const s = await newSession()
+    await sh(s, "trap '' HUP; trap 'sleep 100' EXIT")
+    expect((await s.dispose()).signal).toBe('SIGKILL')
+    await expect(sh(s, 'true')).rejects.toBeInstanceOf(ShellClosedError)
+  })
+})
+
 describe('traps cannot break or read the framing', () => {
   test('never run for framing commands, so they never see the nonce', async ({ newSession, workdir }) => {
     const s = await newSession()
