@@ -20,6 +20,8 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
+// - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
+//   trap runs), then kills bash and every process in its session.
 import type { Readable } from 'node:stream'
 import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
 import { AgentError, ShellClosedError } from './agent-error.ts'
