@@ -4,9 +4,9 @@
 // marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`),
 // two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
 // and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
-// sources the command file and then calls the end function with the run's nonce; a sync line calls it alone, with a second
-// nonce, after a SIGINT has aborted the run's own line. Nonces come from the CSPRNG, so a run
-// cannot print a marker that ends another run.
+// sources the command file and then calls the end function with the run's nonce; a sync line
+// calls it alone, with a second nonce, after a SIGINT has aborted the run's own line. Nonces
+// come from the CSPRNG, so a run cannot print a marker that ends another run.
 import { randomBytes, randomFillSync } from 'node:crypto'
 import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
@@ -55,7 +55,7 @@ export class FramingLines {
       // back through `2>&63` on its line.
       'exec 62>&1 63>&2 2>/dev/null',
       // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
-      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2= __conch_int_${t}=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
+      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
       trapScript(t, commandPath),
@@ -77,14 +77,21 @@ export class FramingLines {
     const t = this.#tag
     const source = `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
     if (!internal) return `${source}; __conch_end_${t} ${nonce} && :\n`
-    // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard:
-    // an expansion, which fires no trap, and no prefix assignment, which POSIX mode would keep.
-    return `{ ${source}; } 61>/dev/null\${__conch_int_${t}[(__conch_int_${t}=1)]-}; __conch_end_${t} ${nonce} && :\n`
+    // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard,
+    // and the end call's argument clears it: expansions, which fire no trap (a prefix
+    // assignment would stay set in POSIX mode), and nothing on the hot path.
+    const set = `\${__conch_int_${t}[(__conch_int_${t}=1)]-}`
+    return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
   syncLine(nonce: string): string {
-    return `\n__conch_end_${this.#tag} ${nonce}\n`
+    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()}\n`
+  }
+
+  /** An empty expansion that clears the internal-run flag (an interrupt may have skipped it). */
+  #clearInternal(): string {
+    return `\${__conch_int_${this.#tag}[(__conch_int_${this.#tag}=0)+1]-}`
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */

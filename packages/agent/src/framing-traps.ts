@@ -55,7 +55,7 @@ __conch_trap_go_@T() {
   \builtin return 1
 }
 __conch_trap_at_@T() {
-  if [[ -n %{__conch_int_@T-} ]]; then \builtin return 1; fi
+  if (( %{__conch_int_@T:-0} )); then \builtin return 1; fi
   if (( %{#BASH_SOURCE[@]} < 3 )); then
     if [[ $1 == DEBUG && $BASH_COMMAND == @SOURCE* && $- != *T* ]]; then __conch_ft_@T=1; \builtin set -T; fi
     \builtin return 2
