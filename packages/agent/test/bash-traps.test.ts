@@ -46,6 +46,8 @@ const SCENARIOS: Record<string, readonly string[]> = {
     'trap -p >> "$LOG"; trap -p INT DEBUG >> "$LOG"; trap >> "$LOG"',
     `trap -- 'echo I' INT; trap 'echo E' ERR RETURN debug; trap -p >> "$LOG"`,
     'trap ERR; trap -p >> "$LOG"',
+    'echo "$(trap -p)" >> "$LOG"; (trap -p >> "$LOG")',
+    `trap '' DEBUG; trap -p DEBUG >> "$LOG"; trap 'echo D >> "$LOG"' DEBUG`,
     'trap x NOSUCHSIG 2>> "$LOG" || echo "st:$?" >> "$LOG"',
     'trap 0 RETURN debug INT; trap -p >> "$LOG"',
     'set +eu',
