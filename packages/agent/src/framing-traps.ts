@@ -140,6 +140,7 @@ export function trapScript(tag: string, commandPath: string): string {
     .trimStart()
 }
 
+/** Quotes a string for bash as one word. */
 function quote(s: string): string {
   return `'${s.replaceAll("'", "'\\''")}'`
 }

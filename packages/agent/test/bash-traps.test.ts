@@ -89,6 +89,7 @@ const SCENARIOS: Record<string, readonly string[]> = {
     'false',
     'echo "true" > lib.sh; . ./lib.sh',
     'set -T; m() { false; }; m; set +T',
+    'set -E; m; set +E; set -ET; m; set +ET',
     'trap - DEBUG ERR RETURN',
   ],
 }
