@@ -44,7 +44,11 @@ __conch_trap_go_@T() {
       __conch_ft_@T=; \builtin set +T
       if [[ $BASHPID != $$ ]]; then \builtin trap -- '' DEBUG; \builtin return 1; fi
     fi
-    if (( __conch_b_@T > 0 )); then \builtin return 1; fi
+    # Busy inside an ERR or RETURN wrapper; at the top level nothing is, whatever an interrupt
+    # left behind.
+    if (( __conch_b_@T > 0 )); then
+      if (( %{#BASH_SOURCE[@]} < 2 )); then __conch_b_@T=0; else \builtin return 1; fi
+    fi
   fi
   __conch_trap_at_@T "$1"
   case $? in
