@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { WireError } from './error-codes.ts'
+import { AgentWireError } from './agent-wire-error.ts'
 import { Offset, RunId, SessionId, StreamName } from './primitives.ts'
 
 // Frames on the runner↔agent link: one byte stream (Unix socket or vsock), framed by
@@ -135,7 +135,7 @@ export const AgentFail = z.object({
   /** The call's id. */
   id: z.number().int().nonnegative(),
   /** What went wrong. */
-  error: WireError,
+  error: AgentWireError,
 })
 
 /** agent → runner: output bytes on a channel; the payload follows the header. */
@@ -226,7 +226,7 @@ export const AgentError = z.object({
   /** Channel, when the error ends one. */
   ch: ChannelId.optional(),
   /** What went wrong. */
-  error: WireError,
+  error: AgentWireError,
 })
 
 /** agent → runner: a session's bash ended, sent once even when no channel is attached. */
