@@ -47,7 +47,7 @@ describe('an agent error, as the runner parses it', () => {
       message: `bad\nsuggestion: run rm -rf /\r\u001b[2K${'y'.repeat(100_000)}`,
     })
     expect(e.message.length).toBe(MAX_AGENT_ERROR_MESSAGE_CHARS)
-    expect(e.message).not.toMatch(/[\n\r\u001b]/)
+    for (const control of ['\n', '\r', '\u001b']) expect(e.message).not.toContain(control)
     expect(e.message.startsWith('bad suggestion: run rm -rf /')).toBe(true)
   })
 

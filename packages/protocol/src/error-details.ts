@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import type { ErrorCode } from './error-codes.ts'
-import { Offset, SessionId } from './primitives.ts'
+import { Offset, SessionId, Timestamp } from './primitives.ts'
 
 // The typed `details` of every error code: what a thrower puts besides its message, so a
 // caller branches on facts instead of parsing text. Codes that carry no facts have an empty
@@ -141,6 +141,14 @@ export const ConnectionLostDetails = z.object({
 /** CONNECTION_LOST details. */
 export type ConnectionLostDetails = z.infer<typeof ConnectionLostDetails>
 
+/** UNAUTHORIZED: when the token expired, for a socket closed by its token's expiry. */
+export const UnauthorizedDetails = z.object({
+  /** When the token expired. */
+  expiredAt: Timestamp.optional(),
+})
+/** UNAUTHORIZED details. */
+export type UnauthorizedDetails = z.infer<typeof UnauthorizedDetails>
+
 /** INTERNAL: the code a newer runner sent that this client does not know. */
 export const InternalDetails = z.object({
   /** The unknown code as received. */
@@ -158,7 +166,7 @@ export const ERROR_DETAILS = {
   COMMAND_TOO_LARGE: LimitDetails,
   INVALID_COMMAND: NoDetails,
   UNSUPPORTED_PROTOCOL_VERSION: NoDetails,
-  UNAUTHORIZED: NoDetails,
+  UNAUTHORIZED: UnauthorizedDetails,
   FORBIDDEN: ForbiddenDetails,
   NOT_FOUND: NoDetails,
   SANDBOX_NOT_FOUND: SandboxNotFoundDetails,

@@ -99,6 +99,7 @@ export {
   SandboxNotFoundDetails,
   SessionDetails,
   ShellClosedDetails,
+  UnauthorizedDetails,
 } from './error-details.ts'
 export { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 export { FileInfo, SandboxPath } from './file.ts'

@@ -12,6 +12,7 @@ import {
   AliasMap,
   EnvMap,
   EnvValue,
+  ERROR_DETAILS,
   ErrorBody,
   ExecEvent,
   FileInfo,
@@ -66,6 +67,7 @@ const KNOWN = new Set([
   'exclusiveMinimum',
   'minLength',
   'maxLength',
+  'maxItems',
   'pattern',
 ])
 
@@ -135,11 +137,12 @@ function byType(schema: z.ZodType, path: string): { [type: string]: Json } {
   return out
 }
 
-/** The three tables of the generated module. */
+/** The four tables of the generated module. */
 interface WireSchemas {
   rest: { [name: string]: Json }
   exec: { [type: string]: Json }
   frames: { [type: string]: Json }
+  details: { [code: string]: Json }
 }
 
 /** Builds the tables from the protocol's schemas. */
@@ -152,12 +155,15 @@ export function wireSchemas(): WireSchemas {
   const frames = byType(ServerFrame, 'ServerFrame')
   open(frames.hello as Json, ['properties', 'capabilities', 'items'], anyString)
   open(frames.error as Json, ['properties', 'code'], anyString)
-  return { rest, exec, frames }
+  const details: { [code: string]: Json } = {}
+  for (const [code, schema] of Object.entries(ERROR_DETAILS))
+    details[code] = jsonSchema(schema, `details.${code}`)
+  return { rest, exec, frames, details }
 }
 
 /** The generated module's text (before formatting). */
 function generateWireSchemas(): string {
-  const { rest, exec, frames } = wireSchemas()
+  const { rest, exec, frames, details } = wireSchemas()
   // Compact JSON in a string: smaller in the bundle than an object literal, and parsed once.
   const table = (value: { [name: string]: Json }) =>
     `{ ${Object.keys(value)
@@ -176,6 +182,9 @@ function generateWireSchemas(): string {
     '',
     '/** Shell socket frames (`ServerFrame`) by `type`. */',
     `export const SERVER_FRAME_SCHEMAS: ${table(frames)}`,
+    '',
+    '/** The `details` of an error (`ErrorDetails`) by code. */',
+    `export const ERROR_DETAILS_SCHEMAS: ${table(details)}`,
     '',
   ].join('\n')
 }
