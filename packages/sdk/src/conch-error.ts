@@ -44,12 +44,11 @@ export class ConchError<C extends ErrorCode = ErrorCode> extends Error {
   readonly code: C
   /** HTTP status, when the error came from a REST answer. */
   readonly status: number | undefined
-  /** Facts for the caller, typed by the code; a field is present when the runner sent it. */
+  /** Facts for the caller, typed by the code. */
   readonly details: Partial<ErrorDetails[C]>
-  /** What to do about it: the protocol's suggestion for the code, also the end of `message`. */
+  /** What to do: the code's suggestion, which also ends `message`. */
   readonly suggestion: string
 
-  /** Creates an error; `message` says what happened, and the code's suggestion is appended to it. */
   constructor(code: C, message: string, options: ConchErrorOptions<C> = {}) {
     const suggestion = ERROR_SUGGESTIONS[code]
     super(

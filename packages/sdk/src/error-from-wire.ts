@@ -26,17 +26,11 @@ export interface RawWireError {
   details?: Record<string, unknown> | undefined
 }
 
-const detailShapes = new Map<ErrorCode, Shape<unknown>>()
-
 /** `details` checked against `code`'s schema: unknown keys dropped, and `{}` when they do not match. */
 function detailsOf<C extends ErrorCode>(code: C, details: unknown): Partial<ErrorDetails[C]> {
-  if (details === undefined) return {}
-  let shape = detailShapes.get(code)
-  if (!shape) {
-    shape = shapeOf(ERROR_DETAILS_SCHEMAS[code])
-    detailShapes.set(code, shape)
-  }
-  return (check(shape, details) ?? {}) as Partial<ErrorDetails[C]>
+  const schema = ERROR_DETAILS_SCHEMAS[code]
+  const shape: Shape<Partial<ErrorDetails[C]>> | undefined = schema && shapeOf(schema)
+  return (details === undefined || !shape ? undefined : check(shape, details)) ?? {}
 }
 
 /**
@@ -57,32 +51,36 @@ export function errorFromWire(
     })
   }
   const code = wire.code
+  const opts = <K extends ErrorCode>(k: K) => ({ ...options, details: detailsOf(k, wire.details) })
   switch (code) {
     case 'SHELL_CLOSED': {
-      const details = detailsOf(code, wire.details)
-      const closed = { exitCode: details.code ?? null, signal: details.signal ?? null }
-      return new ShellClosedError(message, closed, { ...options, details })
+      const o = opts(code)
+      return new ShellClosedError(
+        message,
+        { exitCode: o.details.code ?? null, signal: o.details.signal ?? null },
+        o,
+      )
     }
     case 'SANDBOX_NOT_FOUND':
-      return new SandboxNotFoundError(message, { ...options, details: detailsOf(code, wire.details) })
+      return new SandboxNotFoundError(message, opts(code))
     case 'SESSION_NOT_FOUND':
-      return new SessionNotFoundError(message, { ...options, details: detailsOf(code, wire.details) })
+      return new SessionNotFoundError(message, opts(code))
     case 'UNAUTHORIZED':
     case 'FORBIDDEN':
-      return new AuthError(code, message, { ...options, details: detailsOf(code, wire.details) })
+      return new AuthError(code, message, opts(code))
     case 'RATE_LIMITED':
     case 'TOO_MANY_SANDBOXES':
     case 'TOO_MANY_SESSIONS':
     case 'TOO_MANY_PROCESSES':
-      return new RateLimitError(code, message, { ...options, details: detailsOf(code, wire.details) })
+      return new RateLimitError(code, message, opts(code))
     case 'OUTPUT_LOST':
-      return new OutputLostError(message, { ...options, details: detailsOf(code, wire.details) })
+      return new OutputLostError(message, opts(code))
     case 'CONNECTION_LOST':
     case 'AGENT_UNAVAILABLE':
     case 'RUNNER_UNAVAILABLE':
-      return new ConnectionError(message, { ...options, code, details: detailsOf(code, wire.details) })
+      return new ConnectionError(message, { ...opts(code), code })
     case 'DEADLINE_EXCEEDED':
-      return new DeadlineError(message, { ...options, details: detailsOf(code, wire.details) })
+      return new DeadlineError(message, opts(code))
     case 'BAD_REQUEST':
     case 'LIMITS_NOT_ENFORCEABLE':
     case 'INVALID_FRAME':
@@ -104,7 +102,7 @@ export function errorFromWire(
     case 'FILE_EXISTS':
     case 'DIRECTORY_NOT_EMPTY':
     case 'INTERNAL':
-      return new ConchError(code, message, { ...options, details: detailsOf(code, wire.details) })
+      return new ConchError(code, message, opts(code))
     default:
       return assertNever(code)
   }
