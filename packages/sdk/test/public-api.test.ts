@@ -37,6 +37,7 @@ describe('public API types', () => {
       Partial<{ limit: number; value: number }>
     >()
     expectTypeOf<sdk.OutputLostError['details']['earliestOffset']>().toEqualTypeOf<number | undefined>()
+    expectTypeOf<sdk.RateLimitError['details']['limit']>().toEqualTypeOf<number | undefined>()
     expectTypeOf<sdk.ConchError['suggestion']>().toEqualTypeOf<string>()
   })
 
