@@ -7,8 +7,8 @@ import { MAX_ERROR_DETAILS_BYTES } from './error-details.ts'
 // the runner forwards them to. What parses is no more than an honest agent could have said.
 
 const fail = (error: unknown) => {
-  const parsed = AgentFrame.safeParse({ t: 'fail', id: 1, error })
-  if (!parsed.success || parsed.data.t !== 'fail') throw new Error('the frame did not parse')
+  const parsed = AgentFrame.safeParse({ type: 'fail', id: 1, error })
+  if (!parsed.success || parsed.data.type !== 'fail') throw new Error('the frame did not parse')
   return parsed.data.error
 }
 
@@ -53,11 +53,11 @@ describe('an agent error, as the runner parses it', () => {
 
   it('bounds the error of a channel frame too', () => {
     const parsed = AgentFrame.parse({
-      t: 'error',
+      type: 'error',
       ch: 3,
       error: { code: 'RUNNER_UNAVAILABLE', message: 'x' },
     })
-    expect(parsed.t === 'error' && parsed.error.code).toBe('INTERNAL')
+    expect(parsed.type === 'error' && parsed.error.code).toBe('INTERNAL')
   })
 
   it('keeps an honest error whole', () => {

@@ -1,17 +1,19 @@
 export {
   AGENT_FRAME_TYPES,
-  AgentClosed,
   AgentData,
   AgentEnd,
   AgentError,
   AgentFail,
   AgentFrame,
   AgentHello,
-  AgentReplayEnd,
   AgentResult,
-  AgentRunExit,
-  AgentRunStart,
+  AgentScrollbackEnd,
   AgentSessionClosed,
+  AgentShellClosed,
+  AgentShellErr,
+  AgentShellExit,
+  AgentShellOut,
+  AgentShellStart,
   ChannelId,
   HOST_FRAME_TYPES,
   HostAuth,
@@ -103,7 +105,6 @@ export {
 } from './error-details.ts'
 export { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 export { FileInfo, SandboxPath } from './file.ts'
-export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from './frame-codec.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export { buildOpenApiDocument } from './openapi.ts'
