@@ -170,10 +170,6 @@ function generateWireSchemas(): string {
     `{ ${Object.keys(value)
       .map((k) => `readonly ${k}: JsonSchema`)
       .join('; ')} } = JSON.parse(${JSON.stringify(JSON.stringify(value))})`
-  const keys = (value: { [name: string]: Json }) =>
-    `{ ${Object.keys(value)
-      .map((k) => `readonly ${k}: JsonSchema`)
-      .join('; ')} }`
   // Many codes share a form (no facts, a path, a limit): the table names each form once.
   const forms: Json[] = []
   let formOf = ''
