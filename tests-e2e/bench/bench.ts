@@ -354,7 +354,7 @@ async function main(): Promise<void> {
       let code = -1
       const ms = await wallTime(async () => {
         for await (const event of sh.stream(`head -c ${bytes} /dev/zero`)) {
-          if (event.type === 'exit') code = event.code
+          if (event.type === 'exit') code = event.exitCode
           else received += event.data.length
         }
       })

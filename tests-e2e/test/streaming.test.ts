@@ -9,7 +9,7 @@ describe('streaming', () => {
     const arrivals: Arrival[] = []
     const command = 'for i in 1 2 3 4 5 6; do echo "out $i"; echo "err $i" >&2; sleep 0.1; done; (exit 3)'
     for await (const event of sh.stream(command)) {
-      if (event.type === 'exit') arrivals.push({ stream: 'exit', data: String(event.code) })
+      if (event.type === 'exit') arrivals.push({ stream: 'exit', data: String(event.exitCode) })
       else arrivals.push({ stream: event.type, data: event.data })
     }
     expect(arrivals.at(-1)).toEqual({ stream: 'exit', data: '3' })
@@ -77,7 +77,7 @@ describe('streaming', () => {
     let max = 0
     for await (const event of sh.stream(`yes | head -c ${total}`, { timeoutMs: 600_000 })) {
       max = Math.max(max, sh.bufferedBytes)
-      if (event.type === 'exit') expect(event.code).toBe(0)
+      if (event.type === 'exit') expect(event.exitCode).toBe(0)
       else {
         for (let i = 0; i < event.data.length; i++) {
           if (event.data.charCodeAt(i) !== ((at + i) % 2 === 0 ? 0x79 : 0x0a))

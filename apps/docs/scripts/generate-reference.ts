@@ -169,7 +169,7 @@ function renderRestPage(): string {
   out += `Generated from the runner's OpenAPI 3.1 document (\`buildOpenApiDocument\` in \`@conch/protocol\`, protocol version ${PROTOCOL_VERSION}). Every request and response is JSON unless a route says otherwise.\n\n`
   out += `- **Base URL**: the runner's address, for example \`http://127.0.0.1:7878\`.\n`
   out += `- **Auth**: \`Authorization: Bearer <secret>\`, where the secret is the runner's API key (\`${API_KEY_PREFIX}…\`) or a sandbox-scoped token (\`${SANDBOX_TOKEN_PREFIX}…\`) that works only for its sandbox's routes.\n`
-  out += `- **Errors**: every non-2xx answer has the body \`{ "error": { "code", "message", "details"? } }\`; the codes and their statuses are on the [errors page](/reference/errors/).\n`
+  out += `- **Errors**: every non-2xx answer has the body \`{ "error": { "code", "message", "details"? } }\`; the codes, their statuses and the fields of \`details\` per code are on the [errors page](/reference/errors/).\n`
   out += `- **Timeouts**: \`timeoutMs\` values are clamped between ${LIMITS.minCommandTimeoutMs} ms and the runner's maximum (default ${LIMITS.maxCommandTimeoutMs} ms).\n\n`
   for (const group of GROUPS.slice().reverse()) {
     const items = sections.get(group.title) ?? []

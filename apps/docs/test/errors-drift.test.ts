@@ -1,7 +1,7 @@
 // The errors page and the protocol's codes must not drift: every `ErrorCode` has a guide entry
 // and a section (an anchor) on the generated page, and nothing else does; and the SDK class the page
 // names for a code is the one @conch/sdk really rejects with.
-import { ERROR_STATUS, ErrorCode } from '@conch/protocol'
+import { ERROR_STATUS, ERROR_SUGGESTIONS, ErrorCode } from '@conch/protocol'
 import {
   AuthError,
   ConchError,
@@ -15,7 +15,7 @@ import {
   ShellClosedError,
 } from '@conch/sdk'
 import { expect, it } from 'vitest'
-import { errorAnchor, renderErrorsPage } from '../scripts/errors-page.ts'
+import { detailFields, errorAnchor, renderErrorsPage } from '../scripts/errors-page.ts'
 import { ERROR_GUIDE, type SdkErrorClass } from '../src/error-guide.ts'
 
 const SDK_CLASSES: Record<SdkErrorClass, unknown> = {
@@ -45,11 +45,13 @@ it('renders one section per error code with its HTTP status', () => {
   for (const code of ErrorCode.options) {
     const section = page.split(`## ${code}\n`)[1]?.split('\n## ')[0] ?? ''
     expect(section, code).toContain(`HTTP status **${ERROR_STATUS[code]}**`)
+    expect(section, code).toContain(`**The SDK suggests**: ${ERROR_SUGGESTIONS[code]}.`)
+    expect(section, code).toContain(`**Details**: ${detailFields(code)}.`)
     expect(page, code).toContain(`](#${errorAnchor(code)})`)
   }
 })
 
-it('names the class the SDK really rejects with for each code', async () => {
+it('names the class the SDK really rejects with for each code, whose message ends in its one suggestion', async () => {
   const wrong: string[] = []
   for (const code of ErrorCode.options) {
     // The SDK takes `fetch` as an option; this one answers every request with the error.
@@ -66,6 +68,13 @@ it('names the class the SDK really rejects with for each code', async () => {
     const expected = SDK_CLASSES[ERROR_GUIDE[code].sdkClass]
     if (!(error instanceof ConchError) || error.constructor !== expected || error.code !== code) {
       wrong.push(`${code}: got ${error instanceof Error ? error.constructor.name : String(error)}`)
+    } else if (
+      !error.message.endsWith(`: a ${code} error; ${ERROR_SUGGESTIONS[code]}`) ||
+      Object.values(ERROR_SUGGESTIONS).some(
+        (other) => other !== error.suggestion && error.message.includes(other),
+      )
+    ) {
+      wrong.push(`${code}: message "${error.message}" does not end in exactly the code's suggestion`)
     }
   }
   expect(wrong).toEqual([])

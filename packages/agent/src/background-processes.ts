@@ -102,10 +102,8 @@ export class BackgroundProcesses {
     if (running >= this.#maxProcesses) {
       throw new AgentError(
         'TOO_MANY_PROCESSES',
-        `this sandbox already runs ${running} background processes (the limit); kill one first`,
-        {
-          limit: this.#maxProcesses,
-        },
+        `this sandbox already runs ${running} background processes (the limit)`,
+        { details: { limit: this.#maxProcesses, value: running } },
       )
     }
     const child = this.#spawn('bash', ['-c', request.command], {
@@ -268,9 +266,11 @@ export class BackgroundProcesses {
     if (!entry) {
       throw new AgentError(
         'PROCESS_NOT_FOUND',
-        `no background process "${id.slice(0, 80)}" in this sandbox; list processes to see their ids`,
+        `no background process "${id.slice(0, 80)}" in this sandbox`,
         {
-          processId: id.slice(0, 80),
+          details: {
+            processId: id.slice(0, 80),
+          },
         },
       )
     }

@@ -237,7 +237,7 @@ export class BashSession {
       return Promise.reject(
         new AgentError(
           'INVALID_COMMAND',
-          `run "${req.runId}" in session "${this.id}": the command contains a NUL byte, which bash cannot read; remove it or pass binary data as stdin.`,
+          `run "${req.runId}" in session "${this.id}": the command contains a NUL byte, which bash cannot read`,
         ),
       )
     }
@@ -246,8 +246,8 @@ export class BashSession {
       return Promise.reject(
         new AgentError(
           'COMMAND_TOO_LARGE',
-          `run "${req.runId}" in session "${this.id}": the command is ${bytes} bytes, over the ${this.#opts.maxCommandBytes}-byte limit; write the script to a file and run the file.`,
-          { bytes, limit: this.#opts.maxCommandBytes },
+          `run "${req.runId}" in session "${this.id}": the command is ${bytes} bytes, over the ${this.#opts.maxCommandBytes}-byte limit`,
+          { details: { limit: this.#opts.maxCommandBytes, value: bytes } },
         ),
       )
     }

@@ -223,15 +223,15 @@ export class OutputLog implements BudgetedLog {
     if (offset < this.#start) {
       throw new AgentError(
         'OUTPUT_LOST',
-        `output from offset ${offset} was evicted from the scrollback; the earliest offset still held is ${this.#start}. Reattach from ${this.#start} or later.`,
-        { earliestOffset: this.#start, requestedOffset: offset },
+        `output from offset ${offset} was evicted from the scrollback; the earliest offset still held is ${this.#start}.`,
+        { details: { earliestOffset: this.#start, requestedOffset: offset } },
       )
     }
     if (offset > this.#end) {
       throw new AgentError(
         'BAD_REQUEST',
         `offset ${offset} is beyond the end of the output log (${this.#end}); reattach from ${this.#end} or earlier.`,
-        { endOffset: this.#end, requestedOffset: offset },
+        { details: { endOffset: this.#end, requestedOffset: offset } },
       )
     }
     const out: LogEvent[] = []

@@ -96,11 +96,9 @@ export class SessionManager implements SessionService {
     const found = this.#sessions.get(id)
     if (found !== undefined) return found
     if (id === DEFAULT_SESSION_ID || create) return this.create({ id })
-    throw new AgentError(
-      'SESSION_NOT_FOUND',
-      `session "${id}" does not exist; create it first, or run a command in it to create it with defaults.`,
-      { sessionId: id },
-    )
+    throw new AgentError('SESSION_NOT_FOUND', `session "${id}" does not exist`, {
+      details: { sessionId: id },
+    })
   }
 
   /** Starts a new shell. */
@@ -108,16 +106,18 @@ export class SessionManager implements SessionService {
     const o = this.#opts
     const id = options.id ?? `s-${randomBytes(6).toString('hex')}`
     if (this.#sessions.has(id)) {
-      throw new AgentError('SESSION_EXISTS', `session "${id}" already exists; pick another id or use it.`, {
-        sessionId: id,
+      throw new AgentError('SESSION_EXISTS', `session "${id}" already exists`, {
+        details: {
+          sessionId: id,
+        },
       })
     }
     const max = o.maxSessions ?? LIMITS.maxSessionsPerSandbox
     if (this.#sessions.size >= max) {
       throw new AgentError(
         'TOO_MANY_SESSIONS',
-        `this sandbox already has ${this.#sessions.size} sessions (the limit is ${max}); delete one first.`,
-        { limit: max },
+        `this sandbox already has ${this.#sessions.size} sessions (the limit is ${max})`,
+        { details: { limit: max, value: this.#sessions.size } },
       )
     }
     const cleanEnv = options.cleanEnv ?? false
@@ -253,10 +253,7 @@ export class SessionManager implements SessionService {
       const session = await this.get(p.sessionId)
       const entry = session.historyEntry(p.index)
       if (entry === null) {
-        throw new AgentError(
-          'HISTORY_NOT_FOUND',
-          `session "${p.sessionId}" has no history entry ${p.index}; list the history to see valid indexes.`,
-        )
+        throw new AgentError('HISTORY_NOT_FOUND', `session "${p.sessionId}" has no history entry ${p.index}`)
       }
       return toRunResult(
         await session.run({
@@ -272,19 +269,17 @@ export class SessionManager implements SessionService {
   async delete(id: string): Promise<void> {
     const session = this.#sessions.get(id)
     if (session === undefined) {
-      throw new AgentError(
-        'SESSION_NOT_FOUND',
-        `session "${id}" does not exist; list sessions to see them.`,
-        {
+      throw new AgentError('SESSION_NOT_FOUND', `session "${id}" does not exist`, {
+        details: {
           sessionId: id,
         },
-      )
+      })
     }
     if (id === DEFAULT_SESSION_ID && session.closedInfo === null) {
       throw new AgentError(
         'SESSION_PROTECTED',
-        'the "default" session cannot be deleted while its shell is open; create another session for separate state.',
-        { sessionId: id },
+        'the "default" session cannot be deleted while its shell is open',
+        { details: { sessionId: id } },
       )
     }
     this.#sessions.delete(id)

@@ -155,7 +155,9 @@ export class WorkspaceFiles {
         if (name === '') {
           if (recursive) return this.#info(parts, fstatSync(dir))
           throw new AgentError('FILE_EXISTS', `"${path.slice(0, 200)}" already exists`, {
-            path: path.slice(0, 200),
+            details: {
+              path: path.slice(0, 200),
+            },
           })
         }
         let created = true
@@ -186,7 +188,7 @@ export class WorkspaceFiles {
   async remove(path: string, recursive = false): Promise<void> {
     const parts = this.#paths.components(path)
     if (parts.length === 0)
-      throw new AgentError('FORBIDDEN', 'the workspace root cannot be removed', { path })
+      throw new AgentError('FORBIDDEN', 'the workspace root cannot be removed', { details: { path } })
     await this.#walk(path, parts, async (dir, name) => {
       if (!(await lstat(at(dir, name))).isDirectory()) return unlink(at(dir, name))
       if (recursive) return removeTreeAt(dir, name)
@@ -194,11 +196,9 @@ export class WorkspaceFiles {
         await rmdir(at(dir, name))
       } catch (err) {
         if (errnoOf(err) !== 'ENOTEMPTY') throw err
-        throw new AgentError(
-          'DIRECTORY_NOT_EMPTY',
-          `"${path.slice(0, 200)}" is not empty; pass recursive: true to remove it with its contents`,
-          { path: path.slice(0, 200) },
-        )
+        throw new AgentError('DIRECTORY_NOT_EMPTY', `"${path.slice(0, 200)}" is not empty`, {
+          details: { path: path.slice(0, 200) },
+        })
       }
     })
   }
@@ -208,10 +208,12 @@ export class WorkspaceFiles {
     const fromParts = this.#paths.components(from)
     const toParts = this.#paths.components(to)
     if (fromParts.length === 0)
-      throw new AgentError('FORBIDDEN', 'the workspace root cannot be renamed', { path: from })
+      throw new AgentError('FORBIDDEN', 'the workspace root cannot be renamed', { details: { path: from } })
     if (toParts.length === 0)
       throw new AgentError('FORBIDDEN', 'the workspace root cannot be replaced; rename to a path below it', {
-        path: to,
+        details: {
+          path: to,
+        },
       })
     return this.#walk(from, fromParts, (fromDir, fromName) =>
       this.#walk(to, toParts, async (toDir, toName) => {
@@ -286,7 +288,9 @@ async function writeAll(file: FileHandle, chunks: AsyncIterable<Uint8Array>): Pr
 
 function isDirectory(path: string, hint = 'list it instead of reading it'): AgentError {
   return new AgentError('IS_A_DIRECTORY', `"${path.slice(0, 200)}" is a directory; ${hint}`, {
-    path: path.slice(0, 200),
+    details: {
+      path: path.slice(0, 200),
+    },
   })
 }
 
@@ -294,7 +298,7 @@ function notRegular(path: string): AgentError {
   return new AgentError(
     'FORBIDDEN',
     `"${path.slice(0, 200)}" is not a regular file (a FIFO, socket or device); the files API reads and writes regular files only`,
-    { path: path.slice(0, 200) },
+    { details: { path: path.slice(0, 200) } },
   )
 }
 
@@ -304,5 +308,8 @@ function osError(err: unknown, path: string): Error {
   const known = ERRNO_ERRORS[errno]
   if (!known) return err instanceof Error ? err : new Error(String(err))
   const [code, what] = known
-  return new AgentError(code, `"${path.slice(0, 200)}" ${what}`, { path: path.slice(0, 200) }, { cause: err })
+  return new AgentError(code, `"${path.slice(0, 200)}" ${what}`, {
+    details: { path: path.slice(0, 200) },
+    cause: err,
+  })
 }

@@ -75,9 +75,5 @@ export function outsideError(sandboxPath: string, how?: string): AgentError {
   const path = sandboxPath.slice(0, 200)
   const why =
     how === undefined ? 'is outside the sandbox workspace' : `leads out of the sandbox workspace (${how})`
-  return new AgentError(
-    'PATH_OUTSIDE_SANDBOX',
-    `path "${path}" ${why}; use a path under ${WORKSPACE_PATH} whose symlinks stay under ${WORKSPACE_PATH}`,
-    { path },
-  )
+  return new AgentError('PATH_OUTSIDE_SANDBOX', `path "${path}" ${why}`, { details: { path } })
 }

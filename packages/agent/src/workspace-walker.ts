@@ -216,6 +216,6 @@ function tooManyLinks(label: string): AgentError {
   return new AgentError(
     'BAD_REQUEST',
     `path "${path}" leads through more than ${MAX_SYMLINKS} symlinks (a loop?); fix the links or name the file directly`,
-    { path },
+    { details: { path } },
   )
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { WireError } from './error-codes.ts'
+import { AgentWireError } from './agent-wire-error.ts'
 import { Offset, RunId, SessionId } from './primitives.ts'
 
 // Frames on the runner↔agent link: one byte stream (Unix socket or vsock), framed by
@@ -18,12 +18,18 @@ export const ChannelId = z
   .int()
   .nonnegative()
   .max(2 ** 31)
+/** The type `ChannelId` parses to. */
+export type ChannelId = z.infer<typeof ChannelId>
 
 /** A link challenge: 32 random bytes as 64 lowercase hex digits. */
 export const LinkNonce = z.string().regex(/^[0-9a-f]{64}$/, 'a link nonce is 64 lowercase hex digits')
+/** The type `LinkNonce` parses to. */
+export type LinkNonce = z.infer<typeof LinkNonce>
 
 /** A link proof: HMAC-SHA256 of the peer's challenge under the sandbox's link secret, in hex. */
 export const LinkProof = z.string().regex(/^[0-9a-f]{64}$/, 'a link proof is 64 lowercase hex digits')
+/** The type `LinkProof` parses to. */
+export type LinkProof = z.infer<typeof LinkProof>
 
 /** runner → agent: first frame on a connection; carries the runner's challenge. */
 export const HostHello = z.object({
@@ -138,7 +144,7 @@ export const AgentFail = z.object({
   /** The call's id. */
   id: z.number().int().nonnegative(),
   /** What went wrong. */
-  error: WireError,
+  error: AgentWireError,
 })
 
 /** agent → runner: stdout bytes of a session, exec or process channel; the payload follows the header. */
@@ -242,7 +248,7 @@ export const AgentError = z.object({
   /** Channel, when the error ends one. */
   ch: ChannelId.optional(),
   /** What went wrong. */
-  error: WireError,
+  error: AgentWireError,
 })
 
 /** agent → runner: a session's bash ended, sent once even when no channel is attached. */

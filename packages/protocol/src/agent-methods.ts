@@ -41,6 +41,8 @@ export const SessionAttachParams = z.object({
   /** Replay from this offset; OUTPUT_LOST when it was evicted. */
   offset: Offset.optional(),
 })
+/** The type `SessionAttachParams` parses to. */
+export type SessionAttachParams = z.infer<typeof SessionAttachParams>
 
 /** Start an exec; with `ch` its output streams on that channel and the result is `{}`. */
 export const ExecParams = z.object({
@@ -59,6 +61,8 @@ export const ExecParams = z.object({
   /** Output cap per stream for a buffered result. */
   outputCapBytes: z.number().int().positive().optional(),
 })
+/** The type `ExecParams` parses to. */
+export type ExecParams = z.infer<typeof ExecParams>
 
 /** The agent's methods: name → params and result schemas. */
 export const AGENT_METHODS = {

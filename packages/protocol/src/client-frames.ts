@@ -50,6 +50,8 @@ export const ShellInterrupt = z.object({
   /** Interrupt only if this run is the one running. */
   id: RunId.optional(),
 })
+/** The type `ShellInterrupt` parses to. */
+export type ShellInterrupt = z.infer<typeof ShellInterrupt>
 
 /**
  * client → runner (capability `output_ack`): the client has consumed the session's output up to
@@ -71,6 +73,8 @@ export const Ping = z.object({
   /** Opaque value echoed in the pong. */
   t: z.number().optional(),
 })
+/** The type `Ping` parses to. */
+export type Ping = z.infer<typeof Ping>
 
 /** Either side: heartbeat answer. */
 export const Pong = z.object({
@@ -78,6 +82,8 @@ export const Pong = z.object({
   /** The ping's value. */
   t: z.number().optional(),
 })
+/** The type `Pong` parses to. */
+export type Pong = z.infer<typeof Pong>
 
 /** Everything a client may send. */
 export const ClientFrame = z.discriminatedUnion('type', [
@@ -101,6 +107,8 @@ export const ServerHello = z.object({
   /** What the runner supports. */
   capabilities: z.array(Capability),
 })
+/** The type `ServerHello` parses to. */
+export type ServerHello = z.infer<typeof ServerHello>
 
 /** runner → client: the shell is attached; replay (if any) follows, then `scrollback_end`. */
 export const ShellReady = z.object({
@@ -114,6 +122,8 @@ export const ShellReady = z.object({
   /** The run in progress when the client attached. */
   running: RunId.nullable(),
 })
+/** The type `ShellReady` parses to. */
+export type ShellReady = z.infer<typeof ShellReady>
 
 /** runner → client: a run left the queue and started. */
 export const ShellStart = z.object({
@@ -123,6 +133,8 @@ export const ShellStart = z.object({
   /** Log offset at the start of the run. */
   offset: Offset,
 })
+/** The type `ShellStart` parses to. */
+export type ShellStart = z.infer<typeof ShellStart>
 
 /** runner → client: bytes written to stdout. */
 export const ShellOut = z.object({
@@ -134,9 +146,13 @@ export const ShellOut = z.object({
   /** Log offset of the first byte; the next frame's offset is this plus the byte length. */
   offset: Offset,
 })
+/** The type `ShellOut` parses to. */
+export type ShellOut = z.infer<typeof ShellOut>
 
 /** runner → client: bytes written to stderr. */
 export const ShellErr = ShellOut.extend({ type: z.literal('shell_err') })
+/** The type `ShellErr` parses to. */
+export type ShellErr = z.infer<typeof ShellErr>
 
 /** runner → client: a run finished; the shell stays open. */
 export const ShellExit = z.object({
@@ -154,6 +170,8 @@ export const ShellExit = z.object({
   /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
   oomKilled: z.boolean().optional(),
 })
+/** The type `ShellExit` parses to. */
+export type ShellExit = z.infer<typeof ShellExit>
 
 /** runner → client: bash ended; every pending and later run fails. */
 export const ShellClosed = z.object({
@@ -165,6 +183,8 @@ export const ShellClosed = z.object({
   /** Why, in words. */
   reason: z.string(),
 })
+/** The type `ShellClosed` parses to. */
+export type ShellClosed = z.infer<typeof ShellClosed>
 
 /** runner → client: replay of missed output is complete; live output follows. */
 export const ScrollbackEnd = z.object({
@@ -172,6 +192,8 @@ export const ScrollbackEnd = z.object({
   /** Offset where live output continues. */
   offset: Offset,
 })
+/** The type `ScrollbackEnd` parses to. */
+export type ScrollbackEnd = z.infer<typeof ScrollbackEnd>
 
 /** runner → client: a request failed; `id` names the run when there is one. */
 export const ErrorFrame = z.object({

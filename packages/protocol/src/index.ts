@@ -48,6 +48,12 @@ export {
   SessionAttachParams,
   SessionRunParams,
 } from './agent-methods.ts'
+export {
+  AGENT_ERROR_CODES,
+  AgentWireError,
+  boundedAgentError,
+  MAX_AGENT_ERROR_MESSAGE_CHARS,
+} from './agent-wire-error.ts'
 export { API_ERROR_BODY, API_ROUTES, type ApiRoute, type OperationId } from './api-routes.ts'
 export { assertNever } from './assert-never.ts'
 export { API_KEY_PREFIX, BEARER_SUBPROTOCOL_PREFIX, SANDBOX_TOKEN_PREFIX, SHELL_SUBPROTOCOL } from './auth.ts'
@@ -75,6 +81,29 @@ export {
   ShellStart,
 } from './client-frames.ts'
 export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
+export {
+  AgentUnavailableDetails,
+  BadRequestDetails,
+  boundedErrorDetails,
+  ConnectionLostDetails,
+  ERROR_DETAILS,
+  type ErrorDetails,
+  ForbiddenDetails,
+  FrameTooLargeDetails,
+  InternalDetails,
+  LimitDetails,
+  MAX_ERROR_DETAILS_BYTES,
+  NoDetails,
+  OutputLostDetails,
+  PathDetails,
+  ProcessNotFoundDetails,
+  RunnerUnavailableDetails,
+  SandboxNotFoundDetails,
+  SessionDetails,
+  ShellClosedDetails,
+  UnauthorizedDetails,
+} from './error-details.ts'
+export { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 export { FileInfo, SandboxPath } from './file.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'

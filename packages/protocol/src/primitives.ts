@@ -21,6 +21,8 @@ export type RunId = z.infer<typeof RunId>
 export const EnvName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*')
+/** The type `EnvName` parses to. */
+export type EnvName = z.infer<typeof EnvName>
 
 /** Environment variables to set; values may not contain NUL. */
 export const Env = z.record(
@@ -32,6 +34,8 @@ export type Env = z.infer<typeof Env>
 
 /** A timeout in milliseconds, before clamping. */
 export const TimeoutMs = z.number().int().positive().max(2_147_483_647)
+/** The type `TimeoutMs` parses to. */
+export type TimeoutMs = z.infer<typeof TimeoutMs>
 
 /** How byte data is carried in JSON: `utf8` decodes it (lossy for invalid UTF-8), `base64` keeps every byte. */
 export const Encoding = z.enum(['utf8', 'base64'])
@@ -45,6 +49,10 @@ export type StreamName = z.infer<typeof StreamName>
 
 /** A byte offset into a session's or process's output log. */
 export const Offset = z.number().int().nonnegative()
+/** The type `Offset` parses to. */
+export type Offset = z.infer<typeof Offset>
 
 /** Milliseconds since the Unix epoch. */
 export const Timestamp = z.number().int().nonnegative()
+/** The type `Timestamp` parses to. */
+export type Timestamp = z.infer<typeof Timestamp>

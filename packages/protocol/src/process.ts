@@ -17,6 +17,8 @@ export type ProcessOptions = z.infer<typeof ProcessOptions>
 
 /** A background process id, as the agent issues it. */
 export const ProcessId = z.string().regex(/^proc_[A-Za-z0-9]{4,40}$/)
+/** The type `ProcessId` parses to. */
+export type ProcessId = z.infer<typeof ProcessId>
 
 /** A background process. */
 export const ProcessInfo = z.object({

@@ -93,38 +93,66 @@ export type ExecEvent = z.infer<typeof ExecEvent>
 
 /** Path parameters of sandbox routes. */
 export const SandboxParams = z.object({ id: z.string() })
+/** The type `SandboxParams` parses to. */
+export type SandboxParams = z.infer<typeof SandboxParams>
 /** Path parameters of session routes. */
 export const SessionParams = z.object({ id: z.string(), sessionId: z.string() })
+/** The type `SessionParams` parses to. */
+export type SessionParams = z.infer<typeof SessionParams>
 /** Path parameters of session env/alias routes. */
 export const NamedParams = z.object({ id: z.string(), sessionId: z.string(), name: z.string() })
+/** The type `NamedParams` parses to. */
+export type NamedParams = z.infer<typeof NamedParams>
 /** Path parameters of history replay. */
 export const HistoryParams = z.object({
   id: z.string(),
   sessionId: z.string(),
   index: z.coerce.number().int(),
 })
+/** The type `HistoryParams` parses to. */
+export type HistoryParams = z.infer<typeof HistoryParams>
 /** Path parameters of process routes. */
 export const ProcessParams = z.object({ id: z.string(), processId: z.string() })
+/** The type `ProcessParams` parses to. */
+export type ProcessParams = z.infer<typeof ProcessParams>
 
 /** `GET /v1/sandboxes` answer. */
 export const SandboxList = z.object({ sandboxes: z.array(SandboxInfo) })
+/** The type `SandboxList` parses to. */
+export type SandboxList = z.infer<typeof SandboxList>
 /** `GET .../sessions` answer. */
 export const SessionList = z.object({ sessions: z.array(SessionInfo) })
+/** The type `SessionList` parses to. */
+export type SessionList = z.infer<typeof SessionList>
 /** `GET .../processes` answer. */
 export const ProcessList = z.object({ processes: z.array(ProcessInfo) })
+/** The type `ProcessList` parses to. */
+export type ProcessList = z.infer<typeof ProcessList>
 /** `GET .../files/list` answer. */
 export const FileList = z.object({ entries: z.array(FileInfo) })
+/** The type `FileList` parses to. */
+export type FileList = z.infer<typeof FileList>
 /** `GET .../history` answer. */
 export const HistoryList = z.object({ entries: z.array(HistoryEntry) })
+/** The type `HistoryList` parses to. */
+export type HistoryList = z.infer<typeof HistoryList>
 
 /** `GET .../env` answer: the shell's exported variables. */
 export const EnvMap = z.object({ env: z.record(z.string(), z.string()) })
+/** The type `EnvMap` parses to. */
+export type EnvMap = z.infer<typeof EnvMap>
 /** `GET .../env/:name` answer. */
 export const EnvValue = z.object({ name: EnvName, value: z.string().nullable() })
+/** The type `EnvValue` parses to. */
+export type EnvValue = z.infer<typeof EnvValue>
 /** Body of `PUT .../env/:name` and `PUT .../aliases/:name`. */
 export const SetValueRequest = z.object({ value: z.string().refine((v) => !v.includes('\0'), 'no NUL') })
+/** The type `SetValueRequest` parses to. */
+export type SetValueRequest = z.infer<typeof SetValueRequest>
 /** `GET .../aliases` answer. */
 export const AliasMap = z.object({ aliases: z.record(z.string(), z.string()) })
+/** The type `AliasMap` parses to. */
+export type AliasMap = z.infer<typeof AliasMap>
 
 /** Body of `POST .../sessions/:sessionId/run`: a buffered run in the session's shell. */
 export const SessionRunRequest = z
@@ -151,18 +179,24 @@ export const ProcessOutputQuery = z.object({
   /** Encoding of the answer. */
   encoding: Encoding.optional(),
 })
+/** The type `ProcessOutputQuery` parses to. */
+export type ProcessOutputQuery = z.infer<typeof ProcessOutputQuery>
 
 /** Body of `POST .../processes/:processId/kill`. */
 export const KillRequest = z.object({
   /** Signal to send first; default SIGTERM, then SIGKILL after 3 s. */
   signal: z.enum(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP']).optional(),
 })
+/** The type `KillRequest` parses to. */
+export type KillRequest = z.infer<typeof KillRequest>
 
 /** Body of `POST .../processes/:processId/wait`. */
 export const WaitRequest = z.object({
   /** Give up waiting after this long (the process keeps running). */
   timeoutMs: TimeoutMs.optional(),
 })
+/** The type `WaitRequest` parses to. */
+export type WaitRequest = z.infer<typeof WaitRequest>
 
 /** Query of the files routes that take one path. */
 export const PathQuery = z.object({
@@ -171,6 +205,8 @@ export const PathQuery = z.object({
   /** For reads: return JSON `{content, encoding}` in this encoding instead of raw bytes. */
   encoding: Encoding.optional(),
 })
+/** The type `PathQuery` parses to. */
+export type PathQuery = z.infer<typeof PathQuery>
 
 /** Body of `POST .../files/mkdir`. */
 export const MkdirRequest = z.object({
@@ -179,6 +215,8 @@ export const MkdirRequest = z.object({
   /** Create missing parents; no error if it exists. */
   recursive: z.boolean().optional(),
 })
+/** The type `MkdirRequest` parses to. */
+export type MkdirRequest = z.infer<typeof MkdirRequest>
 /** Body of `POST .../files/remove`. */
 export const RemoveRequest = z.object({
   /** Path to remove. */
@@ -186,6 +224,8 @@ export const RemoveRequest = z.object({
   /** Remove directories with their contents. */
   recursive: z.boolean().optional(),
 })
+/** The type `RemoveRequest` parses to. */
+export type RemoveRequest = z.infer<typeof RemoveRequest>
 /** Body of `POST .../files/rename`. */
 export const RenameRequest = z.object({
   /** Existing path. */
@@ -193,8 +233,12 @@ export const RenameRequest = z.object({
   /** New path. */
   to: SandboxPath,
 })
+/** The type `RenameRequest` parses to. */
+export type RenameRequest = z.infer<typeof RenameRequest>
 /** JSON answer of a file read with `?encoding=`. */
 export const FileContent = z.object({ path: z.string(), content: z.string(), encoding: Encoding })
+/** The type `FileContent` parses to. */
+export type FileContent = z.infer<typeof FileContent>
 
 /** `GET /healthz` and `GET /readyz` answer. */
 export const Health = z.object({
@@ -216,6 +260,10 @@ export const Health = z.object({
     })
     .optional(),
 })
+/** The type `Health` parses to. */
+export type Health = z.infer<typeof Health>
 
 /** The empty success body. */
 export const Ok = z.object({ ok: z.literal(true) })
+/** The type `Ok` parses to. */
+export type Ok = z.infer<typeof Ok>

@@ -76,6 +76,8 @@ export const BoundedEnv = z.record(z.string(), Env.valueType).superRefine((env, 
     })
   }
 })
+/** A `BoundedEnv`. */
+export type BoundedEnv = z.infer<typeof BoundedEnv>
 
 /** How strongly a driver isolates a sandbox from the host. */
 export const Isolation = z.enum(['none', 'namespace', 'vm'])

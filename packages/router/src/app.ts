@@ -230,11 +230,9 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
         .map((s) => `${s.shard.name}: ${s.problem ?? (s.sandboxes >= s.maxSandboxes ? 'full' : 'ready')}`)
       throw new RouterError(
         'RUNNER_UNAVAILABLE',
-        `no runner is ready to take a new sandbox (${why.join('; ')}); retry shortly`,
+        `no runner is ready to take a new sandbox (${why.join('; ')})`,
         {
-          details: {
-            shards: Object.fromEntries(shardMonitor.states().map((s) => [s.shard.name, s.problem])),
-          },
+          details: { shards: shardMonitor.states().map((s) => s.shard.name) },
         },
       )
     }

@@ -4,11 +4,14 @@
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
 import { ERROR_STATUS } from '@conch/protocol'
+import { RouterError } from './router-error.ts'
 
 function refusal(max: number): string {
-  const body = JSON.stringify({
-    error: { code: 'RATE_LIMITED', message: `the router has ${max} connections open; retry shortly` },
-  })
+  const body = JSON.stringify(
+    new RouterError('RATE_LIMITED', `the router has ${max} connections open (the limit)`, {
+      details: { limit: max, value: max },
+    }).toBody(),
+  )
   return [
     `HTTP/1.1 ${ERROR_STATUS.RATE_LIMITED} Too Many Requests`,
     'content-type: application/json; charset=utf-8',

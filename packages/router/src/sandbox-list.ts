@@ -77,7 +77,7 @@ export async function listAcrossShards(options: {
   if (down.length > 0) {
     throw new RouterError(
       'RUNNER_UNAVAILABLE',
-      `cannot list every sandbox: runner shard${down.length > 1 ? 's' : ''} ${down.join(', ')} ${down.length > 1 ? 'are' : 'is'} not answering; retry shortly, or get sandboxes by id from the shards that answer`,
+      `cannot list every sandbox: runner shard${down.length > 1 ? 's' : ''} ${down.join(', ')} ${down.length > 1 ? 'are' : 'is'} not answering; get sandboxes by id from the shards that answer meanwhile`,
       { details: { shards: down } },
     )
   }

@@ -86,11 +86,10 @@ export interface UpstreamCall {
 
 /** Error for a runner that could not be reached. */
 export function unavailable(shard: Shard, why: string, cause?: unknown): RouterError {
-  return new RouterError(
-    'RUNNER_UNAVAILABLE',
-    `runner shard ${shard.name} is not answering (${why}); it may be restarting, so retry shortly`,
-    { details: { shard: shard.name }, cause },
-  )
+  return new RouterError('RUNNER_UNAVAILABLE', `runner shard ${shard.name} is not answering (${why})`, {
+    details: { shard: shard.name },
+    cause,
+  })
 }
 
 /**

@@ -10,7 +10,8 @@ export function checkCommand(command: string, limits: RunnerLimits): void {
   if (bytes > limits.maxCommandBytes) {
     throw new RunnerError(
       'COMMAND_TOO_LARGE',
-      `the command is ${bytes} bytes; the limit is ${limits.maxCommandBytes}. Write long scripts to a file and run the file`,
+      `the command is ${bytes} bytes, over the limit of ${limits.maxCommandBytes} bytes`,
+      { details: { limit: limits.maxCommandBytes, value: bytes } },
     )
   }
 }

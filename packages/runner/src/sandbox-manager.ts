@@ -107,7 +107,7 @@ export class SandboxRuntime {
     if (status === 'dead') {
       throw new RunnerError(
         'SANDBOX_NOT_RUNNING',
-        `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'}); create a new sandbox`,
+        `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'})`,
       )
     }
     if (status === 'unreachable') {
@@ -164,7 +164,8 @@ export class SandboxRuntime {
     if (this.runs >= limit) {
       throw new RunnerError(
         'RATE_LIMITED',
-        `sandbox ${this.id} already has ${this.runs} runs running or queued (limit ${limit}); wait for some to finish`,
+        `sandbox ${this.id} already has ${this.runs} runs running or queued (limit ${limit})`,
+        { details: { limit, value: this.runs } },
       )
     }
     this.runs += 1
@@ -257,7 +258,8 @@ export class SandboxManager {
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
         'TOO_MANY_SANDBOXES',
-        `the runner already has ${live} sandboxes (limit ${this.#o.limits.maxSandboxes}); destroy one first`,
+        `the runner already has ${live} sandboxes (limit ${this.#o.limits.maxSandboxes})`,
+        { details: { limit: this.#o.limits.maxSandboxes, value: live } },
       )
     }
     const driverName = request.driver ?? this.#o.defaultDriver
@@ -331,8 +333,7 @@ export class SandboxManager {
   /** A sandbox runtime; SANDBOX_NOT_FOUND when unknown. */
   get(id: string): SandboxRuntime {
     const runtime = this.#sandboxes.get(id)
-    if (!runtime)
-      throw new RunnerError('SANDBOX_NOT_FOUND', `sandbox ${id} does not exist; list sandboxes to see ids`)
+    if (!runtime) throw new RunnerError('SANDBOX_NOT_FOUND', `sandbox ${id} does not exist`)
     runtime.lastActivity = this.#o.now()
     return runtime
   }
@@ -396,7 +397,8 @@ export class SandboxManager {
     if (n >= this.#o.limits.maxSessionsPerSandbox) {
       throw new RunnerError(
         'TOO_MANY_SESSIONS',
-        `sandbox ${runtime.id} already has ${n} sessions (limit ${this.#o.limits.maxSessionsPerSandbox}); delete one first`,
+        `sandbox ${runtime.id} already has ${n} sessions (limit ${this.#o.limits.maxSessionsPerSandbox})`,
+        { details: { limit: this.#o.limits.maxSessionsPerSandbox, value: n } },
       )
     }
   }

@@ -617,7 +617,7 @@ export class ShellConnection {
     this.#sendError(
       null,
       'UNAUTHORIZED',
-      `the sandbox token this socket was opened with expired at ${new Date(expiresAt).toISOString()}; mint a new token and reconnect`,
+      `the sandbox token this socket was opened with expired at ${new Date(expiresAt).toISOString()}`,
       { expiredAt: expiresAt },
     )
     this.#close(4000 + 401, 'UNAUTHORIZED')
@@ -627,12 +627,9 @@ export class ShellConnection {
   #onBadFrame(closeCode: number): string {
     const limit = this.#ctx.limits.maxClientFrameBytes
     if (closeCode === 1009) {
-      this.#sendError(
-        null,
-        'FRAME_TOO_LARGE',
-        `a frame far over the ${limit}-byte limit closes the socket; keep frames under it (write large input to a file first)`,
-        { limit },
-      )
+      this.#sendError(null, 'FRAME_TOO_LARGE', `a frame far over the ${limit}-byte limit closes the socket`, {
+        limit,
+      })
       return 'FRAME_TOO_LARGE'
     }
     this.#sendError(

@@ -63,8 +63,8 @@ export class ShellSessionRegistry {
     if (entry.sockets >= max) {
       throw new RunnerError(
         'RATE_LIMITED',
-        `session ${sessionId} of sandbox ${sandboxId} already has ${entry.sockets} shell sockets open (the limit is ${max}); close one first`,
-        { details: { limit: max } },
+        `session ${sessionId} of sandbox ${sandboxId} already has ${entry.sockets} shell sockets open (the limit is ${max})`,
+        { details: { limit: max, value: entry.sockets } },
       )
     }
     entry.sockets += 1

@@ -36,6 +36,8 @@ export class PeerAgent {
   readonly #secret: string
   readonly sessions = new Map<string, Session>()
   socket: Socket | null = null
+  /** Errors to answer calls of a method with, as a hostile agent would send them. */
+  readonly failures = new Map<string, unknown>()
 
   constructor(path: string, root: string, secret: string) {
     this.path = path
@@ -124,6 +126,7 @@ export class PeerAgent {
   }
 
   #call(method: string, p: Record<string, unknown>): unknown {
+    if (this.failures.has(method)) throw this.failures.get(method)
     switch (method) {
       case 'session.create': {
         const id = String(p.id ?? `s${this.sessions.size + 1}`)

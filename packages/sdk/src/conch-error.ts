@@ -1,23 +1,28 @@
+import { ERROR_SUGGESTIONS } from '@conch/protocol'
 import type { ErrorCode } from './error-code.ts'
+import type { ErrorDetails } from './error-details.ts'
 
 // The SDK's error classes. `ConchError` carries the protocol `code`; a subclass exists only
 // where callers branch on it. `errorFromWire` (error-from-wire.ts) picks the class for a code.
+// The constructor is the one place that adds advice: the protocol's suggestion for the code,
+// appended to the message once (docs/PROTOCOL.md, "Errors"). Runner and agent messages say
+// what happened; they carry no generic advice of their own.
 
 /**
  * Facts an error carries besides its message.
  *
  * @example
  * ```ts
- * throw new ConchError('BAD_REQUEST', 'a path is required', { cause: err, details: { field: 'path' } })
+ * throw new ConchError('FILE_NOT_FOUND', 'no /workspace/a.txt', { cause: err, details: { path: '/workspace/a.txt' } })
  * ```
  */
-export interface ConchErrorOptions {
+export interface ConchErrorOptions<C extends ErrorCode = ErrorCode> {
+  /** Facts for the caller, typed by the code (`earliestOffset` for OUTPUT_LOST). */
+  details?: Partial<ErrorDetails[C]> | undefined
   /** The error that caused this one (ES2022 `cause`). */
   cause?: unknown
   /** HTTP status, when the error came from a REST answer. */
-  status?: number
-  /** Extra facts from the runner (`earliestOffset` for OUTPUT_LOST). */
-  details?: Record<string, unknown>
+  status?: number | undefined
 }
 
 /**
@@ -34,22 +39,31 @@ export interface ConchErrorOptions {
  * }
  * ```
  */
-export class ConchError extends Error {
+export class ConchError<C extends ErrorCode = ErrorCode> extends Error {
   /** Machine-readable code from the protocol. */
-  readonly code: ErrorCode
+  readonly code: C
   /** HTTP status, when the error came from a REST answer. */
   readonly status: number | undefined
-  /** Extra facts from the runner. */
-  readonly details: Record<string, unknown>
+  /** Facts for the caller, typed by the code. */
+  readonly details: Partial<ErrorDetails[C]>
+  /** What to do: the code's suggestion, which also ends `message`. */
+  readonly suggestion: string
 
-  constructor(code: ErrorCode, message: string, options: ConchErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+  constructor(code: C, message: string, options: ConchErrorOptions<C> = {}) {
+    const suggestion = ERROR_SUGGESTIONS[code]
+    super(
+      `${message.replace(TRAILING_PUNCTUATION, '')}; ${suggestion}`,
+      options.cause === undefined ? undefined : { cause: options.cause },
+    )
     this.name = 'ConchError'
     this.code = code
     this.status = options.status
     this.details = options.details ?? {}
+    this.suggestion = suggestion
   }
 }
+
+const TRAILING_PUNCTUATION = /[\s.;]+$/
 
 /**
  * The shell's bash ended (`exit`, `exec`, or killed): the pending run and every later run on
@@ -64,7 +78,7 @@ export class ConchError extends Error {
  * }
  * ```
  */
-export class ShellClosedError extends ConchError {
+export class ShellClosedError extends ConchError<'SHELL_CLOSED'> {
   /** bash's exit status, when it exited. */
   readonly exitCode: number | null
   /** The signal that killed bash, when one did. */
@@ -73,7 +87,7 @@ export class ShellClosedError extends ConchError {
   constructor(
     message: string,
     closed: { exitCode: number | null; signal: string | null },
-    options: ConchErrorOptions = {},
+    options: ConchErrorOptions<'SHELL_CLOSED'> = {},
   ) {
     super('SHELL_CLOSED', message, options)
     this.name = 'ShellClosedError'
@@ -93,8 +107,8 @@ export class ShellClosedError extends ConchError {
  * })
  * ```
  */
-export class SandboxNotFoundError extends ConchError {
-  constructor(message: string, options: ConchErrorOptions = {}) {
+export class SandboxNotFoundError extends ConchError<'SANDBOX_NOT_FOUND'> {
+  constructor(message: string, options: ConchErrorOptions<'SANDBOX_NOT_FOUND'> = {}) {
     super('SANDBOX_NOT_FOUND', message, options)
     this.name = 'SandboxNotFoundError'
   }
@@ -111,8 +125,8 @@ export class SandboxNotFoundError extends ConchError {
  * })
  * ```
  */
-export class SessionNotFoundError extends ConchError {
-  constructor(message: string, options: ConchErrorOptions = {}) {
+export class SessionNotFoundError extends ConchError<'SESSION_NOT_FOUND'> {
+  constructor(message: string, options: ConchErrorOptions<'SESSION_NOT_FOUND'> = {}) {
     super('SESSION_NOT_FOUND', message, options)
     this.name = 'SessionNotFoundError'
   }
@@ -131,12 +145,19 @@ export class SessionNotFoundError extends ConchError {
  * }
  * ```
  */
-export class AuthError extends ConchError {
-  constructor(code: 'UNAUTHORIZED' | 'FORBIDDEN', message: string, options: ConchErrorOptions = {}) {
+export class AuthError extends ConchError<'UNAUTHORIZED' | 'FORBIDDEN'> {
+  constructor(
+    code: 'UNAUTHORIZED' | 'FORBIDDEN',
+    message: string,
+    options: ConchErrorOptions<'UNAUTHORIZED' | 'FORBIDDEN'> = {},
+  ) {
     super(code, message, options)
     this.name = 'AuthError'
   }
 }
+
+/** The codes of a limit that was hit. */
+type RateLimitCode = 'RATE_LIMITED' | 'TOO_MANY_SANDBOXES' | 'TOO_MANY_SESSIONS' | 'TOO_MANY_PROCESSES'
 
 /**
  * A limit was hit: too many queued runs, sandboxes, sessions or processes. Retry later or
@@ -151,12 +172,8 @@ export class AuthError extends ConchError {
  * }
  * ```
  */
-export class RateLimitError extends ConchError {
-  constructor(
-    code: 'RATE_LIMITED' | 'TOO_MANY_SANDBOXES' | 'TOO_MANY_SESSIONS' | 'TOO_MANY_PROCESSES',
-    message: string,
-    options: ConchErrorOptions = {},
-  ) {
+export class RateLimitError extends ConchError<RateLimitCode> {
+  constructor(code: RateLimitCode, message: string, options: ConchErrorOptions<RateLimitCode> = {}) {
     super(code, message, options)
     this.name = 'RateLimitError'
   }
@@ -174,17 +191,19 @@ export class RateLimitError extends ConchError {
  * })
  * ```
  */
-export class OutputLostError extends ConchError {
+export class OutputLostError extends ConchError<'OUTPUT_LOST'> {
   /** The oldest offset the runner still keeps, when it said. */
   readonly earliestOffset: number | undefined
 
-  constructor(message: string, options: ConchErrorOptions = {}) {
+  constructor(message: string, options: ConchErrorOptions<'OUTPUT_LOST'> = {}) {
     super('OUTPUT_LOST', message, options)
     this.name = 'OutputLostError'
-    const earliest = this.details.earliestOffset
-    this.earliestOffset = typeof earliest === 'number' ? earliest : undefined
+    this.earliestOffset = this.details.earliestOffset
   }
 }
+
+/** The codes of a connection that failed. */
+type ConnectionCode = 'CONNECTION_LOST' | 'AGENT_UNAVAILABLE' | 'RUNNER_UNAVAILABLE'
 
 /**
  * The runner could not be reached, or the connection dropped and did not come back within
@@ -199,13 +218,8 @@ export class OutputLostError extends ConchError {
  * }
  * ```
  */
-export class ConnectionError extends ConchError {
-  constructor(
-    message: string,
-    options: ConchErrorOptions & {
-      code?: 'CONNECTION_LOST' | 'AGENT_UNAVAILABLE' | 'RUNNER_UNAVAILABLE'
-    } = {},
-  ) {
+export class ConnectionError extends ConchError<ConnectionCode> {
+  constructor(message: string, options: ConchErrorOptions<ConnectionCode> & { code?: ConnectionCode } = {}) {
     super(options.code ?? 'CONNECTION_LOST', message, options)
     this.name = 'ConnectionError'
   }
@@ -223,8 +237,8 @@ export class ConnectionError extends ConchError {
  * })
  * ```
  */
-export class DeadlineError extends ConchError {
-  constructor(message: string, options: ConchErrorOptions = {}) {
+export class DeadlineError extends ConchError<'DEADLINE_EXCEEDED'> {
+  constructor(message: string, options: ConchErrorOptions<'DEADLINE_EXCEEDED'> = {}) {
     super('DEADLINE_EXCEEDED', message, options)
     this.name = 'DeadlineError'
   }

@@ -26,8 +26,7 @@ export function isTimeoutAbort(err: unknown): boolean {
 /** The error for a call that got no answer within `ms`. */
 export function deadlineError(what: string, ms: number, cause?: unknown): DeadlineError {
   return new DeadlineError(
-    `${what} got no answer within ${ms} ms; the runner may be overloaded or unreachable. ` +
-      'Raise requestTimeoutMs if the call is expected to take longer',
+    `${what} got no answer within ${ms} ms; if it is expected to take longer, raise requestTimeoutMs`,
     { cause },
   )
 }

@@ -1,45 +1,8 @@
-import type { ErrorCode as ProtocolErrorCode } from '@conch/protocol'
+import { ERROR_SUGGESTIONS, type ErrorCode as ProtocolErrorCode } from '@conch/protocol'
 
-// Every protocol error code, as a plain object so the SDK recognises codes without the
-// protocol's zod schemas. `SameCodes` below fails typecheck when the two lists drift.
-
-const ERROR_CODES = {
-  BAD_REQUEST: true,
-  INVALID_FRAME: true,
-  UNKNOWN_FRAME_TYPE: true,
-  FRAME_TOO_LARGE: true,
-  COMMAND_TOO_LARGE: true,
-  INVALID_COMMAND: true,
-  UNSUPPORTED_PROTOCOL_VERSION: true,
-  UNAUTHORIZED: true,
-  FORBIDDEN: true,
-  NOT_FOUND: true,
-  SANDBOX_NOT_FOUND: true,
-  SESSION_NOT_FOUND: true,
-  PROCESS_NOT_FOUND: true,
-  FILE_NOT_FOUND: true,
-  HISTORY_NOT_FOUND: true,
-  SESSION_EXISTS: true,
-  SESSION_PROTECTED: true,
-  SHELL_CLOSED: true,
-  SANDBOX_NOT_RUNNING: true,
-  PATH_OUTSIDE_SANDBOX: true,
-  NOT_A_DIRECTORY: true,
-  IS_A_DIRECTORY: true,
-  FILE_EXISTS: true,
-  DIRECTORY_NOT_EMPTY: true,
-  OUTPUT_LOST: true,
-  LIMITS_NOT_ENFORCEABLE: true,
-  TOO_MANY_SANDBOXES: true,
-  TOO_MANY_SESSIONS: true,
-  TOO_MANY_PROCESSES: true,
-  RATE_LIMITED: true,
-  DEADLINE_EXCEEDED: true,
-  AGENT_UNAVAILABLE: true,
-  RUNNER_UNAVAILABLE: true,
-  CONNECTION_LOST: true,
-  INTERNAL: true,
-} as const
+// Every protocol error code, spelt out so the published `.d.ts` needs no zod. `SameCodes`
+// below fails typecheck when this list and the protocol's drift; at runtime a code is known
+// when the protocol's suggestion map (bundled anyway) has it.
 
 /**
  * A machine-readable error code from the conch protocol; every `ConchError` has one.
@@ -49,7 +12,42 @@ const ERROR_CODES = {
  * const code: ErrorCode = 'SESSION_NOT_FOUND'
  * ```
  */
-export type ErrorCode = keyof typeof ERROR_CODES
+export type ErrorCode =
+  | 'BAD_REQUEST'
+  | 'INVALID_FRAME'
+  | 'UNKNOWN_FRAME_TYPE'
+  | 'FRAME_TOO_LARGE'
+  | 'COMMAND_TOO_LARGE'
+  | 'INVALID_COMMAND'
+  | 'UNSUPPORTED_PROTOCOL_VERSION'
+  | 'UNAUTHORIZED'
+  | 'FORBIDDEN'
+  | 'NOT_FOUND'
+  | 'SANDBOX_NOT_FOUND'
+  | 'SESSION_NOT_FOUND'
+  | 'PROCESS_NOT_FOUND'
+  | 'FILE_NOT_FOUND'
+  | 'HISTORY_NOT_FOUND'
+  | 'SESSION_EXISTS'
+  | 'SESSION_PROTECTED'
+  | 'SHELL_CLOSED'
+  | 'SANDBOX_NOT_RUNNING'
+  | 'PATH_OUTSIDE_SANDBOX'
+  | 'NOT_A_DIRECTORY'
+  | 'IS_A_DIRECTORY'
+  | 'FILE_EXISTS'
+  | 'DIRECTORY_NOT_EMPTY'
+  | 'OUTPUT_LOST'
+  | 'LIMITS_NOT_ENFORCEABLE'
+  | 'TOO_MANY_SANDBOXES'
+  | 'TOO_MANY_SESSIONS'
+  | 'TOO_MANY_PROCESSES'
+  | 'RATE_LIMITED'
+  | 'DEADLINE_EXCEEDED'
+  | 'AGENT_UNAVAILABLE'
+  | 'RUNNER_UNAVAILABLE'
+  | 'CONNECTION_LOST'
+  | 'INTERNAL'
 
 type SameCodes = [ErrorCode] extends [ProtocolErrorCode]
   ? [ProtocolErrorCode] extends [ErrorCode]
@@ -61,5 +59,5 @@ void sameCodes
 
 /** True when `code` is one this SDK knows. */
 export function isErrorCode(code: string): code is ErrorCode {
-  return Object.hasOwn(ERROR_CODES, code)
+  return Object.hasOwn(ERROR_SUGGESTIONS, code)
 }

@@ -11,7 +11,10 @@ import {
   SessionNotFoundError,
   ShellClosedError,
 } from './conch-error.ts'
-import { isErrorCode } from './error-code.ts'
+import { type ErrorCode, isErrorCode } from './error-code.ts'
+import type { ErrorDetails } from './error-details.ts'
+import { ERROR_DETAILS_SCHEMAS } from './wire-schemas.ts'
+import { check, type Shape, shapeOf } from './wire-shape.ts'
 
 /** An error as the runner reports it, before the SDK knows whether its code is known. */
 export interface RawWireError {
@@ -19,55 +22,65 @@ export interface RawWireError {
   code: string
   /** The runner's message. */
   message: string
-  /** Extra facts. */
+  /** Extra facts, not yet checked against the code's schema. */
   details?: Record<string, unknown> | undefined
 }
 
+/** `details` checked against `code`'s schema: unknown keys dropped, and `{}` when they do not match. */
+function detailsOf<C extends ErrorCode>(code: C, details: unknown): Partial<ErrorDetails[C]> {
+  const schema = ERROR_DETAILS_SCHEMAS[code]
+  const shape: Shape<Partial<ErrorDetails[C]>> | undefined = schema && shapeOf(schema)
+  return (details === undefined || !shape ? undefined : check(shape, details)) ?? {}
+}
+
 /**
- * Turns an error from the runner (REST body or error frame) into the SDK class for its code.
- * This switch is the one place that maps codes to classes. A code this SDK does not know
- * becomes a plain `ConchError` with code `INTERNAL`, keeping the original in `details.code`.
+ * Turns an error from the runner (REST body or error frame) into the SDK class for its code,
+ * with its details checked against the code's schema. This switch is the one place that maps
+ * codes to classes; the class adds the code's suggestion. A code this SDK does not know becomes
+ * a plain `ConchError` with code `INTERNAL`, keeping the original in `details.code`.
  */
 export function errorFromWire(
   wire: RawWireError,
   options: Omit<ConchErrorOptions, 'details'> = {},
 ): ConchError {
-  const opts: ConchErrorOptions = { ...options, details: wire.details ?? {} }
   const message = wire.message
   if (!isErrorCode(wire.code)) {
     return new ConchError('INTERNAL', `${message} (runner error code ${wire.code}; upgrade @conch/sdk)`, {
-      ...opts,
-      details: { ...opts.details, code: wire.code },
+      ...options,
+      details: { code: wire.code },
     })
   }
   const code = wire.code
+  const opts = <K extends ErrorCode>(k: K) => ({ ...options, details: detailsOf(k, wire.details) })
   switch (code) {
     case 'SHELL_CLOSED': {
-      const d = opts.details ?? {}
-      const exitCode = typeof d.code === 'number' ? d.code : null
-      const signal = typeof d.signal === 'string' ? d.signal : null
-      return new ShellClosedError(`${message}; open a new shell to continue`, { exitCode, signal }, opts)
+      const o = opts(code)
+      return new ShellClosedError(
+        message,
+        { exitCode: o.details.code ?? null, signal: o.details.signal ?? null },
+        o,
+      )
     }
     case 'SANDBOX_NOT_FOUND':
-      return new SandboxNotFoundError(`${message}; list live sandboxes with Sandbox.list()`, opts)
+      return new SandboxNotFoundError(message, opts(code))
     case 'SESSION_NOT_FOUND':
-      return new SessionNotFoundError(`${message}; list live sessions with sb.listSessions()`, opts)
+      return new SessionNotFoundError(message, opts(code))
     case 'UNAUTHORIZED':
     case 'FORBIDDEN':
-      return new AuthError(code, `${message}; check the API key or mint a new token for this sandbox`, opts)
+      return new AuthError(code, message, opts(code))
     case 'RATE_LIMITED':
     case 'TOO_MANY_SANDBOXES':
     case 'TOO_MANY_SESSIONS':
     case 'TOO_MANY_PROCESSES':
-      return new RateLimitError(code, `${message}; wait for queued work to finish or free some`, opts)
+      return new RateLimitError(code, message, opts(code))
     case 'OUTPUT_LOST':
-      return new OutputLostError(`${message}; run the command again to get its full output`, opts)
+      return new OutputLostError(message, opts(code))
     case 'CONNECTION_LOST':
     case 'AGENT_UNAVAILABLE':
     case 'RUNNER_UNAVAILABLE':
-      return new ConnectionError(message, { ...opts, code })
+      return new ConnectionError(message, { ...opts(code), code })
     case 'DEADLINE_EXCEEDED':
-      return new DeadlineError(message, opts)
+      return new DeadlineError(message, opts(code))
     case 'BAD_REQUEST':
     case 'LIMITS_NOT_ENFORCEABLE':
     case 'INVALID_FRAME':
@@ -89,7 +102,7 @@ export function errorFromWire(
     case 'FILE_EXISTS':
     case 'DIRECTORY_NOT_EMPTY':
     case 'INTERNAL':
-      return new ConchError(code, message, opts)
+      return new ConchError(code, message, opts(code))
     default:
       return assertNever(code)
   }

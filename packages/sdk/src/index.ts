@@ -18,6 +18,19 @@ export {
 } from './conch-error.ts'
 export type { ErrorCode } from './error-code.ts'
 export type {
+  AgentUnavailableDetails,
+  BadRequestDetails,
+  ConnectionLostDetails,
+  ErrorDetails,
+  LimitDetails,
+  OutputLostDetails,
+  PathDetails,
+  RunnerUnavailableDetails,
+  SessionDetails,
+  ShellClosedDetails,
+  UnauthorizedDetails,
+} from './error-details.ts'
+export type {
   AccessToken,
   FileInfo,
   HistoryEntry,

@@ -356,7 +356,7 @@ export class RunLedger {
         this.fail(
           run,
           new OutputLostError(
-            `run ${run.id} on shell ${this.#init.sessionId} lost output while disconnected (${message}); run it again for a complete result`,
+            `run ${run.id} on shell ${this.#init.sessionId} lost output while disconnected (${message})`,
             { cause, details },
           ),
         )

@@ -199,11 +199,15 @@ export class ShellConnection {
       if (!opened && onFail) {
         this.#socket = null
         const code = field(event, 'code')
+        const reason = field(event, 'reason')
         onFail(
           new ConnectionError(
             `the shell socket closed before it opened (close code ${String(code ?? 'none')})`,
             {
-              details: { closeCode: code, closeReason: field(event, 'reason') },
+              details: {
+                ...(typeof code === 'number' ? { closeCode: code } : {}),
+                ...(typeof reason === 'string' ? { closeReason: reason } : {}),
+              },
             },
           ),
         )
@@ -244,11 +248,9 @@ export class ShellConnection {
     if (this.#attempt >= this.#policy.maxReconnectAttempts) {
       this.#closed = true
       this.#events.onGiveUp(
-        new ConnectionError(
-          `the shell connection dropped and ${this.#attempt} reconnect attempts failed; ` +
-            'check that the runner is up, then reattach with sb.reattachShell(sessionId)',
-          { cause },
-        ),
+        new ConnectionError(`the shell connection dropped and ${this.#attempt} reconnect attempts failed`, {
+          cause,
+        }),
       )
       return
     }

@@ -121,7 +121,7 @@ export class ShellFrameRouter {
       case 'shell_closed':
         this.#init.close(
           new ShellClosedError(
-            `shell ${this.#init.sessionId} in sandbox ${this.#init.sandboxId} closed (${frame.reason}); open a new shell to continue`,
+            `shell ${this.#init.sessionId} in sandbox ${this.#init.sandboxId} closed (${frame.reason})`,
             { exitCode: frame.code, signal: frame.signal },
           ),
         )
@@ -188,7 +188,7 @@ export class ShellFrameRouter {
           return
         }
         const earliest = frame.details?.earliestOffset
-        this.#lose(typeof earliest === 'number' ? earliest : this.#init.resume.offset, error.message, error)
+        this.#lose(typeof earliest === 'number' ? earliest : this.#init.resume.offset, frame.message, error)
         return
       }
       case 'SESSION_NOT_FOUND':

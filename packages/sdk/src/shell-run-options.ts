@@ -36,7 +36,7 @@ export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
  * @example
  * ```ts
  * for await (const ev of sh.stream('make')) {
- *   if (ev.type === 'exit') console.log('exit', ev.code)
+ *   if (ev.type === 'exit') console.log('exit', ev.exitCode)
  *   else process.stdout.write(ev.data)
  * }
  * ```
@@ -44,7 +44,7 @@ export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
 export type ShellEvent<T extends string | Uint8Array = string> =
   | { type: 'stdout'; data: T }
   | { type: 'stderr'; data: T }
-  | { type: 'exit'; code: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
+  | { type: 'exit'; exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
 
 /**
  * Output on the shell that no run of this client owns: background jobs, other clients' runs, replay.

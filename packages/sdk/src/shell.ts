@@ -258,7 +258,7 @@ export class Shell {
    * @example
    * ```ts
    * for await (const ev of sh.stream('npm install')) {
-   *   if (ev.type === 'exit') console.log('exit', ev.code)
+   *   if (ev.type === 'exit') console.log('exit', ev.exitCode)
    *   else process.stdout.write(ev.data)
    * }
    * ```
@@ -292,7 +292,7 @@ export class Shell {
         finished = true
         queue.push({
           type: 'exit',
-          code: r.exitCode,
+          exitCode: r.exitCode,
           timedOut: r.timedOut,
           oomKilled: r.oomKilled,
           durationMs: r.durationMs,

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { wireSchemas } from '../scripts/generate-wire-schemas.ts'
-import { EXEC_EVENT_SCHEMAS, REST_SCHEMAS, SERVER_FRAME_SCHEMAS } from './wire-schemas.ts'
+import {
+  ERROR_DETAILS_SCHEMAS,
+  EXEC_EVENT_SCHEMAS,
+  REST_SCHEMAS,
+  SERVER_FRAME_SCHEMAS,
+} from './wire-schemas.ts'
 
 // The SDK checks what it reads against JSON Schema generated from the protocol's zod schemas.
 // A protocol change without regenerating fails here.
@@ -11,5 +16,6 @@ describe('generated wire schemas', () => {
     expect(REST_SCHEMAS).toEqual(fresh.rest)
     expect(EXEC_EVENT_SCHEMAS).toEqual(fresh.exec)
     expect(SERVER_FRAME_SCHEMAS).toEqual(fresh.frames)
+    expect(ERROR_DETAILS_SCHEMAS).toEqual(fresh.details)
   })
 })

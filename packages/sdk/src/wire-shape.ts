@@ -47,6 +47,8 @@ export interface JsonSchema {
   readonly minLength?: number
   /** Bounds of a string's UTF-16 length. */
   readonly maxLength?: number
+  /** The most items an array may hold. */
+  readonly maxItems?: number
   /** A regular expression a string matches. */
   readonly pattern?: string
 }
@@ -133,6 +135,8 @@ function checkValue(s: JsonSchema, v: unknown, path: string): unknown {
     return v
   }
   if (Array.isArray(v)) {
+    if (s.maxItems !== undefined && v.length > s.maxItems)
+      throw new ShapeError(path, `at most ${s.maxItems} items`)
     const items = s.items
     return items ? v.map((item: unknown, i) => checkValue(items, item, `${path}.${i}`)) : v
   }

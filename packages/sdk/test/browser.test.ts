@@ -170,7 +170,7 @@ describe('the built SDK in chromium', () => {
         const many = await Promise.all(Array.from({ length: 20 }, (_, i) => sh.run(`echo ${i}`)))
         const events: string[] = []
         for await (const ev of sh.stream('echo out; echo err >&2')) {
-          events.push(ev.type === 'exit' ? `exit ${ev.code}` : `${ev.type} ${ev.data}`)
+          events.push(ev.type === 'exit' ? `exit ${ev.exitCode}` : `${ev.type} ${ev.data}`)
         }
         await sb.files.write('from-page.txt', 'written in chromium')
         const file = await sb.files.read('from-page.txt')

@@ -5,6 +5,7 @@ import type {
   BackgroundProcess,
   CommandResult,
   ErrorCode,
+  ErrorDetails,
   FileInfo,
   HistoryEntry,
   ProcessInfo,
@@ -28,6 +29,16 @@ describe('public API types', () => {
     expectTypeOf<HistoryEntry>().toEqualTypeOf<protocol.HistoryEntry>()
     expectTypeOf<AccessToken>().toEqualTypeOf<protocol.AccessToken>()
     expectTypeOf<ErrorCode>().toEqualTypeOf<protocol.ErrorCode>()
+    expectTypeOf<ErrorDetails>().toEqualTypeOf<protocol.ErrorDetails>()
+  })
+
+  it('types the details of an error by its code', () => {
+    expectTypeOf<sdk.ConchError<'TOO_MANY_SESSIONS'>['details']>().toEqualTypeOf<
+      Partial<{ limit: number; value: number }>
+    >()
+    expectTypeOf<sdk.OutputLostError['details']['earliestOffset']>().toEqualTypeOf<number | undefined>()
+    expectTypeOf<sdk.RateLimitError['details']['limit']>().toEqualTypeOf<number | undefined>()
+    expectTypeOf<sdk.ConchError['suggestion']>().toEqualTypeOf<string>()
   })
 
   it('types sandbox construction and listing', () => {
@@ -62,7 +73,7 @@ describe('public API types', () => {
     expectTypeOf<ShellEvent>().toEqualTypeOf<
       | { type: 'stdout'; data: string }
       | { type: 'stderr'; data: string }
-      | { type: 'exit'; code: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
+      | { type: 'exit'; exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number }
     >()
   })
 

@@ -13,8 +13,8 @@ const stampScript = join(repoRoot, 'scripts', 'stamp-package-metadata.mjs')
 const temps: string[] = []
 /**
  * The SDK's size budget: its bundle, gzipped. It validates with schemas generated from the
- * protocol (no zod); 23.9 KiB with backpressure, binary frames and retries (esbuild keeps the
- * TSDoc of class members).
+ * protocol (no zod); 24.9 KiB with backpressure, binary frames, retries, typed error details
+ * and the suggestion map (esbuild keeps the TSDoc of class members).
  */
 const GZIP_BUDGET_BYTES = 25 * 1024
 afterAll(() => {

@@ -171,7 +171,7 @@ describe('against the real runner', () => {
       for await (const ev of events) {
         max = Math.max(max, sh.bufferedBytes)
         if (ev.type === 'exit') {
-          expect(ev.code).toBe(0)
+          expect(ev.exitCode).toBe(0)
           break
         }
         if (ev.type === 'stdout') at = checkYes(ev.data, at)

@@ -129,7 +129,7 @@ describe('Shell', () => {
       { type: 'stdout', data: 'one\n' },
       { type: 'stderr', data: 'two\n' },
       { type: 'stdout', data: 'three\n' },
-      { type: 'exit', code: 3, timedOut: false, oomKilled: false, durationMs: expect.any(Number) },
+      { type: 'exit', exitCode: 3, timedOut: false, oomKilled: false, durationMs: expect.any(Number) },
     ])
   })
 

@@ -62,7 +62,7 @@ export function authenticate(ctx: RunnerContext, secret: string | null): Princip
       )
     }
     if (token.expiresAt <= ctx.now()) {
-      throw new RunnerError('UNAUTHORIZED', 'the sandbox token has expired; mint a new one')
+      throw new RunnerError('UNAUTHORIZED', 'the sandbox token has expired')
     }
     return { kind: 'token', sandboxId: token.sandboxId, expiresAt: token.expiresAt }
   }

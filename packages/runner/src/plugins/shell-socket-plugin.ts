@@ -59,10 +59,7 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
         const { id } = request.params as { id: string }
         const sandbox = ctx.manager.get(id)
         if (sandbox.record.status === 'dead') {
-          throw new RunnerError(
-            'SANDBOX_NOT_RUNNING',
-            `sandbox ${id} is dead (${sandbox.record.deadReason}); create a new one`,
-          )
+          throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${id} is dead (${sandbox.record.deadReason})`)
         }
         // Refused before the upgrade when the session is already full; the connection counts
         // the socket for real once it attaches.
@@ -71,8 +68,8 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
         if (sessionId !== undefined && sessions.sockets(id, sessionId) >= max) {
           throw new RunnerError(
             'RATE_LIMITED',
-            `session ${sessionId} of sandbox ${id} already has ${max} shell sockets open (the limit); close one first`,
-            { details: { limit: max } },
+            `session ${sessionId} of sandbox ${id} already has ${max} shell sockets open (the limit)`,
+            { details: { limit: max, value: sessions.sockets(id, sessionId) } },
           )
         }
       },

@@ -88,7 +88,7 @@ describe('attack: keep a shell socket after its token expires', () => {
     expect(Date.now()).toBeGreaterThanOrEqual(expiresAt)
     const error = tokened.frames.find((f) => f.type === 'error')
     expect(error).toMatchObject({ code: 'UNAUTHORIZED', details: { expiredAt: expiresAt } })
-    expect(String(error?.message)).toContain('mint a new token')
+    expect(String(error?.message)).toContain('the sandbox token this socket was opened with expired at')
     expect((await keyed.run('r2', 'echo served')).stdout).toBe('served\n')
   })
 })

@@ -1,0 +1,45 @@
+import type { ErrorCode } from './error-codes.ts'
+
+// What to do about each error code, in one short clause. It is applied at one layer only: the
+// SDK's `ConchError` appends it to the message (docs/PROTOCOL.md, "Errors"). Runner, router and
+// agent messages say what happened, with the ids involved, and leave the generic advice to this
+// map. This file has no zod import, so the SDK bundles it without the schemas.
+
+/** The suggestion for every code; a code without one fails typecheck. */
+export const ERROR_SUGGESTIONS: Readonly<Record<ErrorCode, string>> = {
+  BAD_REQUEST: 'fix the field the message names',
+  INVALID_FRAME: 'send frames as the WebSocket reference describes',
+  UNKNOWN_FRAME_TYPE: 'check the frame type against the protocol version',
+  FRAME_TOO_LARGE: 'send large inputs as files',
+  COMMAND_TOO_LARGE: 'write the script to a file and run the file',
+  INVALID_COMMAND: 'pass binary data as stdin or in a file',
+  UNSUPPORTED_PROTOCOL_VERSION: 'upgrade the SDK or the runner',
+  UNAUTHORIZED: 'check the API key, or mint a new token',
+  FORBIDDEN: 'use the API key, or a token of this sandbox',
+  NOT_FOUND: 'check the path against the API reference',
+  SANDBOX_NOT_FOUND: 'list sandboxes with Sandbox.list()',
+  SESSION_NOT_FOUND: 'list sessions with sb.listSessions()',
+  PROCESS_NOT_FOUND: 'list processes with sb.listProcesses()',
+  FILE_NOT_FOUND: 'check the path with sb.files.list()',
+  HISTORY_NOT_FOUND: 'read valid indexes from the history',
+  SESSION_EXISTS: 'pick another id, or attach to the session',
+  SESSION_PROTECTED: 'create another session for separate state',
+  SHELL_CLOSED: 'open a new shell to continue',
+  SANDBOX_NOT_RUNNING: 'create a new sandbox',
+  PATH_OUTSIDE_SANDBOX: 'use a path under /workspace',
+  NOT_A_DIRECTORY: 'name a directory',
+  IS_A_DIRECTORY: 'name a file',
+  FILE_EXISTS: 'remove the target, or choose another name',
+  DIRECTORY_NOT_EMPTY: 'pass recursive: true to remove its contents too',
+  OUTPUT_LOST: 'run the command again for its full output',
+  LIMITS_NOT_ENFORCEABLE: 'leave the limit out, or set up the host as the message says',
+  TOO_MANY_SANDBOXES: 'destroy sandboxes you no longer need',
+  TOO_MANY_SESSIONS: 'delete sessions you no longer need',
+  TOO_MANY_PROCESSES: 'kill processes you no longer need',
+  RATE_LIMITED: 'wait for queued work to finish',
+  DEADLINE_EXCEEDED: 'check that the runner is up and not overloaded',
+  AGENT_UNAVAILABLE: 'retry shortly, or read the sandbox status',
+  RUNNER_UNAVAILABLE: 'retry shortly; the runner may be restarting',
+  CONNECTION_LOST: 'check the network, then reattach the shell',
+  INTERNAL: "retry once, then read the runner's log",
+}
