@@ -114,6 +114,13 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: '[`INVALID_FRAME`](/reference/errors/#invalid_frame) for the `hello`',
     unit: 'bytes',
   },
+  defaultIdleTimeoutMs: {
+    what: 'Idle time (no API call, connected shell or running command) before a sandbox created without `idleTimeoutMs` is destroyed',
+    setting: 'default-idle-timeout-ms',
+    effect:
+      'The sandbox is destroyed; `idleTimeoutMs: null` on create keeps it, `0` here turns the default off',
+    unit: 'ms',
+  },
   maxSandboxes: {
     what: 'Sandboxes alive on one runner',
     setting: 'max-sandboxes',

@@ -32,6 +32,12 @@ export const LIMITS = {
   minClientWindowBytes: 65_536,
   /** Largest window a shell client may ask for. */
   maxClientWindowBytes: 16_777_216,
+  /**
+   * Idle time after which the runner destroys a sandbox whose create request gave no
+   * `idleTimeoutMs`: no connected shell, no running command and no API call for this long. A
+   * crashed client so leaves nothing running for long; the runner can change it, 0 turns it off.
+   */
+  defaultIdleTimeoutMs: 1_800_000,
   /** Default cap on sandboxes per runner. */
   maxSandboxes: 32,
   /** Default cap on sessions per sandbox. */

@@ -179,8 +179,12 @@ export const CreateSandboxRequest = z.object({
   env: BoundedEnv.optional(),
   /** Resource limits, each within `SANDBOX_BOUNDS`. */
   limits: RequestedLimits.optional(),
-  /** Destroy the sandbox after this long without API activity. */
-  idleTimeoutMs: TimeoutMs.optional(),
+  /**
+   * Destroy the sandbox after this long without API activity, connected shells or running
+   * commands. Absent: the runner's default (30 minutes unless its operator changed it); `null`:
+   * never.
+   */
+  idleTimeoutMs: TimeoutMs.nullable().optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
   metadata: Metadata.optional(),
 })
@@ -217,6 +221,8 @@ export const SandboxInfo = z.object({
   createdAt: Timestamp,
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: z.string().nullable(),
+  /** Idle time after which it is destroyed; null: never (absent from older runners). */
+  idleTimeoutMs: z.number().int().nonnegative().nullable().optional(),
   /** What it uses now; null when its driver does not measure usage (absent from older runners). */
   usage: SandboxUsage.nullable().optional(),
 })

@@ -19,6 +19,8 @@ export const RunnerLimits = z.object({
   outputCapBytes: positive.default(LIMITS.outputCapBytes),
   /** Largest per-call timeout; larger ones are lowered to it. */
   maxCommandTimeoutMs: positive.default(LIMITS.maxCommandTimeoutMs),
+  /** Idle time after which a sandbox created without `idleTimeoutMs` is destroyed; 0: never. */
+  defaultIdleTimeoutMs: z.coerce.number().int().nonnegative().default(LIMITS.defaultIdleTimeoutMs),
   /** Interval of WebSocket and agent-link heartbeats. */
   heartbeatIntervalMs: positive.default(LIMITS.heartbeatIntervalMs),
   /** Bytes of scrollback an agent keeps per session. */

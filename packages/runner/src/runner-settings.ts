@@ -136,6 +136,8 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   maxClientFrameBytes: 'Largest WebSocket message from a client (FRAME_TOO_LARGE beyond).',
   outputCapBytes: 'Bytes kept per stream in a buffered result; beyond it the result is cut.',
   maxCommandTimeoutMs: 'Largest per-run timeout; larger ones are lowered to it.',
+  defaultIdleTimeoutMs:
+    'Idle time (no API call, connected shell or running command) after which a sandbox created without idleTimeoutMs is destroyed; 0: never.',
   heartbeatIntervalMs: 'Interval of WebSocket and agent-link heartbeats.',
   scrollbackBytes: 'Output an agent keeps per session for reattach (OUTPUT_LOST before it).',
   maxConnections:
@@ -168,7 +170,7 @@ export const SETTINGS: readonly Setting[] = [
       value: '<n>',
       boolean: false,
       summary: LIMIT_SUMMARIES[key],
-      accepts: 'a positive integer',
+      accepts: key === 'defaultIdleTimeoutMs' ? 'a whole number of milliseconds, 0 for never' : 'a positive integer',
     }),
   ),
 ]

@@ -303,7 +303,7 @@ export class SandboxManager {
       limits: spec.limits,
       metadata: request.metadata ?? {},
       env: spec.env,
-      idleTimeoutMs: request.idleTimeoutMs ?? null,
+      idleTimeoutMs: idleTimeout(request.idleTimeoutMs, this.#o.limits.defaultIdleTimeoutMs),
       createdAt: this.#o.now(),
       deadReason: null,
       driverState: handle.state,
@@ -362,6 +362,7 @@ export class SandboxManager {
       metadata: r.metadata,
       createdAt: r.createdAt,
       deadReason: r.deadReason,
+      idleTimeoutMs: r.idleTimeoutMs,
       usage,
     }
   }
@@ -541,4 +542,10 @@ export class SandboxManager {
       )
     }
   }
+}
+
+/** A sandbox's idle timeout: the request's (`null` for never), else the runner's default (0: never). */
+function idleTimeout(requested: number | null | undefined, runnerDefault: number): number | null {
+  if (requested !== undefined) return requested
+  return runnerDefault === 0 ? null : runnerDefault
 }

@@ -228,6 +228,39 @@ describe('shell socket (peer agent)', () => {
     expect(t.runner.app.conch.manager.list().map((s) => s.id)).toContain(t.id)
   })
 
+  it("gives a sandbox created without an idle timeout the runner's default, and none to one created with null", async () => {
+    let clock = 1_000_000
+    const driver = new PeerDriver()
+    await using runner = await startRunner({
+      driver,
+      listen: true,
+      now: () => clock,
+      limits: { defaultIdleTimeoutMs: 10_000 },
+    })
+    const create = async (payload: object) => {
+      const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload })
+      expect(res.statusCode, res.body).toBe(200)
+      return res.json() as { id: string; idleTimeoutMs: number | null }
+    }
+    const defaulted = await create({})
+    const forever = await create({ idleTimeoutMs: null })
+    expect(defaulted.idleTimeoutMs).toBe(10_000)
+    expect(forever.idleTimeoutMs).toBeNull()
+    clock += 11_000
+    const ids = () => runner.app.conch.manager.list().map((s) => s.id)
+    await vi.waitFor(() => expect(ids()).not.toContain(defaulted.id), { timeout: 3_000 })
+    expect(ids()).toContain(forever.id)
+    await driver.dispose()
+  })
+
+  it('turns the default idle timeout off with 0', async () => {
+    const driver = new PeerDriver()
+    await using runner = await startRunner({ driver, listen: true, limits: { defaultIdleTimeoutMs: 0 } })
+    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    expect((res.json() as { idleTimeoutMs: number | null }).idleTimeoutMs).toBeNull()
+    await driver.dispose()
+  })
+
   it('counts runs, latency and errors in /metrics', async () => {
     await using t = await setup()
     await using c = await ShellClient.open(t.ws, t.runner.apiKey)

@@ -53,6 +53,8 @@ export interface SandboxInfo {
   createdAt: number
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: string | null
+  /** Idle time after which the runner destroys it; null: never (absent from older runners). */
+  idleTimeoutMs?: number | null
   /** What it uses now, as its driver measures it; null (or absent from older runners) when the driver does not. */
   usage?: SandboxUsage | null
 }

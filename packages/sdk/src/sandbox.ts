@@ -75,8 +75,11 @@ export interface CreateSandboxOptions extends ConnectOptions {
   env?: Record<string, string>
   /** Resource limits. */
   limits?: SandboxLimits
-  /** Destroy the sandbox after this long without API activity. */
-  idleTimeoutMs?: number
+  /**
+   * Destroy the sandbox after this long without API activity, a connected shell or a running
+   * command. Default: the runner's (30 minutes unless its operator changed it); `null`: never.
+   */
+  idleTimeoutMs?: number | null
   /** Free-form labels, returned as given. */
   metadata?: Record<string, string>
 }
