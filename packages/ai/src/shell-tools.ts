@@ -73,7 +73,7 @@ export const shellRun = defineTool({
           else if (ev.type === 'stderr') stderr.push(ev.data)
           else
             exit = {
-              exitCode: ev.code,
+              exitCode: ev.exitCode,
               timedOut: ev.timedOut,
               oomKilled: ev.oomKilled,
               durationMs: ev.durationMs,
