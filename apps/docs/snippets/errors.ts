@@ -13,8 +13,10 @@ try {
 } catch (error) {
   if (error instanceof ShellClosedError) console.log('bash ended:', error.message)
   else if (error instanceof SandboxNotFoundError) console.log('no such sandbox')
-  else if (error instanceof OutputLostError) console.log('output evicted; the oldest kept is', error.earliestOffset)
-  else if (error instanceof ConchError) console.log(error.code, error.details, 'what to do:', error.suggestion)
+  else if (error instanceof OutputLostError)
+    console.log('output evicted; the oldest kept is', error.earliestOffset)
+  else if (error instanceof ConchError)
+    console.log(error.code, error.details, 'what to do:', error.suggestion)
   else throw error
 }
 // #endregion catch

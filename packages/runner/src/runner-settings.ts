@@ -170,7 +170,8 @@ export const SETTINGS: readonly Setting[] = [
       value: '<n>',
       boolean: false,
       summary: LIMIT_SUMMARIES[key],
-      accepts: key === 'defaultIdleTimeoutMs' ? 'a whole number of milliseconds, 0 for never' : 'a positive integer',
+      accepts:
+        key === 'defaultIdleTimeoutMs' ? 'a whole number of milliseconds, 0 for never' : 'a positive integer',
     }),
   ),
 ]

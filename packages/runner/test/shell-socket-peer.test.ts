@@ -238,7 +238,12 @@ describe('shell socket (peer agent)', () => {
       limits: { defaultIdleTimeoutMs: 10_000 },
     })
     const create = async (payload: object) => {
-      const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload })
+      const res = await runner.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        headers: runner.auth,
+        payload,
+      })
       expect(res.statusCode, res.body).toBe(200)
       return res.json() as { id: string; idleTimeoutMs: number | null }
     }
@@ -256,7 +261,12 @@ describe('shell socket (peer agent)', () => {
   it('turns the default idle timeout off with 0', async () => {
     const driver = new PeerDriver()
     await using runner = await startRunner({ driver, listen: true, limits: { defaultIdleTimeoutMs: 0 } })
-    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
     expect((res.json() as { idleTimeoutMs: number | null }).idleTimeoutMs).toBeNull()
     await driver.dispose()
   })
