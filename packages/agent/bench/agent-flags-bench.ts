@@ -27,6 +27,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const RUNS = Number(process.env.BENCH_FLAG_RUNS ?? 5000)
 const WINDOW = 32
 const SETTLE_MS = 2000
+/** Quiet time after the runs before the last figure. */
+const AFTER_MS = 22_000
 
 /** Variants: extra flags after `AGENT_NODE_FLAGS`. */
 const VARIANTS: Record<string, string[]> = {
@@ -135,7 +137,8 @@ async function variant(
     )
     const usPerRun = ((performance.now() - t0) * 1000) / RUNS
     const loaded = rollup(agent.pid!)
-    await sleep(SETTLE_MS * 2)
+    // Past the idle release (idle-memory-release.ts: 15 s of quiet after a busy spell).
+    await sleep(AFTER_MS)
     const after = rollup(agent.pid!)
     client.close()
     return { idle, loaded, after, usPerRun }
@@ -163,7 +166,7 @@ console.log(
   `bare node (same base flags): RSS ${f(ref.rss)} MB, USS ${f(ref.uss)} MB; ${RUNS} runs per variant, ${ROUNDS} rounds, medians`,
 )
 console.log(
-  'variant | idle RSS | idle USS | idle USS ×bare | USS after runs | USS 4 s later | µs per run | ×AGENT_NODE_FLAGS',
+  'variant | idle RSS | idle USS | idle USS ×bare | USS after runs | USS 22 s later | µs per run | ×AGENT_NODE_FLAGS',
 )
 for (const [name, list] of samples) {
   const m = (pick: (s: (typeof list)[number]) => number) => median(list.map(pick))
