@@ -21,6 +21,7 @@ import {
   writeReport,
 } from './bench-report.ts'
 import { density } from './density.ts'
+import { startPackagedRunner } from './packaged-runner.ts'
 import { PipeShell } from './pipe-shell.ts'
 import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
 import { soak } from './soak.ts'
@@ -442,15 +443,17 @@ async function main(): Promise<void> {
 
     // Once, not per round: a soak is one long window, and its slopes need the whole of it.
     if (round === 0) {
-      await phase('soak', round, () =>
-        soak(
-          runner,
-          connection,
+      // Its own runner, started as shipped (the bin with its node flags and idle release).
+      await phase('soak', round, async () => {
+        await using packaged = await startPackagedRunner({ args: ['--log-level', 'warn'] })
+        await soak(
+          packaged,
+          { url: packaged.url, apiKey: packaged.apiKey, env: { ...packaged.sandboxEnv } },
           CONFIG.soak,
           (name, unit, value, ref) => recordValue('soak', name, unit, value, ref),
           log,
-        ),
-      )
+        )
+      })
     }
 
     // Once: N sandbox starts are slow, and idle memory does not vary between rounds.

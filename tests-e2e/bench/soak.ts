@@ -3,7 +3,8 @@
 // done so far. It reports runs, mismatches (a run whose output or exit code differs from what
 // its command must produce; must be 0), errors, and the RSS slope per 100k runs of the agents
 // and of the runner after a warm-up, each beside the same figure of a bare Node process holding
-// one bash over pipes and running in the same window. Before the load it measures an idle agent
+// one bash over pipes and running in the same window. The runner is the packaged one (the bench
+// starts it through packaged-runner.ts). Before the load it measures an idle agent
 // with one session and the idle runner; after it, the runner again once it has settled.
 //
 // Each session keeps `depth` checked runs in flight. The reference is paced to the runs of one
@@ -17,7 +18,7 @@ import { createInterface } from 'node:readline'
 import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { type CreateSandboxOptions, Sandbox, type Shell } from '@conch/sdk'
 import type { RunnerProcess } from '../harness/runner-process.ts'
-import { rssAnonBytes, rssBytes, sandboxProcesses } from './proc-memory.ts'
+import { pssBytes, rssAnonBytes, rssBytes, sandboxProcesses, ussBytes } from './proc-memory.ts'
 
 /** How big and how long the soak is. */
 export interface SoakConfig {
@@ -166,6 +167,14 @@ export async function soak(
       rssAnonBytes(firstAgent) / MB,
       'reference: idle node holding a bash over pipes, RssAnon',
     )
+    record('reference: idle node holding a bash over pipes, USS', 'MB', ussBytes(reference.pid) / MB)
+    record(
+      'idle agent with one session: USS (its own pages)',
+      'MB',
+      ussBytes(firstAgent) / MB,
+      'reference: idle node holding a bash over pipes, USS',
+    )
+    record('idle agent with one session: PSS', 'MB', pssBytes(firstAgent) / MB)
     record(
       'runner idle RSS',
       'MB',
