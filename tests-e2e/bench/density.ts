@@ -14,8 +14,8 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { type CreateSandboxOptions, Sandbox } from '@conch/sdk'
-import { listTargetProcesses } from '../harness/process-sweep.ts'
 import type { RunnerProcess } from '../harness/runner-process.ts'
+import { sandboxProcesses } from './proc-memory.ts'
 import type { RecordFigure } from './soak.ts'
 
 const MB = 1e6
@@ -55,47 +55,6 @@ function sum(list: Rollup[]): Rollup {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Whether a process is in a cgroup of the sandbox `id` (`.../conch/<id>` or below it). */
-function inSandboxCgroup(pid: number, id: string): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(`/conch/${id}`)
-  } catch {
-    return false
-  }
-}
-
-/**
- * Every process of each sandbox: those in its cgroups, the bwrap processes above them up to the
- * runner, and all below them. (bwrap takes its arguments over an fd, so no command line names
- * the sandbox.)
- */
-function sandboxTrees(runner: RunnerProcess, ids: string[]): Map<string, { all: number[]; agent: number }> {
-  const table = listTargetProcesses(runner.sweepTarget)
-  const byPid = new Map(table.map((e) => [e.pid, e]))
-  const out = new Map<string, { all: number[]; agent: number }>()
-  for (const id of ids) {
-    const all = new Set<number>()
-    for (const e of table) {
-      if (!inSandboxCgroup(e.pid, id)) continue
-      for (let p = byPid.get(e.pid); p && p.pid !== runner.pid; p = byPid.get(p.ppid)) all.add(p.pid)
-    }
-    const stack = [...all]
-    while (stack.length > 0) {
-      const pid = stack.pop()!
-      for (const e of table) {
-        if (e.ppid === pid && !all.has(e.pid)) {
-          all.add(e.pid)
-          stack.push(e.pid)
-        }
-      }
-    }
-    const agent = table.find((e) => all.has(e.pid) && /^\S*\/node\s.*conch-agent\S*\.mjs/.test(e.cmdline))
-    if (!agent) throw new Error(`no agent process for sandbox ${id}`)
-    out.set(id, { all: [...all], agent: agent.pid })
-  }
-  return out
-}
 
 /** Starts `n` bare idle Node processes with the agent's flags; resolves once each has started. */
 async function bareNodes(n: number): Promise<ChildProcess[]> {
@@ -144,12 +103,9 @@ export async function density(
     log(`density: ${count} sandboxes up in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     await sleep(SETTLE_MS)
 
-    const trees = sandboxTrees(
-      runner,
-      boxes.map((b) => b.id),
-    )
-    const all = sum([...trees.values()].flatMap((t) => t.all.map(rollup)))
-    const agents = sum([...trees.values()].map((t) => rollup(t.agent)))
+    const trees = boxes.map((b) => sandboxProcesses(runner.sweepTarget, runner.pid, b.id))
+    const all = sum(trees.flatMap((t) => t.all.map(rollup)))
+    const agents = sum(trees.map((t) => rollup(t.agent)))
     const ref = sum(bare.map((c) => rollup(c.pid!)))
     const infos = await Promise.all(boxes.map((b) => b.refresh()))
     const charged = infos.reduce((s, i) => s + (i.usage?.memoryBytes ?? 0), 0)
