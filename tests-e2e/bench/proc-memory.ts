@@ -52,16 +52,6 @@ export function pssBytes(pid: number): number {
   return rssBytes(pid)
 }
 
-/**
- * Unique set size in bytes (Private_Clean + Private_Dirty of smaps_rollup): the pages no other
- * process maps, what the host gets back when the process ends.
- */
-export function ussBytes(pid: number): number {
-  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
-  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? 0)
-  return (field('Private_Clean') + field('Private_Dirty')) * 1024
-}
-
 /** Samples the RSS of some processes on an interval and keeps each one's maximum. */
 export class RssSampler {
   readonly #pids: number[]

@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline'
 import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { type CreateSandboxOptions, Sandbox, type Shell } from '@conch/sdk'
 import type { RunnerProcess } from '../harness/runner-process.ts'
-import { pssBytes, rssAnonBytes, rssBytes, sandboxProcesses, ussBytes } from './proc-memory.ts'
+import { rssAnonBytes, rssBytes, sandboxProcesses } from './proc-memory.ts'
 
 /** How big and how long the soak is. */
 export interface SoakConfig {
@@ -167,14 +167,6 @@ export async function soak(
       rssAnonBytes(firstAgent) / MB,
       'reference: idle node holding a bash over pipes, RssAnon',
     )
-    record('reference: idle node holding a bash over pipes, USS', 'MB', ussBytes(reference.pid) / MB)
-    record(
-      'idle agent with one session: USS (its own pages)',
-      'MB',
-      ussBytes(firstAgent) / MB,
-      'reference: idle node holding a bash over pipes, USS',
-    )
-    record('idle agent with one session: PSS', 'MB', pssBytes(firstAgent) / MB)
     record(
       'runner idle RSS',
       'MB',
