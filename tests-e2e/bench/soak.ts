@@ -173,6 +173,12 @@ export async function soak(
       rssBytes(runner.pid) / MB,
       'reference: idle node holding a bash over pipes, RSS',
     )
+    record(
+      'runner idle RssAnon',
+      'MB',
+      rssAnonBytes(runner.pid) / MB,
+      'reference: idle node holding a bash over pipes, RssAnon',
+    )
 
     // Load: N sandboxes × K sessions, each session a loop of checked runs.
     for (let b = 1; b < config.sandboxes; b++) boxes.push(await Sandbox.create(connection))
@@ -265,6 +271,12 @@ export async function soak(
       'MB',
       rssBytes(runner.pid) / MB,
       'runner idle RSS',
+    )
+    record(
+      `runner RssAnon ${config.settleSeconds} s after the load`,
+      'MB',
+      rssAnonBytes(runner.pid) / MB,
+      'runner idle RssAnon',
     )
   } finally {
     await Promise.all(boxes.map((box) => box.destroy()))
