@@ -111,11 +111,12 @@ async function variant(
     })
     const client = await AgentClient.connect(socket, secret)
     client.onFrame = (f) => {
-      if (f.t === 'data') client.send({ t: 'credit', ch: f.ch, bytes: f.payload.byteLength })
+      if (f.type === 'shell_out' || f.type === 'shell_err')
+        client.send({ type: 'credit', ch: f.ch, bytes: f.payload.byteLength })
       return false
     }
-    await client.call('session.attach', { session: 'default', ch: 1 })
-    await client.call('session.run', { session: 'default', run: 'first', command: 'true', buffer: true })
+    await client.call('session.attach', { sessionId: 'default', ch: 1 })
+    await client.call('session.run', { sessionId: 'default', id: 'first', command: 'true', buffer: true })
     await sleep(SETTLE_MS)
     const idle = rollup(agent.pid!)
     let next = 0
@@ -125,8 +126,8 @@ async function variant(
         while (next < RUNS) {
           const i = next++
           const r = await client.call<{ stdout: string; exitCode: number }>('session.run', {
-            session: 'default',
-            run: `r${i}`,
+            sessionId: 'default',
+            id: `r${i}`,
             command: `echo run-${i}`,
             buffer: true,
           })
