@@ -20,6 +20,8 @@ import {
   readForeignResults,
   writeReport,
 } from './bench-report.ts'
+import { density } from './density.ts'
+import { startPackagedRunner } from './packaged-runner.ts'
 import { PipeShell } from './pipe-shell.ts'
 import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
 import { soak } from './soak.ts'
@@ -62,10 +64,13 @@ const CONFIG = {
     seconds: setting('BENCH_SOAK_SECONDS', 240, 20),
     settleSeconds: setting('BENCH_SOAK_SETTLE_SECONDS', 30, 5),
   },
+  densitySandboxes: setting('BENCH_DENSITY_SANDBOXES', 100, 20),
 }
 
 /** Phases to run (comma-separated names); all when unset. */
 const PHASES = new Set((process.env.BENCH_PHASES ?? '').split(',').filter((p) => p !== ''))
+/** Phases that run only when BENCH_PHASES names them (slow). */
+const OPT_IN_PHASES = new Set(['density'])
 /** When set, the runner and the agents write V8 CPU profiles into this directory. */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
 
@@ -188,7 +193,7 @@ function log(message: string): void {
 }
 
 async function phase(name: string, round: number, fn: () => Promise<void>): Promise<void> {
-  if (failedPhases.has(name) || (PHASES.size > 0 && !PHASES.has(name))) return
+  if (failedPhases.has(name) || ((PHASES.size > 0 || OPT_IN_PHASES.has(name)) && !PHASES.has(name))) return
   if (round > 0 && Date.now() > deadline) {
     log(`${name}: skipping round ${round + 1}, past the time budget`)
     return
@@ -211,7 +216,10 @@ async function main(): Promise<void> {
     args: [
       '--max-sandboxes',
       String(
-        Math.ceil(Math.max(CONFIG.idleSessions, CONFIG.parallelSessions) / CONFIG.sessionsPerSandbox) + 8,
+        Math.max(
+          Math.ceil(Math.max(CONFIG.idleSessions, CONFIG.parallelSessions) / CONFIG.sessionsPerSandbox),
+          PHASES.has('density') ? CONFIG.densitySandboxes : 0,
+        ) + 8,
       ),
       '--max-queued-runs-per-sandbox',
       String(Math.max(...CONFIG.pipelined) * 2 + CONFIG.parallelSessions * 2),
@@ -435,12 +443,27 @@ async function main(): Promise<void> {
 
     // Once, not per round: a soak is one long window, and its slopes need the whole of it.
     if (round === 0) {
-      await phase('soak', round, () =>
-        soak(
-          runner,
-          connection,
+      // Its own runner, started as shipped (the bin with its node flags and idle release).
+      await phase('soak', round, async () => {
+        await using packaged = await startPackagedRunner({ args: ['--log-level', 'warn'] })
+        await soak(
+          packaged,
+          { url: packaged.url, apiKey: packaged.apiKey, env: { ...packaged.sandboxEnv } },
           CONFIG.soak,
           (name, unit, value, ref) => recordValue('soak', name, unit, value, ref),
+          log,
+        )
+      })
+    }
+
+    // Once: N sandbox starts are slow, and idle memory does not vary between rounds.
+    if (round === 0) {
+      await phase('density', round, () =>
+        density(
+          runner,
+          connection,
+          CONFIG.densitySandboxes,
+          (name, unit, value, ref) => recordValue('density', name, unit, value, ref),
           log,
         ),
       )

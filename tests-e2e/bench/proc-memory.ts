@@ -82,10 +82,12 @@ export class RssSampler {
   }
 }
 
-/** The processes of one sandbox: its agent and the bashes below it. */
+/** The processes of one sandbox: its agent, the bashes below it, and all of them. */
 export interface SandboxProcesses {
   agent: number
   bashes: number[]
+  /** Every process of the sandbox: bwrap (namespace driver), the agent and all below it. */
+  all: number[]
 }
 
 function descendants(table: ProcEntry[], root: number): ProcEntry[] {
@@ -103,21 +105,36 @@ function descendants(table: ProcEntry[], root: number): ProcEntry[] {
   return out
 }
 
-/** Finds the agent of a sandbox (by its id on the command line) and its bash processes. */
+/** Whether a process is in a cgroup of the sandbox `id` (`.../conch/<id>` or below it). */
+function inSandboxCgroup(pid: number, id: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(`/conch/${id}`)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Finds the processes of a sandbox: those naming its id on their command line (the agent under
+ * the local driver) or in its cgroups (namespace driver, whose bwrap takes its arguments over an
+ * fd, so no command line names the sandbox), the processes above them up to the runner (bwrap),
+ * and everything below them. The agent is the one whose program is node running the bundle.
+ */
 export function sandboxProcesses(
   target: SweepTarget,
   runnerPid: number,
   sandboxId: string,
 ): SandboxProcesses {
   const table = listTargetProcesses(target)
-  // The sandbox's outermost process names its id: the agent itself under the local driver,
-  // bwrap under the namespace driver, where the agent is a descendant. bwrap's own command
-  // line names the agent bundle (conch-agent*.mjs) too, so the agent is the one whose program is node.
-  const named = table.filter((e) => e.pid !== runnerPid && e.cmdline.includes(sandboxId))
-  const roots = named.filter((a) => !named.some((b) => b.pid === a.ppid))
-  const agent = roots
-    .flatMap((root) => [root, ...descendants(table, root.pid)])
-    .find((e) => /^\S*\/node\s.*conch-agent\S*\.mjs/.test(e.cmdline))
+  const byPid = new Map(table.map((e) => [e.pid, e]))
+  const members = new Set<number>()
+  for (const e of table) {
+    if (e.pid === runnerPid) continue
+    if (!e.cmdline.includes(sandboxId) && !inSandboxCgroup(e.pid, sandboxId)) continue
+    for (let p = byPid.get(e.pid); p && p.pid !== runnerPid; p = byPid.get(p.ppid)) members.add(p.pid)
+  }
+  for (const pid of [...members]) for (const d of descendants(table, pid)) members.add(d.pid)
+  const agent = table.find((e) => members.has(e.pid) && /^\S*\/node\s.*conch-agent\S*\.mjs/.test(e.cmdline))
   if (!agent) {
     const seen = table.map((e) => `${e.pid} ${e.cmdline}`).join('\n')
     throw new Error(`no agent process for ${sandboxId} among:\n${seen}`)
@@ -125,5 +142,5 @@ export function sandboxProcesses(
   const bashes = descendants(table, agent.pid)
     .filter((e) => /(^|\/)bash( |$)/.test(e.cmdline))
     .map((e) => e.pid)
-  return { agent: agent.pid, bashes }
+  return { agent: agent.pid, bashes, all: [...members] }
 }

@@ -3,7 +3,8 @@
 // done so far. It reports runs, mismatches (a run whose output or exit code differs from what
 // its command must produce; must be 0), errors, and the RSS slope per 100k runs of the agents
 // and of the runner after a warm-up, each beside the same figure of a bare Node process holding
-// one bash over pipes and running in the same window. Before the load it measures an idle agent
+// one bash over pipes and running in the same window. The runner is the packaged one (the bench
+// starts it through packaged-runner.ts). Before the load it measures an idle agent
 // with one session and the idle runner; after it, the runner again once it has settled.
 //
 // Each session keeps `depth` checked runs in flight. The reference is paced to the runs of one
@@ -172,6 +173,12 @@ export async function soak(
       rssBytes(runner.pid) / MB,
       'reference: idle node holding a bash over pipes, RSS',
     )
+    record(
+      'runner idle RssAnon',
+      'MB',
+      rssAnonBytes(runner.pid) / MB,
+      'reference: idle node holding a bash over pipes, RssAnon',
+    )
 
     // Load: N sandboxes × K sessions, each session a loop of checked runs.
     for (let b = 1; b < config.sandboxes; b++) boxes.push(await Sandbox.create(connection))
@@ -264,6 +271,12 @@ export async function soak(
       'MB',
       rssBytes(runner.pid) / MB,
       'runner idle RSS',
+    )
+    record(
+      `runner RssAnon ${config.settleSeconds} s after the load`,
+      'MB',
+      rssAnonBytes(runner.pid) / MB,
+      'runner idle RssAnon',
     )
   } finally {
     await Promise.all(boxes.map((box) => box.destroy()))

@@ -32,6 +32,8 @@ export interface RunnerOptions {
   args?: readonly string[]
   /** Extra flags for node itself, before the entry file (`--cpu-prof`). */
   nodeArgs?: readonly string[]
+  /** The runner's entry file; `packages/runner/src/main.ts` (no bin, so no node flags) by default. */
+  entry?: string
 }
 
 /** How the runner process ended. */
@@ -101,7 +103,7 @@ export async function startRunner(options: RunnerOptions = {}): Promise<RunnerPr
     [
       ...(options.nodeArgs ?? []),
       '--conditions=source',
-      RUNNER_MAIN,
+      options.entry ?? RUNNER_MAIN,
       'runner',
       '--port',
       '0',

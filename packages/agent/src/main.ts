@@ -5,6 +5,7 @@
 // and exits only on SIGTERM/SIGINT, after ending its shells.
 import { closeSync, readFileSync, rmSync } from 'node:fs'
 import { AGENT_ENV_PREFIX, AgentArgs, argvToRecord } from '@conch/protocol'
+import { watchIdleMemory } from '@conch/protocol/idle-memory-release'
 import { buildAgent } from './build-agent.ts'
 import { systemClock } from './clock.ts'
 import { jsonLineLogger } from './logger.ts'
@@ -94,3 +95,5 @@ process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'un
 
 await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
 logger.info({ root: args.root, pid: process.pid }, 'agent listening')
+// An agent lives for hours; once a burst of runs is over it gives back what the burst grew.
+watchIdleMemory()

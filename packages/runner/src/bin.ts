@@ -34,4 +34,4 @@ if (command === 'runner' && !rest.includes('--help') && !rest.includes('-h') && 
 }
 await import('./main.ts')
 // A long-lived runner gives back what a burst of work grew once it has gone quiet.
-if (command === 'runner') (await import('./idle-memory-release.ts')).watchIdleMemory()
+if (command === 'runner') (await import('@conch/protocol/idle-memory-release')).watchIdleMemory()

@@ -1,8 +1,10 @@
-// Gives memory back once the runner has gone quiet after work. V8 keeps the old generation it
-// grew under load (pages of garbage and headroom) until a memory-reducing collection, which it
-// starts on its own only now and then; this watcher starts one when the event loop has been
-// idle for a while after being busy. It reads only the event loop's utilization, so it needs no
-// hook in the code that proxies runs. docs/MEMORY.md has what it was measured to give back.
+// Gives memory back once a long-lived process (the runner, an agent) has gone quiet after work.
+// V8 keeps the old generation it grew under load (pages of garbage and headroom) until a
+// memory-reducing collection, which it starts on its own only now and then; this watcher starts
+// one when the event loop has been idle for a while after being busy. It reads only the event
+// loop's utilization, so it needs no hook in the code that proxies or runs commands. It lives in
+// the protocol package because both sides run it (a subpath import, so it adds nothing to what
+// imports the package's index). docs/MEMORY.md has what it was measured to give back.
 import { performance } from 'node:perf_hooks'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -11,7 +13,7 @@ import { runInNewContext } from 'node:vm'
 export interface IdleReleaseOptions {
   /** Milliseconds between looks at the event loop. */
   intervalMs: number
-  /** Event-loop utilization (0..1) over one interval above which the runner counts as busy. */
+  /** Event-loop utilization (0..1) over one interval above which the process counts as busy. */
   busyUtilization: number
   /** Quiet intervals in a row, after a busy one, before memory is released. */
   quietIntervals: number
@@ -26,7 +28,7 @@ export const IDLE_RELEASE_DEFAULTS: IdleReleaseOptions = {
 
 /**
  * The decision alone: fed one utilization figure per interval, it says when to release. It
- * releases once per busy spell, so an idle runner is not collected over and over.
+ * releases once per busy spell, so an idle process is not collected over and over.
  */
 export class IdleReleaseClock {
   readonly #options: IdleReleaseOptions
