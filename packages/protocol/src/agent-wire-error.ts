@@ -26,6 +26,7 @@ export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'HISTORY_NOT_FOUND',
   'INTERNAL',
   'INVALID_COMMAND',
+  'INVALID_FRAME',
   'IS_A_DIRECTORY',
   'NOT_A_DIRECTORY',
   'NOT_FOUND',
