@@ -153,4 +153,15 @@ export {
   SessionOptions,
   ShellClosedInfo,
 } from './session.ts'
+export {
+  RestoredSession,
+  SandboxShellState,
+  ShellFunction,
+  ShellState,
+  ShellVariable,
+  SNAPSHOT_FORMAT_VERSION,
+  SnapshotId,
+  SnapshotInfo,
+  SnapshotProcess,
+} from './snapshot.ts'
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'
