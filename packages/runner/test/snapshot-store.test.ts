@@ -220,7 +220,7 @@ describe('attacks: a hostile workspace', () => {
     const s = store(dirs)
     const manifest = await take(s, dirs)
     const b64 = (s: string): string => Buffer.from(s).toString('base64')
-    const escape = join(dirs.scratch, 'escaped')
+    const escaped = join(dirs.scratch, 'escaped')
     const attempts: SnapshotManifest['workspace']['entries'][] = [
       [{ type: 'dir', path: [b64('..')], mode: 0o755, mtimeMs: 0 }],
       [{ type: 'file', path: [b64('a/b')], mode: 0o644, mtimeMs: 0, size: 0, chunks: [] }],
@@ -229,7 +229,7 @@ describe('attacks: a hostile workspace', () => {
         { type: 'file', path: [b64('out'), b64('escaped')], mode: 0o644, mtimeMs: 0, size: 0, chunks: [] },
       ],
       [
-        { type: 'symlink', path: [b64('same')], mode: 0o777, mtimeMs: 0, target: b64(escape) },
+        { type: 'symlink', path: [b64('same')], mode: 0o777, mtimeMs: 0, target: b64(escaped) },
         { type: 'file', path: [b64('same')], mode: 0o644, mtimeMs: 0, size: 0, chunks: [] },
       ],
     ]
