@@ -129,6 +129,9 @@ export {
   SessionParams,
   SessionRunRequest,
   SetValueRequest,
+  SnapshotList,
+  SnapshotParams,
+  SnapshotRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 export { RunResult } from './run-result.ts'

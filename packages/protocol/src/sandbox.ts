@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { Env, EnvName, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 import { SandboxUsage } from './sandbox-usage.ts'
+import { RestoredSession, SnapshotId } from './snapshot.ts'
 
 const MiB = 1024 * 1024
 
@@ -181,6 +182,13 @@ export const CreateSandboxRequest = z.object({
   idleTimeoutMs: TimeoutMs.optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
   metadata: Metadata.optional(),
+  /**
+   * Start from this snapshot (a fork): its workspace and every session with its shell state.
+   * Settings not given here (driver, env, limits, metadata, idle timeout) are the snapshot's.
+   */
+  fromSnapshot: SnapshotId.optional(),
+  /** With `fromSnapshot`: start again the background processes that were running. */
+  restartProcesses: z.boolean().optional(),
 })
 /** Sandbox creation options. */
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>
@@ -215,6 +223,17 @@ export const SandboxInfo = z.object({
   createdAt: Timestamp,
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`); null otherwise. */
   deadReason: z.string().nullable(),
+  /** The snapshot it was restored from, and how; absent when it started empty. */
+  restoredFrom: z
+    .object({
+      /** The snapshot. */
+      snapshotId: SnapshotId,
+      /** Sessions restored, each with the pieces of state bash refused. */
+      sessions: z.array(RestoredSession),
+      /** How many background processes were started again (processes restart, they do not continue). */
+      processesRestarted: z.number().int().nonnegative(),
+    })
+    .optional(),
   /** What it uses now; null when its driver does not measure usage (absent from older runners). */
   usage: SandboxUsage.nullable().optional(),
 })

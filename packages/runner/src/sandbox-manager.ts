@@ -16,6 +16,7 @@ import {
   type SandboxInfo,
   type SessionInfo,
   type SessionOptions,
+  type SnapshotInfo,
   shardedSandboxId,
 } from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
@@ -31,6 +32,7 @@ import {
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
+import type { RestoredFrom, SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { SandboxRecord, StateStore } from './state-store.ts'
 
 /** Deadline for a new sandbox's agent to start and answer. */
@@ -62,6 +64,8 @@ export interface SandboxManagerOptions {
   now: () => number
   /** The runner's shard name, written into every new sandbox id; null keeps plain ids. */
   shard?: string | null
+  /** Snapshots and forks; a runner without them refuses `fromSnapshot`. */
+  snapshots?: SandboxSnapshots
 }
 
 /** One sandbox as the runner holds it in memory. */
@@ -74,6 +78,8 @@ export class SandboxRuntime {
   attached = 0
   /** Last API activity. */
   lastActivity: number
+  /** The snapshot this sandbox was forked from, and how the restore went. */
+  restoredFrom: RestoredFrom | null = null
   #link: AgentLink | null = null
   #connecting: Promise<AgentLink> | null = null
   #retryTimer: NodeJS.Timeout | undefined
@@ -252,7 +258,11 @@ export class SandboxManager {
   }
 
   /** Creates a sandbox and starts its agent; resolves once the agent answered hello. */
-  async create(request: CreateSandboxRequest): Promise<SandboxInfo> {
+  async create(input: CreateSandboxRequest): Promise<SandboxInfo> {
+    const { request, manifest } = this.#snapshots(input.fromSnapshot !== undefined)?.forkRequest(input) ?? {
+      request: input,
+      manifest: null,
+    }
     const live = this.liveCount()
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
@@ -313,10 +323,21 @@ export class SandboxManager {
       this.#o.logger.warn({ sandboxId: id, driver: driver.name }, driver.description)
     }
     try {
+      // A fork's workspace is written before its agent starts: no sandbox code runs meanwhile.
+      if (manifest) await this.#snapshots(true)?.restoreWorkspace(manifest, driver, handle)
       const started = await driver.startAgent(handle, spec)
       record.driverState = started.state
       this.#o.store.setDriverState(id, started.state)
-      await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      if (manifest) {
+        const restored = await this.#snapshots(true)!.restoreShells(
+          manifest,
+          link,
+          request.restartProcesses ?? false,
+        )
+        for (const session of restored.sessions) this.#o.store.addSession(id, session.id, this.#o.now())
+        runtime.restoredFrom = restored
+      }
     } catch (error) {
       await driver.destroy(this.#handle(record)).catch(() => {})
       this.#sandboxes.delete(id)
@@ -361,8 +382,30 @@ export class SandboxManager {
       metadata: r.metadata,
       createdAt: r.createdAt,
       deadReason: r.deadReason,
+      ...(runtime.restoredFrom === null ? {} : { restoredFrom: runtime.restoredFrom }),
       usage,
     }
+  }
+
+  /** Snapshots a sandbox: every open shell's state, its workspace and its settings. */
+  async snapshot(runtime: SandboxRuntime, name: string | null): Promise<SnapshotInfo> {
+    const snapshots = this.#snapshots(true)!
+    const driver = this.#o.drivers.get(runtime.record.driver)
+    const link = await runtime.link()
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    return snapshots.take(runtime.record, link, driver, this.#handle(runtime.record), name)
+  }
+
+  /** The snapshot service; with `required`, a runner without one refuses with a message. */
+  #snapshots(required: boolean): SandboxSnapshots | undefined {
+    if (this.#o.snapshots === undefined && required) {
+      throw new RunnerError(
+        'BAD_REQUEST',
+        'this runner keeps no snapshots (it was built without a snapshot store); start it with `conch runner`, which keeps them in its state dir.',
+      )
+    }
+    return this.#o.snapshots
   }
 
   /** Stops the agent, deletes the workspace and forgets the sandbox with its sessions and tokens. */

@@ -27,6 +27,7 @@ export type {
   SandboxUsage,
   SessionInfo,
   ShellClosedInfo,
+  SnapshotInfo,
 } from './resource-info.ts'
 export type { RetryPolicy } from './retry-policy.ts'
 export {

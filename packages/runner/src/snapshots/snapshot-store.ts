@@ -21,6 +21,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import {
+  LIMITS,
   type SandboxShellState,
   SNAPSHOT_FORMAT_VERSION,
   SnapshotId,
@@ -36,6 +37,8 @@ import { restoreWorkspace } from './workspace-restore.ts'
 export interface SnapshotLimits {
   /** Most snapshots kept at once. */
   maxSnapshots: number
+  /** Most snapshots kept of one sandbox. */
+  maxSnapshotsPerSandbox: number
   /** Most bytes of file content in one snapshot's workspace. */
   maxSnapshotBytes: number
   /** Most entries in one snapshot's workspace. */
@@ -44,9 +47,10 @@ export interface SnapshotLimits {
 
 /** Defaults of the store's limits. */
 export const DEFAULT_SNAPSHOT_LIMITS: SnapshotLimits = {
-  maxSnapshots: 64,
-  maxSnapshotBytes: 2 * 1024 * 1024 * 1024,
-  maxSnapshotEntries: 200_000,
+  maxSnapshots: LIMITS.maxSnapshots,
+  maxSnapshotsPerSandbox: LIMITS.maxSnapshotsPerSandbox,
+  maxSnapshotBytes: LIMITS.maxSnapshotBytes,
+  maxSnapshotEntries: LIMITS.maxSnapshotEntries,
 }
 
 /** What `take` needs besides the workspace. */
@@ -109,6 +113,14 @@ export class SnapshotStore implements SnapshotBackend {
           'TOO_MANY_SNAPSHOTS',
           `the runner already keeps ${count} snapshots (the limit); delete snapshots you no longer need, or ask the operator to raise --max-snapshots.`,
           { details: { limit: this.#limits.maxSnapshots } },
+        )
+      }
+      const own = this.list().filter((m) => m.sandboxId === source.sandboxId).length
+      if (own >= this.#limits.maxSnapshotsPerSandbox) {
+        throw new RunnerError(
+          'TOO_MANY_SNAPSHOTS',
+          `sandbox ${source.sandboxId} already has ${own} snapshots (the limit per sandbox); delete one of them first, or ask the operator to raise --max-snapshots-per-sandbox.`,
+          { details: { limit: this.#limits.maxSnapshotsPerSandbox } },
         )
       }
       let captured: Awaited<ReturnType<typeof captureWorkspace>>
