@@ -43,6 +43,8 @@ describe('snapshots', () => {
       processesRestarted: 0,
     })
     await using again = await fork.reattachShell(sh.sessionId)
+    expect(again.resumed).toEqual({ snapshotId: snap.id, processesRestarted: 0 })
+    expect(sh.resumed).toBeNull()
     expect((await again.history()).map((e) => e.command)).toEqual(history)
     expect((await again.run(CHECK)).stdout).toBe(expected)
     expect(expected).toContain('/workspace/app/src\n')
