@@ -5,13 +5,15 @@
 // Model: `objects/<first two hex digits>/<hash>.zst` holds zstd-compressed content, or
 // `<hash>.raw` the content as is when compression would not make it smaller (restore can
 // then clone it with a reflink where the filesystem has them). Objects are written to a temp
-// name and renamed, so a crash leaves no half object under a real name. Which objects are
+// name and renamed, so a crash leaves no half object under a real name. Objects are not
+// fsynced one by one (a thousand fsyncs would cost more than the whole snapshot); the
+// manifest is, last, and a restore that meets an object a power loss took reports the
+// snapshot as damaged. Which objects are
 // still needed is decided by the snapshot store (mark and sweep over its manifests).
 import { createHash, randomBytes } from 'node:crypto'
 import {
   closeSync,
   constants,
-  fsyncSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -71,7 +73,6 @@ export class ContentStore {
     try {
       let at = 0
       while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
-      fsyncSync(fd)
     } finally {
       closeSync(fd)
     }
