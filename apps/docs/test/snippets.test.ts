@@ -24,6 +24,7 @@ const RUN: Record<string, string[]> = {
   reattach: ['compiling 10', 'build finished with 0'],
   'browser-token': ['cst_'],
   errors: ['no such sandbox'],
+  snapshots: ['before-migration', 'app\nv1\nbefore\nbuilding v1\n', 'processesRestarted: 0'],
 }
 
 /** Snippets that cannot run as a Node process on their own, and why. */
