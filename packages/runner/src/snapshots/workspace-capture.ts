@@ -20,8 +20,8 @@ import {
   openSync,
   readdirSync,
   readlinkSync,
-  readSync,
 } from 'node:fs'
+import { type FileHandle, open } from 'node:fs/promises'
 import { RunnerError } from '../runner-error.ts'
 import type { ContentStore } from './content-store.ts'
 import type { WorkspaceEntry } from './snapshot-manifest.ts'
@@ -68,21 +68,45 @@ export async function captureWorkspace(
   store: ContentStore,
   options: CaptureOptions,
 ): Promise<CapturedWorkspace> {
-  const out: CapturedWorkspace = {
+  const out: Walk = {
     entries: [],
     bytes: 0,
     skipped: [],
     addedBytes: 0,
     fingerprints: new Map(),
+    running: new Set(),
+    dropped: new Set(),
+    failure: null,
   }
   const rootFd = openSync(root, DIR_FLAGS)
   try {
     await walk(rootFd, [], store, options, out)
   } finally {
+    await Promise.all(out.running)
     closeSync(rootFd)
   }
-  return out
+  return {
+    entries: out.entries.filter((e) => e.type !== 'file' || !out.dropped.has(e)),
+    bytes: out.bytes,
+    skipped: out.skipped,
+    addedBytes: out.addedBytes,
+    fingerprints: out.fingerprints,
+  }
 }
+
+type FileEntry = Extract<WorkspaceEntry, { type: 'file' }>
+
+/** A capture in progress: what it found so far and the file reads still running. */
+interface Walk extends CapturedWorkspace {
+  running: Set<Promise<void>>
+  /** File entries left out after all (the file changed while it was read). */
+  dropped: Set<WorkspaceEntry>
+  /** The first error of a file read; the walk stops with it. */
+  failure: unknown
+}
+
+/** Files read at once: reads and compression run on libuv's threads. */
+const PARALLEL_READS = 8
 
 /** The key of a path in fingerprints: its components' base64, joined. */
 export function pathKey(path: readonly string[]): string {
@@ -102,7 +126,7 @@ async function walk(
   dirPath: string[],
   store: ContentStore,
   options: CaptureOptions,
-  out: CapturedWorkspace,
+  out: Walk,
 ): Promise<void> {
   if (dirPath.length >= MAX_DEPTH) {
     throw new RunnerError(
@@ -112,6 +136,24 @@ async function walk(
   }
   const names = readdirSync(at(dirFd, Buffer.alloc(0)), { encoding: 'buffer' })
   names.sort(Buffer.compare)
+  const pending: Array<Promise<void>> = []
+  try {
+    await walkNames(dirFd, dirPath, names, store, options, out, pending)
+  } finally {
+    await Promise.all(pending)
+  }
+  if (out.failure !== null) throw out.failure
+}
+
+async function walkNames(
+  dirFd: number,
+  dirPath: string[],
+  names: Buffer[],
+  store: ContentStore,
+  options: CaptureOptions,
+  out: Walk,
+  pending: Array<Promise<void>>,
+): Promise<void> {
   for (const name of names) {
     if (out.entries.length >= options.maxEntries) {
       throw new RunnerError(
@@ -159,9 +201,29 @@ async function walk(
           { details: { limit: options.maxBytes } },
         )
       }
-      const file = await captureFile(full, st, path, store, options, out)
-      if (file === null) out.skipped.push({ path: shown(path), reason: 'changed while read' })
-      else out.entries.push({ type: 'file', ...common, size: file.size, chunks: file.chunks })
+      // The entry takes its place now; its chunks are filled in by a read that runs alongside
+      // others (the directory's fd stays open until they end).
+      const entry: FileEntry = { type: 'file', ...common, size: 0, chunks: [] }
+      out.entries.push(entry)
+      while (out.running.size >= PARALLEL_READS) await Promise.race(out.running)
+      if (out.failure !== null) throw out.failure
+      const task = captureFile(full, st, path, store, options, out).then(
+        (file) => {
+          if (file === null) {
+            out.dropped.add(entry)
+            out.skipped.push({ path: shown(path), reason: 'changed while read' })
+          } else {
+            entry.size = file.size
+            entry.chunks = file.chunks
+          }
+        },
+        (error: unknown) => {
+          out.failure ??= error
+        },
+      )
+      out.running.add(task)
+      pending.push(task)
+      void task.finally(() => out.running.delete(task))
     } else {
       const reason = st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : 'device'
       out.skipped.push({ path: shown(path), reason })
@@ -175,7 +237,7 @@ async function captureFile(
   path: string[],
   store: ContentStore,
   options: CaptureOptions,
-  out: CapturedWorkspace,
+  out: Walk,
 ): Promise<{ chunks: string[]; size: number } | null> {
   const key = pathKey(path)
   const known = options.previous.get(key)
@@ -189,14 +251,14 @@ async function captureFile(
     out.fingerprints.set(key, known)
     return { chunks: known.chunks, size: Number(known.size) }
   }
-  let fd: number
+  let handle: FileHandle
   try {
-    fd = openSync(full, FILE_FLAGS)
+    handle = await open(full, FILE_FLAGS)
   } catch {
     return null
   }
   try {
-    const opened = fstatSync(fd, { bigint: true })
+    const opened = await handle.stat({ bigint: true })
     if (!opened.isFile() || opened.ino !== st.ino) return null
     // Read up to the size lstat saw: a file that grows meanwhile cannot make the read endless.
     const chunks: string[] = []
@@ -207,7 +269,7 @@ async function captureFile(
       const want = Math.min(buffer.length, size - position)
       let filled = 0
       while (filled < want) {
-        const n = readSync(fd, buffer, filled, want - filled, position + filled)
+        const { bytesRead: n } = await handle.read(buffer, filled, want - filled, position + filled)
         if (n === 0) break
         filled += n
       }
@@ -221,6 +283,6 @@ async function captureFile(
     out.fingerprints.set(key, { ino: st.ino, size: BigInt(position), ctimeNs: opened.ctimeNs, chunks })
     return { chunks, size: position }
   } finally {
-    closeSync(fd)
+    await handle.close()
   }
 }

@@ -10,7 +10,6 @@
 import {
   closeSync,
   constants,
-  copyFileSync,
   fchmodSync,
   fchownSync,
   fstatSync,
@@ -20,8 +19,8 @@ import {
   mkdirSync,
   openSync,
   symlinkSync,
-  writeSync,
 } from 'node:fs'
+import { copyFile, open } from 'node:fs/promises'
 import { RunnerError } from '../runner-error.ts'
 import type { ContentStore } from './content-store.ts'
 import type { WorkspaceEntry } from './snapshot-manifest.ts'
@@ -35,7 +34,12 @@ interface OpenDir {
   path: string[]
   mode: number
   mtimeMs: number
+  /** File writes in this directory still running; the directory closes after them. */
+  pending: Array<Promise<void>>
 }
+
+/** File writes at once: the copies and decompressions run on libuv's threads. */
+const PARALLEL_WRITES = 8
 
 /** Writes `entries` under the (empty) workspace at `root`, owned like `root`. */
 export async function restoreWorkspace(
@@ -45,86 +49,89 @@ export async function restoreWorkspace(
 ): Promise<void> {
   const rootFd = openSync(root, DIR_FLAGS)
   const owner = fstatSync(rootFd)
-  const stack: OpenDir[] = [{ fd: rootFd, path: [], mode: -1, mtimeMs: 0 }]
+  const stack: OpenDir[] = [{ fd: rootFd, path: [], mode: -1, mtimeMs: 0, pending: [] }]
+  const running = new Set<Promise<void>>()
+  let failure: unknown = null
+  const fail = (entry: WorkspaceEntry, error: unknown): RunnerError =>
+    error instanceof RunnerError
+      ? error
+      : bad(`${shown(entry.path)}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)
   try {
     for (const entry of entries) {
+      if (failure !== null) throw failure
       const name = checkedName(entry.path)
       const parentPath = entry.path.slice(0, -1)
-      while (stack.length > 1 && !isPrefix(stack.at(-1)!.path, parentPath)) closeDir(stack.pop()!)
+      while (stack.length > 1 && !isPrefix(stack.at(-1)!.path, parentPath)) await closeDir(stack.pop()!)
       const parent = stack.at(-1)!
       if (parent.path.length !== parentPath.length) {
         throw bad(`entry ${shown(entry.path)} comes before its directory`)
       }
       const full = Buffer.concat([Buffer.from(`/proc/self/fd/${parent.fd}/`), name])
-      try {
-        await restoreEntry(entry, full, stack, owner)
-      } catch (error) {
-        if (error instanceof RunnerError) throw error
-        throw bad(`${shown(entry.path)}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)
-      }
-    }
-  } finally {
-    while (stack.length > 1) closeDir(stack.pop()!)
-    closeSync(rootFd)
-  }
-
-  async function restoreEntry(
-    entry: WorkspaceEntry,
-    full: Buffer,
-    stack: OpenDir[],
-    owner: { uid: number; gid: number },
-  ): Promise<void> {
-    {
       const mode = entry.mode & 0o1777
-      if (entry.type === 'dir') {
-        if (stack.length > MAX_DEPTH) throw bad(`directories nest deeper than ${MAX_DEPTH} levels`)
-        mkdirSync(full, { mode: 0o700 })
-        const fd = openSync(full, DIR_FLAGS)
-        fchownSync(fd, owner.uid, owner.gid)
-        stack.push({ fd, path: entry.path, mode, mtimeMs: entry.mtimeMs })
-      } else if (entry.type === 'symlink') {
-        symlinkSync(Buffer.from(entry.target, 'base64'), full)
-        lchownSync(full, owner.uid, owner.gid)
-        lutimesSync(full, entry.mtimeMs / 1000, entry.mtimeMs / 1000)
-      } else {
-        await writeFile(full, entry, store)
-        const fd = openSync(full, constants.O_RDONLY | constants.O_NOFOLLOW)
-        try {
+      try {
+        if (entry.type === 'dir') {
+          if (stack.length > MAX_DEPTH) throw bad(`directories nest deeper than ${MAX_DEPTH} levels`)
+          mkdirSync(full, { mode: 0o700 })
+          const fd = openSync(full, DIR_FLAGS)
           fchownSync(fd, owner.uid, owner.gid)
-          fchmodSync(fd, mode)
-          futimesSync(fd, entry.mtimeMs / 1000, entry.mtimeMs / 1000)
-        } finally {
-          closeSync(fd)
+          stack.push({ fd, path: entry.path, mode, mtimeMs: entry.mtimeMs, pending: [] })
+        } else if (entry.type === 'symlink') {
+          symlinkSync(Buffer.from(entry.target, 'base64'), full)
+          lchownSync(full, owner.uid, owner.gid)
+          lutimesSync(full, entry.mtimeMs / 1000, entry.mtimeMs / 1000)
+        } else {
+          while (running.size >= PARALLEL_WRITES) await Promise.race(running)
+          const task = writeFile(full, entry, store, owner).catch((error: unknown) => {
+            failure ??= fail(entry, error)
+          })
+          running.add(task)
+          parent.pending.push(task)
+          void task.finally(() => running.delete(task))
         }
+      } catch (error) {
+        throw fail(entry, error)
       }
     }
+    await Promise.all(running)
+    if (failure !== null) throw failure
+  } finally {
+    await Promise.all(running)
+    while (stack.length > 1) await closeDir(stack.pop()!)
+    closeSync(rootFd)
   }
 }
 
+/** Writes one file (the name must not exist) and gives it its owner, mode and mtime. */
 async function writeFile(
   full: Buffer,
   entry: Extract<WorkspaceEntry, { type: 'file' }>,
   store: ContentStore,
+  owner: { uid: number; gid: number },
 ): Promise<void> {
   const only = entry.chunks.length === 1 ? store.rawPath(entry.chunks[0]!) : null
   if (only !== null) {
     // COPYFILE_EXCL makes the kernel refuse an existing name (a symlink included).
-    copyFileSync(only, full, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE)
-    return
-  }
-  const fd = openSync(full, NEW_FILE_FLAGS, 0o600)
-  try {
-    for (const hash of entry.chunks) {
-      const bytes = await store.read(hash)
-      let at = 0
-      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
+    await copyFile(only, full, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE)
+  } else {
+    const handle = await open(full, NEW_FILE_FLAGS, 0o600)
+    try {
+      for (const hash of entry.chunks) await handle.write(await store.read(hash))
+    } finally {
+      await handle.close()
     }
+  }
+  const handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW)
+  try {
+    await handle.chown(owner.uid, owner.gid)
+    await handle.chmod(entry.mode & 0o1777)
+    await handle.utimes(entry.mtimeMs / 1000, entry.mtimeMs / 1000)
   } finally {
-    closeSync(fd)
+    await handle.close()
   }
 }
 
-function closeDir(dir: OpenDir): void {
+async function closeDir(dir: OpenDir): Promise<void> {
+  await Promise.all(dir.pending)
   try {
     fchmodSync(dir.fd, dir.mode)
     futimesSync(dir.fd, dir.mtimeMs / 1000, dir.mtimeMs / 1000)
