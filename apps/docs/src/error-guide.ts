@@ -102,6 +102,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: "Read the indexes from `sh.history()` first; they start at 0 and are stable for the session's life.",
     sdkClass: 'ConchError',
   },
+  SESSION_BUSY: {
+    when: 'A snapshot waited for a session that kept running a command (its state is read between runs).',
+    fix: 'Wait for the run to finish, or interrupt it (`sh.interrupt()`), then take the snapshot again; `details.sessionId` names the session.',
+    sdkClass: 'ConchError',
+  },
   SNAPSHOT_NOT_FOUND: {
     when: 'A snapshot id names no snapshot on this runner (it was deleted, or taken on another runner).',
     fix: 'List the snapshots with `Sandbox.listSnapshots()` and use one of their ids; snapshots live in the state dir of the runner that took them.',

@@ -32,19 +32,28 @@ export interface ShellSessions {
 
 /** Time a state query may take in one shell. */
 const STATE_RUN_TIMEOUT_MS = 30_000
+/** How long a capture waits for a session's runs ahead of it before it gives up on that session. */
+export const CAPTURE_WAIT_MS = 10_000
 
 /** Captures and restores the sandbox's shells and processes. */
 export class SandboxState {
   readonly #sessions: ShellSessions
   readonly #processes: BackgroundProcesses
   readonly #root: string
+  readonly #captureWaitMs: number
   #runs = 0
 
   /** Works on these sessions and processes, in the workspace at `root`. */
-  constructor(sessions: ShellSessions, processes: BackgroundProcesses, root: string) {
+  constructor(
+    sessions: ShellSessions,
+    processes: BackgroundProcesses,
+    root: string,
+    captureWaitMs: number = CAPTURE_WAIT_MS,
+  ) {
     this.#sessions = sessions
     this.#processes = processes
     this.#root = root
+    this.#captureWaitMs = captureWaitMs
   }
 
   /** Every open shell's state and every known background process. */
@@ -77,7 +86,27 @@ export class SandboxState {
 
   async #captureShell(session: BashSession): Promise<ShellState> {
     const nonce = captureNonce()
-    const out = await this.#internal(session, captureScript(nonce))
+    const query = this.#internal(session, captureScript(nonce))
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const busy = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const run = session.running
+        reject(
+          new AgentError(
+            'SESSION_BUSY',
+            `session "${session.id}" is still running ${run === null ? 'its queued runs' : `run "${run}"`} after ${this.#captureWaitMs / 1000} s, and a snapshot reads a shell between runs; wait for it or interrupt it, then snapshot again.`,
+            { sessionId: session.id },
+          ),
+        )
+      }, this.#captureWaitMs)
+    })
+    query.catch(() => {})
+    let out: Buffer
+    try {
+      out = await Promise.race([query, busy])
+    } finally {
+      clearTimeout(timer)
+    }
     const captured = parseCapture(out, nonce)
     if (captured === null) {
       throw new AgentError(

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test as base, describe, expect } from 'vitest'
+import { AgentError } from '../src/agent-error.ts'
 import { BackgroundProcesses } from '../src/background-processes.ts'
 import type { BashSession } from '../src/bash-session.ts'
 import { systemClock } from '../src/clock.ts'
@@ -231,6 +232,25 @@ describe('attacks: hostile shell state', () => {
       (await sh(copy, 'printf "\\037C%s\\036" 0123456789abcdef0123456789abcdef; echo done')).out,
     ).toContain('done')
     void shell
+  })
+})
+
+describe('busy sessions', () => {
+  test('a session that keeps running a command fails the capture with SESSION_BUSY, naming the run', async ({
+    box,
+  }) => {
+    const a = box()
+    const shell = await a.sessions.create({ id: 'busy' })
+    const long = shell.run({ runId: 'long-one', command: 'sleep 3' })
+    const error = await new SandboxState(a.sessions, a.processes, a.root, 200)
+      .capture()
+      .catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AgentError)
+    expect((error as AgentError).code).toBe('SESSION_BUSY')
+    expect((error as AgentError).message).toContain('run "long-one"')
+    shell.interrupt()
+    await long
+    expect((await sh(shell, 'echo fine')).out).toBe('fine\n')
   })
 })
 

@@ -86,6 +86,7 @@ export function errorFromWire(
     case 'TOO_MANY_SNAPSHOTS':
     case 'SESSION_EXISTS':
     case 'SESSION_PROTECTED':
+    case 'SESSION_BUSY':
     case 'SANDBOX_NOT_RUNNING':
     case 'PATH_OUTSIDE_SANDBOX':
     case 'NOT_A_DIRECTORY':
