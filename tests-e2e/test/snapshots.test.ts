@@ -160,6 +160,23 @@ describe('attacks on snapshots', () => {
     expect(r.stdout).toBe('/\n/etc\netc-link\nroot\n')
   })
 
+  test('a fork whose disk is too small for the workspace is refused and leaves no sandbox', async ({
+    runner,
+    sandbox,
+  }) => {
+    await sandbox.exec('head -c 100000000 /dev/zero > /workspace/big')
+    const snap = await sandbox.snapshot()
+    const before = (await Sandbox.list(connectionOf(runner))).length
+    const error = await Sandbox.create({
+      ...connectionOf(runner),
+      fromSnapshot: snap.id,
+      limits: { diskBytes: 64 * 1024 * 1024 },
+    }).catch((e: unknown) => e)
+    expect(codeOf(error)).toBe('SNAPSHOT_TOO_LARGE')
+    expect((error as Error).message).toContain('larger limits.diskBytes')
+    expect((await Sandbox.list(connectionOf(runner))).length).toBe(before)
+  })
+
   test('snapshot ids that are paths are not found', async ({ runner }) => {
     for (const id of ['../../etc/passwd', 'snap_..%2F..%2Fx', 'snap_AAAAAAAAAAAAAAAAAAAA']) {
       const error = await Sandbox.create({ ...connectionOf(runner), fromSnapshot: id }).catch((e) => e)

@@ -52,10 +52,17 @@ export async function restoreWorkspace(
   const stack: OpenDir[] = [{ fd: rootFd, path: [], mode: -1, mtimeMs: 0, pending: [] }]
   const running = new Set<Promise<void>>()
   let failure: unknown = null
-  const fail = (entry: WorkspaceEntry, error: unknown): RunnerError =>
-    error instanceof RunnerError
-      ? error
-      : bad(`${shown(entry.path)}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)
+  const fail = (entry: WorkspaceEntry, error: unknown): RunnerError => {
+    if (error instanceof RunnerError) return error
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOSPC' || code === 'EDQUOT') {
+      return new RunnerError(
+        'SNAPSHOT_TOO_LARGE',
+        `the snapshot's workspace does not fit the new sandbox's disk (it ran out at ${shown(entry.path)}); create the sandbox with a larger limits.diskBytes.`,
+      )
+    }
+    return bad(`${shown(entry.path)}: ${code ?? String(error)}`)
+  }
   try {
     for (const entry of entries) {
       if (failure !== null) throw failure
