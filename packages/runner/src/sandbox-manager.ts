@@ -415,6 +415,7 @@ export class SandboxManager {
     runtime.detach()
     const driver = this.#o.drivers.get(runtime.record.driver)
     this.#o.store.deleteSandbox(id)
+    this.#o.snapshots?.store.forgetSandbox(id)
     if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
   }

@@ -79,7 +79,12 @@ export interface SnapshotBackend {
   restoreWorkspace(manifest: SnapshotManifest, target: string): Promise<void>
   /** Deletes a snapshot and the objects only it used. */
   delete(id: string): Promise<void>
+  /** Forgets what it remembered of a sandbox's files (the sandbox is gone). */
+  forgetSandbox(sandboxId: string): void
 }
+
+/** Sandboxes whose file fingerprints are remembered at once (the most recently snapshotted). */
+const REMEMBERED_SANDBOXES = 8
 
 /** The local snapshot store in the runner's state dir. */
 export class SnapshotStore implements SnapshotBackend {
@@ -87,7 +92,7 @@ export class SnapshotStore implements SnapshotBackend {
   readonly #objects: ContentStore
   readonly #limits: SnapshotLimits
   readonly #now: () => number
-  /** Fingerprints of each sandbox's last snapshot, so the next one reads only changed files. */
+  /** Fingerprints of the last snapshot of recent sandboxes, so the next one reads only changed files. */
   readonly #fingerprints = new Map<string, Map<string, FileFingerprint>>()
   #queue: Promise<unknown> = Promise.resolve()
 
@@ -135,7 +140,12 @@ export class SnapshotStore implements SnapshotBackend {
         this.#sweep()
         throw error
       }
+      this.#fingerprints.delete(source.sandboxId)
       this.#fingerprints.set(source.sandboxId, captured.fingerprints)
+      for (const oldest of this.#fingerprints.keys()) {
+        if (this.#fingerprints.size <= REMEMBERED_SANDBOXES) break
+        this.#fingerprints.delete(oldest)
+      }
       const manifest: SnapshotManifest = {
         formatVersion: SNAPSHOT_FORMAT_VERSION,
         id: `snap_${base62(20)}`,
@@ -229,7 +239,7 @@ export class SnapshotStore implements SnapshotBackend {
     this.#objects.sweep(keep)
   }
 
-  /** Forgets what it knew of a sandbox's files (the sandbox is gone). */
+  /** Forgets what it remembered of a sandbox's files (the sandbox is gone). */
   forgetSandbox(sandboxId: string): void {
     this.#fingerprints.delete(sandboxId)
   }
