@@ -107,6 +107,33 @@ describe('snapshots', () => {
   })
 })
 
+describe('hibernation', () => {
+  test('a hibernated sandbox keeps its id, frees its processes, and wakes on the next attach with its shells', async ({
+    runner,
+    sandbox,
+  }) => {
+    await using sh = await sandbox.shell()
+    for (const command of SETUP) expect((await sh.run(command)).exitCode, command).toBe(0)
+    const expected = (await sh.run(CHECK)).stdout
+    await sandbox.startProcess('sleep 300')
+    const info = await sandbox.hibernate()
+    expect(info.status).toBe('hibernated')
+    const listed = (await Sandbox.list(connectionOf(runner))).find((s) => s.id === sandbox.id)
+    expect(listed?.status).toBe('hibernated')
+
+    const again = await Sandbox.connect(sandbox.id, connectionOf(runner))
+    await using woken = await again.reattachShell(sh.sessionId)
+    expect((await woken.run(CHECK)).stdout).toBe(expected)
+    expect(woken.resumed?.processesRestarted).toBe(1)
+    expect((await again.refresh()).status).toBe('running')
+    expect((await again.listProcesses()).map((p) => [p.info.command, p.info.status])).toEqual([
+      ['sleep 300', 'running'],
+    ])
+    // The snapshot it slept in is gone once it woke.
+    expect((await again.listSnapshots()).map((s) => s.name)).not.toContain('hibernation')
+  })
+})
+
 describe('attacks on snapshots', () => {
   test("a sandbox token snapshots its own sandbox, but cannot list, read, delete or fork others' snapshots", async ({
     runner,

@@ -395,6 +395,14 @@ export const API_ROUTES = [
     response: SnapshotInfo,
   },
   {
+    method: 'POST',
+    path: `${S}/hibernate`,
+    operationId: 'hibernateSandbox',
+    summary: 'Hibernate: snapshot the sandbox and stop everything in it; the next request wakes it',
+    params: SandboxParams,
+    response: SandboxInfo,
+  },
+  {
     method: 'GET',
     path: `${S}/snapshots`,
     operationId: 'listSandboxSnapshots',

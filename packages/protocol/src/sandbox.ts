@@ -194,7 +194,7 @@ export const CreateSandboxRequest = z.object({
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>
 
 /** A sandbox's lifecycle status. */
-export const SandboxStatus = z.enum(['starting', 'running', 'unreachable', 'dead', 'destroyed'])
+export const SandboxStatus = z.enum(['starting', 'running', 'unreachable', 'hibernated', 'dead', 'destroyed'])
 /** A sandbox status. */
 export type SandboxStatus = z.infer<typeof SandboxStatus>
 
@@ -204,7 +204,8 @@ export const SandboxInfo = z.object({
   id: SandboxId,
   /**
    * `running` while its agent answers; `unreachable` while its agent lives but does not answer
-   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   * (the runner keeps retrying, see `deadReason`); `hibernated` while it is stored as a snapshot
+   * with nothing running (the next request wakes it); `dead` when the agent died (see `deadReason`).
    */
   status: SandboxStatus,
   /** Driver that created it. */

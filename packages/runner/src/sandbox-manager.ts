@@ -116,6 +116,12 @@ export class SandboxRuntime {
         `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'}); create a new sandbox`,
       )
     }
+    if (status === 'hibernated') {
+      this.#connecting ??= this.#manager.wake(this).finally(() => {
+        this.#connecting = null
+      })
+      return this.#connecting
+    }
     if (status === 'unreachable') {
       throw new RunnerError(
         'AGENT_UNAVAILABLE',
@@ -224,7 +230,9 @@ export class SandboxManager {
    * first attempt settled; the unreachable keep being retried.
    */
   async restore(): Promise<void> {
-    const stored = [...this.#sandboxes.values()].filter((s) => s.record.status !== 'dead')
+    const stored = [...this.#sandboxes.values()].filter(
+      (s) => s.record.status !== 'dead' && s.record.status !== 'hibernated',
+    )
     await Promise.all(stored.map((s) => this.#markIfGone(s)))
     const attempts = stored
       .filter((s) => s.record.status !== 'dead')
@@ -368,7 +376,7 @@ export class SandboxManager {
     const r = runtime.record
     const driver = this.#o.drivers.get(r.driver)
     const usage =
-      r.status === 'dead' || driver?.usage === undefined
+      r.status === 'dead' || r.status === 'hibernated' || driver?.usage === undefined
         ? null
         : await driver.usage(this.#handle(r)).catch(() => null)
     return {
@@ -397,6 +405,71 @@ export class SandboxManager {
     return snapshots.take(runtime.record, link, driver, this.#handle(runtime.record), name)
   }
 
+  /**
+   * Hibernates a sandbox: snapshots it (every open shell and the workspace), then stops its
+   * agent and deletes its workspace; its record stays, `hibernated`, and the next request that
+   * needs its agent wakes it (`wake`).
+   */
+  async hibernate(runtime: SandboxRuntime): Promise<SandboxInfo> {
+    const snapshots = this.#snapshots(true)!
+    const driver = this.#o.drivers.get(runtime.record.driver)
+    const link = await runtime.link()
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    const handle = this.#handle(runtime.record)
+    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
+    runtime.detach()
+    await driver.destroy(handle)
+    runtime.record.driverState = state
+    runtime.record.status = 'hibernated'
+    runtime.record.deadReason = null
+    this.#o.store.setDriverState(runtime.id, state)
+    this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
+    this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
+    return this.info(runtime)
+  }
+
+  /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */
+  async wake(runtime: SandboxRuntime): Promise<AgentLink> {
+    const snapshots = this.#snapshots(true)!
+    const { record } = runtime
+    const driver = this.#o.drivers.get(record.driver)
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    const manifest = snapshots.hibernation(record)
+    const spec: SandboxSpec = {
+      id: record.id,
+      env: record.env,
+      limits: record.limits,
+      scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret: mintLinkSecret(),
+    }
+    const handle = await driver.create(spec)
+    let current = handle
+    try {
+      await snapshots.restoreWorkspace(manifest, driver, handle)
+      current = await driver.startAgent(handle, spec)
+      const started = current
+      record.driverState = started.state
+      this.#o.store.setDriverState(record.id, started.state)
+      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
+      await snapshots.store.delete(manifest.id)
+      this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
+      return link
+    } catch (error) {
+      // Back to hibernating: the snapshot is still there for the next attempt.
+      runtime.detach()
+      await driver.destroy(current).catch(() => {})
+      record.driverState = { hibernatedFrom: manifest.id }
+      record.status = 'hibernated'
+      this.#o.store.setDriverState(record.id, record.driverState)
+      this.#o.store.setSandboxStatus(record.id, 'hibernated')
+      throw error
+    }
+  }
+
   /** The snapshot service; with `required`, a runner without one refuses with a message. */
   #snapshots(required: boolean): SandboxSnapshots | undefined {
     if (this.#o.snapshots === undefined && required) {
@@ -416,7 +489,8 @@ export class SandboxManager {
     const driver = this.#o.drivers.get(runtime.record.driver)
     this.#o.store.deleteSandbox(id)
     this.#o.snapshots?.store.forgetSandbox(id)
-    if (driver) await driver.destroy(this.#handle(runtime.record))
+    if (runtime.record.status === 'hibernated') await this.#snapshots(true)!.dropHibernation(runtime.record)
+    else if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
   }
 

@@ -60,6 +60,38 @@ export class SandboxSnapshots {
     return snapshotInfo(manifest)
   }
 
+  /**
+   * Snapshots a sandbox about to hibernate; returns the driver state its record keeps while
+   * it sleeps (the snapshot's id).
+   */
+  async hibernate(
+    record: SandboxRecord,
+    link: AgentLink,
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+  ): Promise<Record<string, unknown>> {
+    const info = await this.take(record, link, driver, handle, 'hibernation')
+    return { hibernatedFrom: info.id }
+  }
+
+  /** The snapshot a hibernated sandbox sleeps in. */
+  hibernation(record: SandboxRecord): SnapshotManifest {
+    const id = record.driverState.hibernatedFrom
+    if (typeof id !== 'string') {
+      throw new RunnerError(
+        'SNAPSHOT_NOT_FOUND',
+        `sandbox ${record.id} is hibernated but its snapshot is not recorded; destroy the sandbox.`,
+      )
+    }
+    return this.#store.get(id)
+  }
+
+  /** Deletes the snapshot of a hibernated sandbox that is being destroyed. */
+  async dropHibernation(record: SandboxRecord): Promise<void> {
+    const id = record.driverState.hibernatedFrom
+    if (typeof id === 'string') await this.#store.delete(id).catch(() => {})
+  }
+
   /** The snapshot a create request forks from, and the request with the snapshot's settings as defaults. */
   forkRequest(request: CreateSandboxRequest): {
     request: CreateSandboxRequest

@@ -34,9 +34,10 @@ export interface SandboxInfo {
   id: string
   /**
    * `running` while its agent answers; `unreachable` while its agent lives but does not answer
-   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   * (the runner keeps retrying, see `deadReason`); `hibernated` while it is stored as a snapshot
+   * with nothing running (the next request wakes it); `dead` when the agent died (see `deadReason`).
    */
-  status: 'starting' | 'running' | 'unreachable' | 'dead' | 'destroyed'
+  status: 'starting' | 'running' | 'unreachable' | 'hibernated' | 'dead' | 'destroyed'
   /** Driver that created it. */
   driver: string
   /** What isolates it from the host. */

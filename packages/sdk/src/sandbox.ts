@@ -488,6 +488,26 @@ export class Sandbox {
     })
   }
 
+  /**
+   * Hibernates the sandbox: snapshots it, then stops everything in it, freeing its memory and
+   * processes. It keeps its id and shows `hibernated`; the next request that needs it (a run,
+   * an exec, a shell attach) wakes it with its workspace and shells restored and its
+   * background processes restarted, and a reattached shell's `resumed` says so.
+   *
+   * @example
+   * ```ts
+   * await sb.hibernate()
+   * await using sh = await sb.reattachShell('default') // wakes it: same cwd, env, history
+   * ```
+   */
+  async hibernate(): Promise<SandboxInfo> {
+    this.#closeShells()
+    this.info = await this.#http.json('POST', `${this.#path}/hibernate`, sandboxInfo, {
+      timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
+    })
+    return this.info
+  }
+
   /** The snapshots taken of this sandbox, oldest first. */
   async listSnapshots(): Promise<SnapshotInfo[]> {
     return (await this.#http.json('GET', `${this.#path}/snapshots`, snapshotList)).snapshots

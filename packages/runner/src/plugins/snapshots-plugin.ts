@@ -19,6 +19,7 @@ export async function snapshotsPlugin(app: FastifyInstance, ctx: RunnerContext):
     return ctx.snapshots.store
   }
   bindRoutes(app, {
+    hibernateSandbox: async ({ params }) => ctx.manager.hibernate(ctx.manager.get(params.id)),
     takeSnapshot: async ({ params, body }) =>
       ctx.manager.snapshot(ctx.manager.get(params.id), body.name ?? null),
     listSandboxSnapshots: async ({ params }) => {
