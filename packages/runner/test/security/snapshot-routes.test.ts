@@ -173,3 +173,64 @@ describe('attacks on the snapshot routes', () => {
     for (const body of bodies) expect(body).not.toMatch(/hunter[23]/)
   })
 })
+
+describe('hibernation across a runner restart', () => {
+  test('a hibernated sandbox stays hibernated through a restart and wakes on the next run with its shell state', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-hibernate-'))
+    const apiKey = generateApiKey()
+    const admin = { authorization: `Bearer ${apiKey}` }
+    const start = async (): Promise<{ app: RunnerApp; store: StateStore }> => {
+      const store = StateStore.open(stateDir)
+      const app = buildApp({
+        store,
+        apiKeyHashes: [hashSecret(apiKey)],
+        drivers: [new LocalDriver({ stateDir })],
+        snapshotStore: new SnapshotStore(stateDir),
+      })
+      await app.ready()
+      return { app, store }
+    }
+    let runner = await start()
+    let id = ''
+    try {
+      const created = await runner.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        headers: admin,
+        payload: {},
+      })
+      id = (created.json() as { id: string }).id
+      const exec = (command: string) =>
+        runner.app.inject({
+          method: 'POST',
+          url: `/v1/sandboxes/${id}/exec`,
+          headers: admin,
+          payload: { command, sessionId: 'default' },
+        })
+      await exec('mkdir -p sub && cd sub && echo kept > file && export SLEPT=yes')
+      const slept = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${id}/hibernate`,
+        headers: admin,
+      })
+      expect(slept.statusCode, slept.body).toBe(200)
+      expect((slept.json() as { status: string }).status).toBe('hibernated')
+      await runner.app.close()
+      runner.store.close()
+
+      runner = await start()
+      const listed = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: admin })
+      expect((listed.json() as { status: string }).status).toBe('hibernated')
+      const woken = await exec('echo "$SLEPT"; basename "$PWD"; cat file')
+      expect(woken.statusCode, woken.body).toBe(200)
+      expect((woken.json() as { stdout: string }).stdout).toBe('yes\nsub\nkept\n')
+      const after = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: admin })
+      expect((after.json() as { status: string; restoredFrom?: unknown }).status).toBe('running')
+    } finally {
+      if (id) await runner.app.inject({ method: 'DELETE', url: `/v1/sandboxes/${id}`, headers: admin })
+      await runner.app.close()
+      runner.store.close()
+      rmSync(stateDir, { recursive: true, force: true })
+    }
+  })
+})
