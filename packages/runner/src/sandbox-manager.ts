@@ -78,6 +78,29 @@ export class SandboxRuntime {
   attached = 0
   /** Last API activity. */
   lastActivity: number
+  /** Set while the sandbox is being stopped for hibernation. */
+  #hibernating: Promise<unknown> | null = null
+
+  /** Whether the sandbox is being stopped for hibernation. */
+  get isHibernating(): boolean {
+    return this.#hibernating !== null
+  }
+
+  /** Runs `stop` (the part of hibernating after the snapshot); requests wait for it. */
+  async hibernating<T>(stop: () => Promise<T>): Promise<T> {
+    let done: () => void = () => {}
+    // Set before `stop` runs: closing the link inside it must already see it.
+    this.#hibernating = new Promise<void>((resolve) => {
+      done = resolve
+    })
+    try {
+      return await stop()
+    } finally {
+      this.#hibernating = null
+      done()
+    }
+  }
+
   /** The snapshot this sandbox was forked from, and how the restore went. */
   restoredFrom: RestoredFrom | null = null
   #link: AgentLink | null = null
@@ -108,6 +131,8 @@ export class SandboxRuntime {
    * when the sandbox is dead and with AGENT_UNAVAILABLE while it is unreachable.
    */
   async link(): Promise<AgentLink> {
+    // A request that arrives while the sandbox goes to sleep waits, then wakes it.
+    if (this.#hibernating !== null) await this.#hibernating.catch(() => {})
     if (this.#link?.open) return this.#link
     const { status, deadReason } = this.record
     if (status === 'dead') {
@@ -418,13 +443,15 @@ export class SandboxManager {
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
     const handle = this.#handle(runtime.record)
     const state = await snapshots.hibernate(runtime.record, link, driver, handle)
-    runtime.detach()
-    await driver.destroy(handle)
-    runtime.record.driverState = state
-    runtime.record.status = 'hibernated'
-    runtime.record.deadReason = null
-    this.#o.store.setDriverState(runtime.id, state)
-    this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
+    await runtime.hibernating(async () => {
+      runtime.detach()
+      await driver.destroy(handle)
+      runtime.record.driverState = state
+      runtime.record.status = 'hibernated'
+      runtime.record.deadReason = null
+      this.#o.store.setDriverState(runtime.id, state)
+      this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
+    })
     this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
     return this.info(runtime)
   }
@@ -600,7 +627,8 @@ export class SandboxManager {
       },
       close: () => {
         if (runtime.currentLink !== null || this.#closing || !this.#sandboxes.has(runtime.id)) return
-        if (runtime.record.status === 'dead') return
+        if (runtime.record.status === 'dead' || runtime.record.status === 'hibernated') return
+        if (runtime.isHibernating) return
         this.#o.logger.warn({ sandboxId: runtime.id }, 'agent link lost; reconnecting')
         runtime.link().catch(() => {})
       },
