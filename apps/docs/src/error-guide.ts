@@ -102,6 +102,31 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: "Read the indexes from `sh.history()` first; they start at 0 and are stable for the session's life.",
     sdkClass: 'ConchError',
   },
+  SESSION_BUSY: {
+    when: 'A snapshot waited for a session that kept running a command (its state is read between runs).',
+    fix: 'Wait for the run to finish, or interrupt it (`sh.interrupt()`), then take the snapshot again; `details.sessionId` names the session.',
+    sdkClass: 'ConchError',
+  },
+  SNAPSHOT_NOT_FOUND: {
+    when: 'A snapshot id names no snapshot on this runner (it was deleted, or taken on another runner).',
+    fix: 'List the snapshots with `Sandbox.listSnapshots()` and use one of their ids; snapshots live in the state dir of the runner that took them.',
+    sdkClass: 'ConchError',
+  },
+  SNAPSHOT_TOO_LARGE: {
+    when: "A snapshot would hold more bytes or entries than the runner's snapshot limits, or the store is full.",
+    fix: 'Delete large files, build outputs and caches from the workspace (a sparse file counts at its full size), delete old snapshots, or ask the operator to raise `--max-snapshot-bytes`.',
+    sdkClass: 'ConchError',
+  },
+  SNAPSHOT_INCOMPATIBLE: {
+    when: 'A snapshot was written in a format version this runner does not read, or its stored data is damaged.',
+    fix: 'Restore it on a runner of the version that took it, or take a new snapshot; `details.formatVersion` names the version.',
+    sdkClass: 'ConchError',
+  },
+  TOO_MANY_SNAPSHOTS: {
+    when: 'The runner already keeps its limit of snapshots (`--max-snapshots`).',
+    fix: 'Delete snapshots you no longer need with `sandbox.deleteSnapshot(id)`, or ask the operator to raise `--max-snapshots`.',
+    sdkClass: 'ConchError',
+  },
   SESSION_EXISTS: {
     when: 'A session was created with an id that the sandbox already uses.',
     fix: 'Pick another id, or attach to the existing session with `sb.reattachShell(id)`.',

@@ -206,6 +206,30 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: 'The connection is closed; the client opens a new one',
     unit: 'ms',
   },
+  maxSnapshots: {
+    what: 'Snapshots a runner keeps',
+    setting: 'max-snapshots',
+    effect: '[`TOO_MANY_SNAPSHOTS`](/reference/errors/#too_many_snapshots); delete old snapshots',
+    unit: 'count',
+  },
+  maxSnapshotsPerSandbox: {
+    what: 'Snapshots kept of one sandbox',
+    setting: 'max-snapshots-per-sandbox',
+    effect: '[`TOO_MANY_SNAPSHOTS`](/reference/errors/#too_many_snapshots); delete one of its snapshots',
+    unit: 'count',
+  },
+  maxSnapshotBytes: {
+    what: "Bytes of file content in one snapshot's workspace (a sparse file counts at its full size)",
+    setting: 'max-snapshot-bytes',
+    effect: '[`SNAPSHOT_TOO_LARGE`](/reference/errors/#snapshot_too_large); nothing is stored',
+    unit: 'bytes',
+  },
+  maxSnapshotEntries: {
+    what: "Files, directories and links in one snapshot's workspace",
+    setting: 'max-snapshot-entries',
+    effect: '[`SNAPSHOT_TOO_LARGE`](/reference/errors/#snapshot_too_large); nothing is stored',
+    unit: 'count',
+  },
 }
 
 /** A limit's value for humans: `30 s`, `1 MiB`, `64`. */

@@ -37,6 +37,7 @@ import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { LogEvent } from './output-log.ts'
+import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
 import type { WorkspaceFiles } from './workspace-files.ts'
@@ -55,6 +56,8 @@ export interface AgentServerOptions {
   processes: BackgroundProcesses
   /** Shell sessions. */
   sessions: SessionService
+  /** Snapshot capture and restore of the shells and processes. */
+  state: SandboxState
   /** The sandbox's base environment (for exec and processes). */
   baseEnv: Readonly<Record<string, string>>
   /** Builds a process's environment from the base, `cleanEnv` and extras. */
@@ -207,6 +210,10 @@ export class AgentServer {
     'process.stream': async (p, context) => this.#streamProcess(p, context),
     'process.kill': async (p) => this.#options.processes.kill(p.id, p.signal),
     'process.wait': (p) => this.#options.processes.wait(p.id, p.timeoutMs),
+    'snapshot.capture': () => this.#options.state.capture(),
+    'snapshot.restore': async (p) => ({
+      sessions: await this.#options.state.restore(p.state, p.restartProcesses),
+    }),
     'file.read': (p, context) => this.#readFile(p, context),
     'file.write': async (p, context) => {
       const channel = context.channel(p.ch)

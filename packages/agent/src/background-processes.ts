@@ -28,6 +28,7 @@ export interface ProcessStart {
 
 interface Entry {
   info: ProcessInfo
+  request: ProcessStart
   child: ChildProcess
   log: OutputLog
   killRequested: boolean
@@ -140,6 +141,7 @@ export class BackgroundProcesses {
     child.stderr?.on('data', (chunk: Buffer) => log.appendData('stderr', null, chunk))
     const entry: Entry = {
       info,
+      request,
       child,
       log,
       killRequested: false,
@@ -172,6 +174,11 @@ export class BackgroundProcesses {
   /** Every process, oldest first. */
   list(): ProcessInfo[] {
     return [...this.#entries.values()].map((e) => this.#snapshot(e))
+  }
+
+  /** How each process still known was started, and whether it still runs (for a snapshot's list). */
+  startRequests(): Array<ProcessStart & { running: boolean }> {
+    return [...this.#entries.values()].map((e) => ({ ...e.request, running: e.info.status === 'running' }))
   }
 
   /** One process. */

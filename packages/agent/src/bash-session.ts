@@ -289,6 +289,15 @@ export class BashSession {
     return this.#history.query(query)
   }
 
+  /**
+   * Puts back what a snapshot kept of this shell outside bash: its history (indexes
+   * included, and they must be consecutive) and `$?`. Call before the first run.
+   */
+  restoreFromSnapshot(history: readonly HistoryEntry[], lastExitCode: number): void {
+    this.#history.load(history)
+    this.#lastExitCode = lastExitCode
+  }
+
   /** One history entry by index, or null. */
   historyEntry(index: number): HistoryEntry | null {
     return this.#history.entry(index)

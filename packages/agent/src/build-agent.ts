@@ -4,6 +4,7 @@ import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
 import { ProcessTable } from './process-tree.ts'
+import { SandboxState } from './sandbox-state.ts'
 import { ScrollbackBudget } from './scrollback-budget.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { SessionManager } from './session-manager.ts'
@@ -63,17 +64,19 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     ...(deps.maxSessions === undefined ? {} : { maxSessions: deps.maxSessions }),
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
   })
+  const processes = new BackgroundProcesses(
+    deps.spawn,
+    deps.clock,
+    deps.maxProcesses,
+    deps.scrollbackBytes,
+    budget,
+  )
   const server: AgentServer = new AgentServer({
     paths,
     files: new WorkspaceFiles(paths, deps.sandboxUser === undefined ? {} : { owner: deps.sandboxUser }),
-    processes: new BackgroundProcesses(
-      deps.spawn,
-      deps.clock,
-      deps.maxProcesses,
-      deps.scrollbackBytes,
-      budget,
-    ),
+    processes,
     sessions,
+    state: new SandboxState(sessions, processes, paths.root),
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,
     spawn: deps.spawn,

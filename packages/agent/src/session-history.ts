@@ -60,6 +60,21 @@ export class SessionHistory {
     return entry
   }
 
+  /**
+   * Replaces the history with entries a snapshot kept, within the same bounds (the oldest go
+   * first). Indexes continue from the first entry's, renumbered so they stay consecutive.
+   */
+  load(entries: readonly HistoryEntry[]): void {
+    const first = entries[0]?.index ?? 0
+    const kept = entries.map((e, i) => ({ ...e, index: first + i })).slice(-HISTORY_LIMIT)
+    this.#entries = kept
+    this.#bytes = kept.reduce((sum, e) => sum + historyEntryBytes(e), 0)
+    while (this.#entries.length > 1 && this.#bytes > HISTORY_MAX_BYTES) {
+      this.#bytes -= historyEntryBytes(this.#entries.shift()!)
+    }
+    this.#base = this.#entries[0]?.index ?? 0
+  }
+
   /** Copies of every entry matching the query, oldest first. */
   query(query: HistoryQuery = {}): HistoryEntry[] {
     let entries = this.#entries

@@ -101,6 +101,11 @@ export class SessionManager implements SessionService {
     })
   }
 
+  /** Every session, open or closed, in creation order. */
+  all(): BashSession[] {
+    return [...this.#sessions.values()]
+  }
+
   /** Starts a new shell. */
   async create(options: SessionOptions): Promise<BashSession> {
     const o = this.#opts

@@ -5,6 +5,7 @@ import { type Encoding, Env, EnvName, Offset, RunId, SessionId, TimeoutMs } from
 import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
 import { HistoryEntry, HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
+import { RestoredSession, SandboxShellState } from './snapshot.ts'
 
 // The methods a runner may call on an agent, each with its params and result schemas.
 // Byte data inside JSON (stdin, buffered output, small file contents) is base64; large
@@ -145,6 +146,16 @@ export const AGENT_METHODS = {
   'process.wait': {
     params: z.object({ id: ProcessId, timeoutMs: TimeoutMs.optional() }),
     result: ProcessInfo,
+  },
+  'snapshot.capture': { params: empty, result: SandboxShellState },
+  'snapshot.restore': {
+    params: z.object({
+      /** What `snapshot.capture` returned in the sandbox the snapshot was taken of. */
+      state: SandboxShellState,
+      /** Start again the background processes that were running. */
+      restartProcesses: z.boolean(),
+    }),
+    result: z.object({ sessions: z.array(RestoredSession) }),
   },
   'file.read': { params: z.object({ path: SandboxPath, ch: ChannelId }), result: FileInfo },
   'file.write': {

@@ -28,11 +28,15 @@ import {
   SessionParams,
   SessionRunRequest,
   SetValueRequest,
+  SnapshotList,
+  SnapshotParams,
+  SnapshotRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 import { RunResult } from './run-result.ts'
 import { AccessToken, CreateSandboxRequest, CreateTokenRequest, SandboxInfo } from './sandbox.ts'
 import { HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
+import { SnapshotInfo } from './snapshot.ts'
 
 /** One REST route: the runner registers it, and the OpenAPI document is generated from it. */
 export interface ApiRoute {
@@ -380,6 +384,54 @@ export const API_ROUTES = [
     params: SandboxParams,
     body: RenameRequest,
     response: FileInfo,
+  },
+  {
+    method: 'POST',
+    path: `${S}/snapshots`,
+    operationId: 'takeSnapshot',
+    summary: "Snapshot the sandbox: its workspace, every session's shell state and its settings",
+    params: SandboxParams,
+    body: SnapshotRequest,
+    response: SnapshotInfo,
+  },
+  {
+    method: 'POST',
+    path: `${S}/hibernate`,
+    operationId: 'hibernateSandbox',
+    summary: 'Hibernate: snapshot the sandbox and stop everything in it; the next request wakes it',
+    params: SandboxParams,
+    response: SandboxInfo,
+  },
+  {
+    method: 'GET',
+    path: `${S}/snapshots`,
+    operationId: 'listSandboxSnapshots',
+    summary: 'List the snapshots taken of this sandbox',
+    params: SandboxParams,
+    response: SnapshotList,
+  },
+  {
+    method: 'GET',
+    path: '/v1/snapshots',
+    operationId: 'listSnapshots',
+    summary: 'List every snapshot on the runner',
+    response: SnapshotList,
+  },
+  {
+    method: 'GET',
+    path: '/v1/snapshots/:snapshotId',
+    operationId: 'getSnapshot',
+    summary: 'Get a snapshot',
+    params: SnapshotParams,
+    response: SnapshotInfo,
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/snapshots/:snapshotId',
+    operationId: 'deleteSnapshot',
+    summary: 'Delete a snapshot (and the stored data only it used)',
+    params: SnapshotParams,
+    response: Ok,
   },
 ] as const satisfies readonly ApiRoute[]
 

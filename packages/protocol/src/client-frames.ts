@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { ErrorCode } from './error-codes.ts'
 import { LIMITS } from './limits.ts'
 import { Encoding, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
+import { SnapshotId } from './snapshot.ts'
 import { Capability } from './version.ts'
 
 // Frames on the WebSocket `/v1/sandboxes/:id/shell[?sessionId=&offset=&encoding=]`.
@@ -121,6 +122,18 @@ export const ShellReady = z.object({
   encoding: Encoding,
   /** The run in progress when the client attached. */
   running: RunId.nullable(),
+  /**
+   * Present when the session was restored from a snapshot (a fork): its shell state came back,
+   * but its processes were restarted, not continued.
+   */
+  resumed: z
+    .object({
+      /** The snapshot the session came from. */
+      snapshotId: SnapshotId,
+      /** Background processes started again with the sandbox (0 when none were). */
+      processesRestarted: z.number().int().nonnegative(),
+    })
+    .optional(),
 })
 /** The type `ShellReady` parses to. */
 export type ShellReady = z.infer<typeof ShellReady>

@@ -37,6 +37,26 @@ export const SessionDetails = z.object({
 /** The session an error is about. */
 export type SessionDetails = z.infer<typeof SessionDetails>
 
+/** A snapshot limit that was hit: the limit, and the value that reached it when it is known. */
+export const SnapshotLimitDetails = z.object({
+  /** The configured limit. */
+  limit: z.number().int().nonnegative(),
+  /** The value that reached or passed it, when the runner counted it. */
+  value: z.number().int().nonnegative().optional(),
+})
+/** A snapshot limit that was hit. */
+export type SnapshotLimitDetails = z.infer<typeof SnapshotLimitDetails>
+
+/** SNAPSHOT_NOT_FOUND: the id asked for, cut to 64 characters. */
+export const SnapshotNotFoundDetails = z.object({ snapshotId: z.string().max(64) })
+/** SNAPSHOT_NOT_FOUND details. */
+export type SnapshotNotFoundDetails = z.infer<typeof SnapshotNotFoundDetails>
+
+/** SNAPSHOT_INCOMPATIBLE: the format version the snapshot declares, or null when it has none. */
+export const SnapshotIncompatibleDetails = z.object({ formatVersion: z.number().int().nullable() })
+/** SNAPSHOT_INCOMPATIBLE details. */
+export type SnapshotIncompatibleDetails = z.infer<typeof SnapshotIncompatibleDetails>
+
 /** No facts beyond the message. */
 export const NoDetails = z.object({})
 /** No facts beyond the message. */
@@ -174,6 +194,11 @@ export const ERROR_DETAILS = {
   PROCESS_NOT_FOUND: ProcessNotFoundDetails,
   FILE_NOT_FOUND: PathDetails,
   HISTORY_NOT_FOUND: NoDetails,
+  SNAPSHOT_NOT_FOUND: SnapshotNotFoundDetails,
+  SNAPSHOT_TOO_LARGE: SnapshotLimitDetails,
+  SNAPSHOT_INCOMPATIBLE: SnapshotIncompatibleDetails,
+  TOO_MANY_SNAPSHOTS: SnapshotLimitDetails,
+  SESSION_BUSY: SessionDetails,
   SESSION_EXISTS: SessionDetails,
   SESSION_PROTECTED: SessionDetails,
   SHELL_CLOSED: ShellClosedDetails,

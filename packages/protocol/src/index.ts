@@ -159,6 +159,9 @@ export {
   SessionParams,
   SessionRunRequest,
   SetValueRequest,
+  SnapshotList,
+  SnapshotParams,
+  SnapshotRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 export { RunResult } from './run-result.ts'
@@ -183,4 +186,15 @@ export {
   SessionOptions,
   ShellClosedInfo,
 } from './session.ts'
+export {
+  RestoredSession,
+  SandboxShellState,
+  ShellFunction,
+  ShellState,
+  ShellVariable,
+  SNAPSHOT_FORMAT_VERSION,
+  SnapshotId,
+  SnapshotInfo,
+  SnapshotProcess,
+} from './snapshot.ts'
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

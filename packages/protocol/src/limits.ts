@@ -66,6 +66,14 @@ export const LIMITS = {
   requestTimeoutMs: 60_000,
   /** Time an idle keep-alive connection stays open; above common load balancers' 60 s idle timeout. */
   keepAliveTimeoutMs: 72_000,
+  /** Default cap on snapshots a runner keeps. */
+  maxSnapshots: 64,
+  /** Default cap on snapshots kept of one sandbox. */
+  maxSnapshotsPerSandbox: 16,
+  /** Default cap on the bytes of file content in one snapshot's workspace (sparse files at full size). */
+  maxSnapshotBytes: 2_147_483_648,
+  /** Default cap on the files, directories and links in one snapshot's workspace. */
+  maxSnapshotEntries: 200_000,
 } as const
 
 /** Clamps a requested timeout between the minimum and `maxMs`, falling back to `fallbackMs`. */

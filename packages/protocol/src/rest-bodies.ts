@@ -4,6 +4,7 @@ import { Encoding, EnvName, Offset, SessionId, TimeoutMs } from './primitives.ts
 import { ProcessInfo } from './process.ts'
 import { BoundedEnv, SandboxInfo } from './sandbox.ts'
 import { HistoryEntry, SessionInfo } from './session.ts'
+import { SnapshotInfo } from './snapshot.ts'
 
 /** Standard base64 (RFC 4648 section 4), padding optional. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/
@@ -120,6 +121,15 @@ export type ProcessParams = z.infer<typeof ProcessParams>
 export const SandboxList = z.object({ sandboxes: z.array(SandboxInfo) })
 /** The type `SandboxList` parses to. */
 export type SandboxList = z.infer<typeof SandboxList>
+/** Path parameters of `/v1/snapshots/:snapshotId`. */
+export const SnapshotParams = z.object({ snapshotId: z.string() })
+/** Body of `POST /v1/sandboxes/:id/snapshots`. */
+export const SnapshotRequest = z.object({
+  /** A name to recognise the snapshot by (not unique). */
+  name: z.string().min(1).max(256).optional(),
+})
+/** `GET .../snapshots` answer, oldest first. */
+export const SnapshotList = z.object({ snapshots: z.array(SnapshotInfo) })
 /** `GET .../sessions` answer. */
 export const SessionList = z.object({ sessions: z.array(SessionInfo) })
 /** The type `SessionList` parses to. */

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { Env, EnvName, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 import { SandboxUsage } from './sandbox-usage.ts'
+import { RestoredSession, SnapshotId } from './snapshot.ts'
 
 const MiB = 1024 * 1024
 
@@ -187,12 +188,19 @@ export const CreateSandboxRequest = z.object({
   idleTimeoutMs: TimeoutMs.nullable().optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
   metadata: Metadata.optional(),
+  /**
+   * Start from this snapshot (a fork): its workspace and every session with its shell state.
+   * Settings not given here (driver, env, limits, metadata, idle timeout) are the snapshot's.
+   */
+  fromSnapshot: SnapshotId.optional(),
+  /** With `fromSnapshot`: start again the background processes that were running. */
+  restartProcesses: z.boolean().optional(),
 })
 /** Sandbox creation options. */
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>
 
 /** A sandbox's lifecycle status. */
-export const SandboxStatus = z.enum(['starting', 'running', 'unreachable', 'dead', 'destroyed'])
+export const SandboxStatus = z.enum(['starting', 'running', 'unreachable', 'hibernated', 'dead', 'destroyed'])
 /** A sandbox status. */
 export type SandboxStatus = z.infer<typeof SandboxStatus>
 
@@ -202,7 +210,8 @@ export const SandboxInfo = z.object({
   id: SandboxId,
   /**
    * `running` while its agent answers; `unreachable` while its agent lives but does not answer
-   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   * (the runner keeps retrying, see `deadReason`); `hibernated` while it is stored as a snapshot
+   * with nothing running (the next request wakes it); `dead` when the agent died (see `deadReason`).
    */
   status: SandboxStatus,
   /** Driver that created it. */
@@ -223,6 +232,17 @@ export const SandboxInfo = z.object({
   deadReason: z.string().nullable(),
   /** Idle time after which it is destroyed; null: never (absent from older runners). */
   idleTimeoutMs: z.number().int().nonnegative().nullable().optional(),
+  /** The snapshot it was restored from, and how; absent when it started empty. */
+  restoredFrom: z
+    .object({
+      /** The snapshot. */
+      snapshotId: SnapshotId,
+      /** Sessions restored, each with the pieces of state bash refused. */
+      sessions: z.array(RestoredSession),
+      /** How many background processes were started again (processes restart, they do not continue). */
+      processesRestarted: z.number().int().nonnegative(),
+    })
+    .optional(),
   /** What it uses now; null when its driver does not measure usage (absent from older runners). */
   usage: SandboxUsage.nullable().optional(),
 })

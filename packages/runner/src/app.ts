@@ -16,6 +16,7 @@ import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
+import { snapshotsPlugin } from './plugins/snapshots-plugin.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError } from './runner-error.ts'
@@ -23,6 +24,8 @@ import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
 import { RunnerMetrics } from './runner-metrics.ts'
 import { RUNNER_VERSION } from './runner-version.ts'
 import { SandboxManager } from './sandbox-manager.ts'
+import { SandboxSnapshots } from './sandbox-snapshots.ts'
+import type { SnapshotBackend } from './snapshots/snapshot-store.ts'
 import type { StateStore } from './state-store.ts'
 
 /** Everything `buildApp` needs; side effects (state, drivers, logger, clock) are injected. */
@@ -47,6 +50,8 @@ export interface BuildAppOptions {
   shard?: string | null
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
+  /** Where snapshots are kept; without one the runner refuses snapshot requests. */
+  snapshotStore?: SnapshotBackend
 }
 
 /** Log options that keep secrets out of the log. */
@@ -140,7 +145,9 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     sandboxes: () => manager?.countByStatus() ?? {},
     sessions: () => options.store.countAllSessions(),
   })
+  const snapshots = options.snapshotStore ? new SandboxSnapshots(options.snapshotStore) : undefined
   manager = new SandboxManager({
+    ...(snapshots ? { snapshots } : {}),
     store: options.store,
     drivers,
     defaultDriver,
@@ -159,6 +166,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     version: RUNNER_VERSION,
     apiKeyHashes: options.apiKeyHashes,
     shard: options.shard ?? null,
+    ...(snapshots ? { snapshots } : {}),
   }
 
   app.setErrorHandler((error, request, reply) => {
@@ -191,6 +199,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(processesPlugin, ctx)
   void app.register(filesPlugin, ctx)
   void app.register(shellSocketPlugin, ctx)
+  void app.register(snapshotsPlugin, ctx)
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()

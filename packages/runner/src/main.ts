@@ -16,7 +16,9 @@ import { NamespaceDriver } from './drivers/namespace-driver.ts'
 import { startEmbeddedRunner } from './embedded-runner.ts'
 import { prettyLogStream } from './pretty-log-stream.ts'
 import { parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
+import { defaultLimits } from './runner-limits.ts'
 import { RUNNER_VERSION } from './runner-version.ts'
+import { SnapshotStore } from './snapshots/snapshot-store.ts'
 import { StateDirError } from './state-dir.ts'
 import { lockStateDir } from './state-dir-lock.ts'
 import { StateStore } from './state-store.ts'
@@ -122,6 +124,7 @@ async function main(argv: string[]): Promise<void> {
     corsOrigins: config.corsOrigins,
     shard: config.shard ?? null,
     limits: config.limits,
+    snapshotStore: new SnapshotStore(config.stateDir, defaultLimits(config.limits)),
     logger: {
       level: config.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },

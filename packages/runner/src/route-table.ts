@@ -33,7 +33,14 @@ export interface RouteInput<Op extends OperationId> {
 /** Handlers by operationId; a handler returns the JSON answer, or the reply after sending a stream. */
 export type RouteHandlers = { [Op in OperationId]?: (input: RouteInput<Op>) => Promise<unknown> }
 
-const ADMIN_ONLY: ReadonlySet<string> = new Set(['createSandbox', 'listSandboxes', 'createToken'])
+const ADMIN_ONLY: ReadonlySet<string> = new Set([
+  'createSandbox',
+  'listSandboxes',
+  'createToken',
+  'listSnapshots',
+  'getSnapshot',
+  'deleteSnapshot',
+])
 
 /** The access level of a route. */
 export function accessOf(route: ApiRoute): Access {

@@ -1,6 +1,7 @@
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
+import type { SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { StateStore } from './state-store.ts'
 
 /** What every plugin of the app shares: state, the sandbox manager, limits, metrics, clock. */
@@ -21,4 +22,6 @@ export interface RunnerContext {
   apiKeyHashes: readonly string[]
   /** The runner's shard name (in every new sandbox id), or null. */
   shard: string | null
+  /** Snapshots, when the runner keeps them. */
+  snapshots?: SandboxSnapshots
 }

@@ -39,6 +39,14 @@ export const RunnerLimits = z.object({
   requestTimeoutMs: positive.default(LIMITS.requestTimeoutMs),
   /** Time an idle keep-alive connection stays open. */
   keepAliveTimeoutMs: positive.default(LIMITS.keepAliveTimeoutMs),
+  /** Snapshots kept at once (TOO_MANY_SNAPSHOTS beyond). */
+  maxSnapshots: positive.default(LIMITS.maxSnapshots),
+  /** Snapshots kept of one sandbox (TOO_MANY_SNAPSHOTS beyond). */
+  maxSnapshotsPerSandbox: positive.default(LIMITS.maxSnapshotsPerSandbox),
+  /** Bytes of file content in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond). */
+  maxSnapshotBytes: positive.default(LIMITS.maxSnapshotBytes),
+  /** Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond). */
+  maxSnapshotEntries: positive.default(LIMITS.maxSnapshotEntries),
 })
 /** Runner limits after defaults. */
 export type RunnerLimits = z.infer<typeof RunnerLimits>

@@ -148,6 +148,11 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   headersTimeoutMs: "Time a client has to send a request's headers.",
   requestTimeoutMs: 'Time a client has to send a whole request, body included.',
   keepAliveTimeoutMs: 'Time an idle keep-alive connection stays open.',
+  maxSnapshots: 'Snapshots kept at once (TOO_MANY_SNAPSHOTS beyond).',
+  maxSnapshotsPerSandbox: 'Snapshots kept of one sandbox (TOO_MANY_SNAPSHOTS beyond).',
+  maxSnapshotBytes:
+    "Bytes of file content in one snapshot's workspace, sparse files at full size (SNAPSHOT_TOO_LARGE beyond).",
+  maxSnapshotEntries: "Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond).",
 }
 
 /** Every setting, server settings first, then the limits, in help order. */

@@ -16,6 +16,7 @@ import {
   type SandboxInfo,
   type SessionInfo,
   type SessionOptions,
+  type SnapshotInfo,
   shardedSandboxId,
 } from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
@@ -31,6 +32,7 @@ import {
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
+import type { RestoredFrom, SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { SandboxRecord, StateStore } from './state-store.ts'
 
 /** Deadline for a new sandbox's agent to start and answer. */
@@ -62,6 +64,8 @@ export interface SandboxManagerOptions {
   now: () => number
   /** The runner's shard name, written into every new sandbox id; null keeps plain ids. */
   shard?: string | null
+  /** Snapshots and forks; a runner without them refuses `fromSnapshot`. */
+  snapshots?: SandboxSnapshots
 }
 
 /** One sandbox as the runner holds it in memory. */
@@ -74,6 +78,31 @@ export class SandboxRuntime {
   attached = 0
   /** Last API activity. */
   lastActivity: number
+  /** Set while the sandbox is being stopped for hibernation. */
+  #hibernating: Promise<unknown> | null = null
+
+  /** Whether the sandbox is being stopped for hibernation. */
+  get isHibernating(): boolean {
+    return this.#hibernating !== null
+  }
+
+  /** Runs `stop` (the part of hibernating after the snapshot); requests wait for it. */
+  async hibernating<T>(stop: () => Promise<T>): Promise<T> {
+    let done: () => void = () => {}
+    // Set before `stop` runs: closing the link inside it must already see it.
+    this.#hibernating = new Promise<void>((resolve) => {
+      done = resolve
+    })
+    try {
+      return await stop()
+    } finally {
+      this.#hibernating = null
+      done()
+    }
+  }
+
+  /** The snapshot this sandbox was forked from, and how the restore went. */
+  restoredFrom: RestoredFrom | null = null
   #link: AgentLink | null = null
   #connecting: Promise<AgentLink> | null = null
   #retryTimer: NodeJS.Timeout | undefined
@@ -102,6 +131,8 @@ export class SandboxRuntime {
    * when the sandbox is dead and with AGENT_UNAVAILABLE while it is unreachable.
    */
   async link(): Promise<AgentLink> {
+    // A request that arrives while the sandbox goes to sleep waits, then wakes it.
+    if (this.#hibernating !== null) await this.#hibernating.catch(() => {})
     if (this.#link?.open) return this.#link
     const { status, deadReason } = this.record
     if (status === 'dead') {
@@ -109,6 +140,12 @@ export class SandboxRuntime {
         'SANDBOX_NOT_RUNNING',
         `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'})`,
       )
+    }
+    if (status === 'hibernated') {
+      this.#connecting ??= this.#manager.wake(this).finally(() => {
+        this.#connecting = null
+      })
+      return this.#connecting
     }
     if (status === 'unreachable') {
       throw new RunnerError(
@@ -219,7 +256,9 @@ export class SandboxManager {
    * first attempt settled; the unreachable keep being retried.
    */
   async restore(): Promise<void> {
-    const stored = [...this.#sandboxes.values()].filter((s) => s.record.status !== 'dead')
+    const stored = [...this.#sandboxes.values()].filter(
+      (s) => s.record.status !== 'dead' && s.record.status !== 'hibernated',
+    )
     await Promise.all(stored.map((s) => this.#markIfGone(s)))
     const attempts = stored
       .filter((s) => s.record.status !== 'dead')
@@ -253,7 +292,11 @@ export class SandboxManager {
   }
 
   /** Creates a sandbox and starts its agent; resolves once the agent answered hello. */
-  async create(request: CreateSandboxRequest): Promise<SandboxInfo> {
+  async create(input: CreateSandboxRequest): Promise<SandboxInfo> {
+    const { request, manifest } = this.#snapshots(input.fromSnapshot !== undefined)?.forkRequest(input) ?? {
+      request: input,
+      manifest: null,
+    }
     const live = this.liveCount()
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
@@ -315,10 +358,21 @@ export class SandboxManager {
       this.#o.logger.warn({ sandboxId: id, driver: driver.name }, driver.description)
     }
     try {
+      // A fork's workspace is written before its agent starts: no sandbox code runs meanwhile.
+      if (manifest) await this.#snapshots(true)?.restoreWorkspace(manifest, driver, handle)
       const started = await driver.startAgent(handle, spec)
       record.driverState = started.state
       this.#o.store.setDriverState(id, started.state)
-      await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      if (manifest) {
+        const restored = await this.#snapshots(true)!.restoreShells(
+          manifest,
+          link,
+          request.restartProcesses ?? false,
+        )
+        for (const session of restored.sessions) this.#o.store.addSession(id, session.id, this.#o.now())
+        runtime.restoredFrom = restored
+      }
     } catch (error) {
       await driver.destroy(this.#handle(record)).catch(() => {})
       this.#sandboxes.delete(id)
@@ -348,7 +402,7 @@ export class SandboxManager {
     const r = runtime.record
     const driver = this.#o.drivers.get(r.driver)
     const usage =
-      r.status === 'dead' || driver?.usage === undefined
+      r.status === 'dead' || r.status === 'hibernated' || driver?.usage === undefined
         ? null
         : await driver.usage(this.#handle(r)).catch(() => null)
     return {
@@ -363,8 +417,97 @@ export class SandboxManager {
       createdAt: r.createdAt,
       deadReason: r.deadReason,
       idleTimeoutMs: r.idleTimeoutMs,
+      ...(runtime.restoredFrom === null ? {} : { restoredFrom: runtime.restoredFrom }),
       usage,
     }
+  }
+
+  /** Snapshots a sandbox: every open shell's state, its workspace and its settings. */
+  async snapshot(runtime: SandboxRuntime, name: string | null): Promise<SnapshotInfo> {
+    const snapshots = this.#snapshots(true)!
+    const driver = this.#o.drivers.get(runtime.record.driver)
+    const link = await runtime.link()
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    return snapshots.take(runtime.record, link, driver, this.#handle(runtime.record), name)
+  }
+
+  /**
+   * Hibernates a sandbox: snapshots it (every open shell and the workspace), then stops its
+   * agent and deletes its workspace; its record stays, `hibernated`, and the next request that
+   * needs its agent wakes it (`wake`).
+   */
+  async hibernate(runtime: SandboxRuntime): Promise<SandboxInfo> {
+    const snapshots = this.#snapshots(true)!
+    const driver = this.#o.drivers.get(runtime.record.driver)
+    const link = await runtime.link()
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    const handle = this.#handle(runtime.record)
+    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
+    await runtime.hibernating(async () => {
+      runtime.detach()
+      await driver.destroy(handle)
+      runtime.record.driverState = state
+      runtime.record.status = 'hibernated'
+      runtime.record.deadReason = null
+      this.#o.store.setDriverState(runtime.id, state)
+      this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
+    })
+    this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
+    return this.info(runtime)
+  }
+
+  /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */
+  async wake(runtime: SandboxRuntime): Promise<AgentLink> {
+    const snapshots = this.#snapshots(true)!
+    const { record } = runtime
+    const driver = this.#o.drivers.get(record.driver)
+    if (!driver)
+      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
+    const manifest = snapshots.hibernation(record)
+    const spec: SandboxSpec = {
+      id: record.id,
+      env: record.env,
+      limits: record.limits,
+      scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret: mintLinkSecret(),
+    }
+    const handle = await driver.create(spec)
+    let current = handle
+    try {
+      await snapshots.restoreWorkspace(manifest, driver, handle)
+      current = await driver.startAgent(handle, spec)
+      const started = current
+      record.driverState = started.state
+      this.#o.store.setDriverState(record.id, started.state)
+      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
+      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
+      await snapshots.store.delete(manifest.id)
+      this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
+      return link
+    } catch (error) {
+      // Back to hibernating: the snapshot is still there for the next attempt.
+      runtime.detach()
+      await driver.destroy(current).catch(() => {})
+      record.driverState = { hibernatedFrom: manifest.id }
+      record.status = 'hibernated'
+      this.#o.store.setDriverState(record.id, record.driverState)
+      this.#o.store.setSandboxStatus(record.id, 'hibernated')
+      throw error
+    }
+  }
+
+  /** The snapshot service; with `required`, a runner without one refuses with a message. */
+  #snapshots(required: boolean): SandboxSnapshots | undefined {
+    if (this.#o.snapshots === undefined && required) {
+      throw new RunnerError(
+        'BAD_REQUEST',
+        'this runner keeps no snapshots (it was built without a snapshot store); start it with `conch runner`, which keeps them in its state dir.',
+      )
+    }
+    return this.#o.snapshots
   }
 
   /** Stops the agent, deletes the workspace and forgets the sandbox with its sessions and tokens. */
@@ -374,7 +517,9 @@ export class SandboxManager {
     runtime.detach()
     const driver = this.#o.drivers.get(runtime.record.driver)
     this.#o.store.deleteSandbox(id)
-    if (driver) await driver.destroy(this.#handle(runtime.record))
+    this.#o.snapshots?.store.forgetSandbox(id)
+    if (runtime.record.status === 'hibernated') await this.#snapshots(true)!.dropHibernation(runtime.record)
+    else if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
   }
 
@@ -485,7 +630,8 @@ export class SandboxManager {
       },
       close: () => {
         if (runtime.currentLink !== null || this.#closing || !this.#sandboxes.has(runtime.id)) return
-        if (runtime.record.status === 'dead') return
+        if (runtime.record.status === 'dead' || runtime.record.status === 'hibernated') return
+        if (runtime.isHibernating) return
         this.#o.logger.warn({ sandboxId: runtime.id }, 'agent link lost; reconnecting')
         runtime.link().catch(() => {})
       },

@@ -233,12 +233,16 @@ export class ShellConnection {
       }
     }
     this.#sentEnd = this.#query.offset ?? info.offset
+    const restored = this.#sandbox.restoredFrom
     this.#send({
       type: 'shell_ready',
       sessionId,
       offset: this.#sentEnd,
       encoding: this.#decoder.encoding,
       running: info.running,
+      ...(restored?.sessions.some((s) => s.id === sessionId)
+        ? { resumed: { snapshotId: restored.snapshotId, processesRestarted: restored.processesRestarted } }
+        : {}),
     })
     channel.consume((event) => this.#onChannel(event))
   }

@@ -29,6 +29,8 @@ import {
   ServerFrame,
   SessionInfo,
   SessionList,
+  SnapshotInfo,
+  SnapshotList,
 } from '@conch/protocol'
 import { z } from 'zod'
 
@@ -51,6 +53,8 @@ const REST = {
   processOutput: ProcessOutput,
   fileInfo: FileInfo,
   fileList: FileList,
+  snapshotInfo: SnapshotInfo,
+  snapshotList: SnapshotList,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

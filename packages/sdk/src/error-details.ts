@@ -115,8 +115,13 @@ export interface ErrorDetails {
   PROCESS_NOT_FOUND: { processId: string }
   FILE_NOT_FOUND: PathDetails
   HISTORY_NOT_FOUND: NoDetails
+  SNAPSHOT_NOT_FOUND: { snapshotId: string }
+  SNAPSHOT_TOO_LARGE: { limit: number; value?: number | undefined }
+  SNAPSHOT_INCOMPATIBLE: { formatVersion: number | null }
+  TOO_MANY_SNAPSHOTS: { limit: number; value?: number | undefined }
   SESSION_EXISTS: SessionDetails
   SESSION_PROTECTED: SessionDetails
+  SESSION_BUSY: SessionDetails
   SHELL_CLOSED: ShellClosedDetails
   SANDBOX_NOT_RUNNING: AgentUnavailableDetails
   PATH_OUTSIDE_SANDBOX: PathDetails

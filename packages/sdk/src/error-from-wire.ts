@@ -93,8 +93,13 @@ export function errorFromWire(
     case 'PROCESS_NOT_FOUND':
     case 'FILE_NOT_FOUND':
     case 'HISTORY_NOT_FOUND':
+    case 'SNAPSHOT_NOT_FOUND':
+    case 'SNAPSHOT_TOO_LARGE':
+    case 'SNAPSHOT_INCOMPATIBLE':
+    case 'TOO_MANY_SNAPSHOTS':
     case 'SESSION_EXISTS':
     case 'SESSION_PROTECTED':
+    case 'SESSION_BUSY':
     case 'SANDBOX_NOT_RUNNING':
     case 'PATH_OUTSIDE_SANDBOX':
     case 'NOT_A_DIRECTORY':

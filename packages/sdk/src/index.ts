@@ -40,6 +40,7 @@ export type {
   SandboxUsage,
   SessionInfo,
   ShellClosedInfo,
+  SnapshotInfo,
 } from './resource-info.ts'
 export type { RetryPolicy } from './retry-policy.ts'
 export {
@@ -58,5 +59,6 @@ export { SessionAliases } from './session-aliases.ts'
 export { SessionEnv } from './session-env.ts'
 export { Shell } from './shell.ts'
 export type { ConnectionPolicy } from './shell-connection.ts'
+export type { ShellResumed } from './shell-frame-router.ts'
 export type { ShellEvent, ShellOutput, ShellRunOptions } from './shell-run-options.ts'
 export type { FetchLike, WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'

@@ -34,9 +34,10 @@ export interface SandboxInfo {
   id: string
   /**
    * `running` while its agent answers; `unreachable` while its agent lives but does not answer
-   * (the runner keeps retrying, see `deadReason`); `dead` when the agent died (see `deadReason`).
+   * (the runner keeps retrying, see `deadReason`); `hibernated` while it is stored as a snapshot
+   * with nothing running (the next request wakes it); `dead` when the agent died (see `deadReason`).
    */
-  status: 'starting' | 'running' | 'unreachable' | 'dead' | 'destroyed'
+  status: 'starting' | 'running' | 'unreachable' | 'hibernated' | 'dead' | 'destroyed'
   /** Driver that created it. */
   driver: string
   /** What isolates it from the host. */
@@ -55,8 +56,49 @@ export interface SandboxInfo {
   deadReason: string | null
   /** Idle time after which the runner destroys it; null: never (absent from older runners). */
   idleTimeoutMs?: number | null
+  /** The snapshot it was forked from (`fromSnapshot`), and how the restore went; absent otherwise. */
+  restoredFrom?: {
+    /** The snapshot. */
+    snapshotId: string
+    /** Each restored session, with the pieces of its shell state bash refused (usually none). */
+    sessions: Array<{ id: string; problems: string[] }>
+    /** Background processes started again: processes restart, they do not continue. */
+    processesRestarted: number
+  }
   /** What it uses now, as its driver measures it; null (or absent from older runners) when the driver does not. */
   usage?: SandboxUsage | null
+}
+
+/**
+ * A stored snapshot of a sandbox: its workspace, every session's shell state and its settings.
+ *
+ * @example
+ * ```ts
+ * const snap = await sb.snapshot({ name: 'before-migration' })
+ * console.log(snap.id, snap.sessions, snap.storedBytes)
+ * ```
+ */
+export interface SnapshotInfo {
+  /** Snapshot id (`snap_...`). */
+  id: string
+  /** The name given when it was taken, if any. */
+  name: string | null
+  /** The sandbox it was taken of. */
+  sandboxId: string
+  /** When it was taken (ms since the epoch). */
+  createdAt: number
+  /** Version of the snapshot format. */
+  formatVersion: number
+  /** Ids of the sessions it holds. */
+  sessions: string[]
+  /** Files, directories and links in its workspace. */
+  entries: number
+  /** Bytes of the workspace's files before compression. */
+  workspaceBytes: number
+  /** Bytes it added to the runner's store (what it shares with earlier snapshots is not counted). */
+  storedBytes: number
+  /** Background processes it lists; `Sandbox.create({ fromSnapshot, restartProcesses: true })` starts the running ones again. */
+  processes: Array<{ command: string; cwd: string; running: boolean }>
 }
 
 /** What a sandbox uses, as its driver's cgroups count it. */

@@ -16,6 +16,8 @@ import {
   SandboxList,
   SessionInfo,
   SessionList,
+  SnapshotInfo,
+  SnapshotList,
 } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import type { z } from 'zod'
@@ -75,8 +77,32 @@ const result = {
   durationMs: 0.5,
 }
 
+const snapshot = {
+  id: 'snap_ABCDEFGHIJ0123456789',
+  name: 'before',
+  sandboxId: 'sb_abcdef123456',
+  createdAt: 6,
+  formatVersion: 1,
+  sessions: ['default', 'build'],
+  entries: 3,
+  workspaceBytes: 100,
+  storedBytes: 40,
+  processes: [{ command: 'sleep 9', cwd: '/workspace', running: true }],
+}
+const forked = {
+  ...sandbox,
+  restoredFrom: {
+    snapshotId: snapshot.id,
+    sessions: [{ id: 'default', problems: ['variable X'] }],
+    processesRestarted: 1,
+  },
+}
+
 const cases: [string, Shape<unknown>, z.ZodType, unknown][] = [
   ['SandboxInfo', shapes.sandboxInfo, SandboxInfo, sandbox],
+  ['SandboxInfo of a fork', shapes.sandboxInfo, SandboxInfo, forked],
+  ['SnapshotInfo', shapes.snapshotInfo, SnapshotInfo, snapshot],
+  ['SnapshotList', shapes.snapshotList, SnapshotList, { snapshots: [snapshot] }],
   ['SandboxList', shapes.sandboxList, SandboxList, { sandboxes: [sandbox] }],
   [
     'AccessToken',

@@ -6,6 +6,7 @@ import type {
   ProcessInfo,
   SandboxInfo,
   SessionInfo,
+  SnapshotInfo,
 } from './resource-info.ts'
 import { EXEC_EVENT_SCHEMAS, REST_SCHEMAS } from './wire-schemas.ts'
 import { type JsonSchema, type Shape, ShapeError, shapeOf } from './wire-shape.ts'
@@ -83,3 +84,9 @@ export const execEvent: Shape<ExecLine> = (value, path) => {
   if (!schema) throw new ShapeError(path ? `${path}.type` : 'type', Object.keys(EXEC_EVENTS).join(' | '))
   return shapeOf<ExecLine>(schema)(value, path)
 }
+
+/** `SnapshotInfo`. */
+export const snapshotInfo: Shape<SnapshotInfo> = shapeOf(REST_SCHEMAS.snapshotInfo)
+
+/** `SnapshotList`. */
+export const snapshotList: Shape<{ snapshots: SnapshotInfo[] }> = shapeOf(REST_SCHEMAS.snapshotList)

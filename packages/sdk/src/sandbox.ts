@@ -5,7 +5,14 @@ import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import { AuthError, ConchError } from './conch-error.ts'
 import { HttpClient } from './http-client.ts'
-import type { AccessToken, ProcessInfo, SandboxInfo, SandboxLimits, SessionInfo } from './resource-info.ts'
+import type {
+  AccessToken,
+  ProcessInfo,
+  SandboxInfo,
+  SandboxLimits,
+  SessionInfo,
+  SnapshotInfo,
+} from './resource-info.ts'
 import {
   accessToken,
   okBody,
@@ -16,6 +23,8 @@ import {
   sandboxList,
   sessionInfo,
   sessionList,
+  snapshotInfo,
+  snapshotList,
 } from './rest-shapes.ts'
 import { type RetryPolicy, retryPolicy } from './retry-policy.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
@@ -82,6 +91,14 @@ export interface CreateSandboxOptions extends ConnectOptions {
   idleTimeoutMs?: number | null
   /** Free-form labels, returned as given. */
   metadata?: Record<string, string>
+  /**
+   * Fork a snapshot: the new sandbox starts with its workspace and every session (same ids,
+   * cwd, variables, functions, aliases, options, traps, history). Settings left out here are
+   * the snapshot's. `info.restoredFrom` tells how it went.
+   */
+  fromSnapshot?: string
+  /** With `fromSnapshot`: start again the background processes that were running (they restart; they do not continue). */
+  restartProcesses?: boolean
 }
 
 /**
@@ -266,6 +283,8 @@ export class Sandbox {
         limits: options.limits,
         idleTimeoutMs: options.idleTimeoutMs,
         metadata: options.metadata,
+        fromSnapshot: options.fromSnapshot,
+        restartProcesses: options.restartProcesses,
       },
       timeoutMs: Math.max(resolved.http.requestTimeoutMs, 60_000),
     })
@@ -452,6 +471,73 @@ export class Sandbox {
    */
   createAccessToken(options: { ttlMs?: number } = {}): Promise<AccessToken> {
     return this.#http.json('POST', `${this.#path}/tokens`, accessToken, { json: options })
+  }
+
+  /**
+   * Snapshots the sandbox: its workspace, every open session's shell state (cwd, variables,
+   * functions, aliases, options, traps, directory stack, history) and its settings. Runs
+   * queued in a session finish first. Fork it with `Sandbox.create({ fromSnapshot })`.
+   *
+   * @example
+   * ```ts
+   * const snap = await sb.snapshot({ name: 'before-risky-step' })
+   * const retry = await Sandbox.create({ url, apiKey, fromSnapshot: snap.id })
+   * ```
+   */
+  snapshot(options: { name?: string } = {}): Promise<SnapshotInfo> {
+    return this.#http.json('POST', `${this.#path}/snapshots`, snapshotInfo, {
+      json: options,
+      timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
+    })
+  }
+
+  /**
+   * Hibernates the sandbox: snapshots it, then stops everything in it, freeing its memory and
+   * processes. It keeps its id and shows `hibernated`; the next request that needs it (a run,
+   * an exec, a shell attach) wakes it with its workspace and shells restored and its
+   * background processes restarted, and a reattached shell's `resumed` says so.
+   *
+   * @example
+   * ```ts
+   * await sb.hibernate()
+   * await using sh = await sb.reattachShell('default') // wakes it: same cwd, env, history
+   * ```
+   */
+  async hibernate(): Promise<SandboxInfo> {
+    this.#closeShells()
+    this.info = await this.#http.json('POST', `${this.#path}/hibernate`, sandboxInfo, {
+      timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
+    })
+    return this.info
+  }
+
+  /** The snapshots taken of this sandbox, oldest first. */
+  async listSnapshots(): Promise<SnapshotInfo[]> {
+    return (await this.#http.json('GET', `${this.#path}/snapshots`, snapshotList)).snapshots
+  }
+
+  /**
+   * Every snapshot on the runner, oldest first (needs the API key).
+   *
+   * @example
+   * ```ts
+   * for (const s of await Sandbox.listSnapshots({ url, apiKey })) console.log(s.id, s.name, s.sandboxId)
+   * ```
+   */
+  static async listSnapshots(options: ConnectOptions): Promise<SnapshotInfo[]> {
+    return (await resolve(options).http.json('GET', '/v1/snapshots', snapshotList)).snapshots
+  }
+
+  /**
+   * Deletes a snapshot and the stored data only it used (needs the API key).
+   *
+   * @example
+   * ```ts
+   * await Sandbox.deleteSnapshot(snap.id, { url, apiKey })
+   * ```
+   */
+  static async deleteSnapshot(snapshotId: string, options: ConnectOptions): Promise<void> {
+    await resolve(options).http.json('DELETE', `/v1/snapshots/${encodeURIComponent(snapshotId)}`, okBody)
   }
 
   /** Fetches the sandbox's current state. */

@@ -38,16 +38,30 @@ export interface ShellFrameRouterInit {
   close: (error: ConchError) => void
 }
 
+/** What `shell_ready` says of a session restored from a snapshot. */
+export interface ShellResumed {
+  /** The snapshot the session came from. */
+  snapshotId: string
+  /** Background processes started again with the sandbox; processes restart, they do not continue. */
+  processesRestarted: number
+}
+
 /** Routes a shell's incoming frames. */
 export class ShellFrameRouter {
   readonly #init: ShellFrameRouterInit
   #attachedOnce = false
   #encoding: 'utf8' | 'base64' = 'base64'
+  #resumed: ShellResumed | null = null
   #attach: { resolve: () => void; reject: (err: unknown) => void } | null = null
 
   /** A router for one shell. */
   constructor(init: ShellFrameRouterInit) {
     this.#init = init
+  }
+
+  /** Set once the runner said the session was restored from a snapshot. */
+  get resumed(): ShellResumed | null {
+    return this.#resumed
   }
 
   /** Settles when the first attach (with its replay) completes or fails. */
@@ -95,6 +109,7 @@ export class ShellFrameRouter {
       }
       case 'shell_ready': {
         this.#encoding = frame.encoding
+        if (frame.resumed !== undefined) this.#resumed = frame.resumed
         this.#init.flow.attached(frame.offset)
         const seen = this.#init.resume.offset
         const skipped = this.#init.resume.attached(frame.offset)

@@ -10,7 +10,7 @@ import type { HistoryQuery, Session } from './session.ts'
 import type { SessionAliases } from './session-aliases.ts'
 import type { SessionEnv } from './session-env.ts'
 import { type ConnectionPolicy, ShellConnection } from './shell-connection.ts'
-import { SDK_PROTOCOL_VERSION, ShellFrameRouter } from './shell-frame-router.ts'
+import { SDK_PROTOCOL_VERSION, ShellFrameRouter, type ShellResumed } from './shell-frame-router.ts'
 import { ShellResume } from './shell-resume.ts'
 import {
   type ShellEvent,
@@ -192,6 +192,21 @@ export class Shell {
       throw err
     }
     return this
+  }
+
+  /**
+   * Set when this session was restored from a snapshot (`Sandbox.create({ fromSnapshot })`):
+   * its cwd, variables, functions and history came back, but its processes were restarted,
+   * not continued. Null for a session that never went through a snapshot.
+   *
+   * @example
+   * ```ts
+   * const sh = await fork.reattachShell('default')
+   * if (sh.resumed) console.log(`restored from ${sh.resumed.snapshotId}; restart your dev server`)
+   * ```
+   */
+  get resumed(): ShellResumed | null {
+    return this.#frames.resumed
   }
 
   /** True until bash ends or the shell is closed. */

@@ -262,6 +262,11 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   /** Stops the container and deletes its folder, disk and cgroups. */
+  /** The workspace on the host: its folder, or the folder on its disk. */
+  hostWorkspace(sandbox: DriverSandbox): string {
+    return GvisorState.parse(sandbox.state).workspace
+  }
+
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = GvisorState.parse(sandbox.state)

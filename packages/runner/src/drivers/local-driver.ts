@@ -185,6 +185,11 @@ export class LocalDriver implements SandboxDriver {
   }
 
   /** Stops the agent and deletes the sandbox folder and socket. */
+  /** The workspace: the same folder inside and out. */
+  hostWorkspace(sandbox: DriverSandbox): string {
+    return sandbox.workdir
+  }
+
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = LocalState.parse(sandbox.state)

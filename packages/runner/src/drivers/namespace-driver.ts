@@ -466,6 +466,11 @@ export class NamespaceDriver implements SandboxDriver {
   }
 
   /** Stops the sandbox and deletes its folder, socket dir and cgroups. */
+  /** The workspace on the host: its folder, or the folder on its disk. */
+  hostWorkspace(sandbox: DriverSandbox): string {
+    return NamespaceState.parse(sandbox.state).workspace
+  }
+
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)

@@ -90,6 +90,8 @@ export interface SandboxDriver {
   stop(sandbox: DriverSandbox): Promise<void>
   /** Stops the agent and deletes the workspace and every trace of the sandbox. */
   destroy(sandbox: DriverSandbox): Promise<void>
+  /** The sandbox's workspace folder on the host (where snapshots read and restore files); a driver without one cannot snapshot. */
+  hostWorkspace?(sandbox: DriverSandbox): string
   /** What the sandbox uses now (its cgroups' counters); null once its groups are gone. Drivers that cannot measure leave it out. */
   usage?(sandbox: DriverSandbox): Promise<SandboxUsage | null>
 }

@@ -1,0 +1,150 @@
+// Snapshots of live sandboxes and forks from them: the runner's side of `snapshot.capture`
+// and `snapshot.restore`, around the snapshot store.
+//
+// Model: taking a snapshot asks the agent for every open shell's state (an internal run per
+// session, queued behind that session's runs), then reads the workspace on the host into the
+// store. The two are not one atomic instant: a background process writing meanwhile may leave
+// a file newer than the shells' state (as copying a live machine would). A fork is a normal
+// create whose settings default to the snapshot's: its workspace is written before its agent
+// starts (so no sandbox code runs while it is written), and once the agent answers, each
+// session is created with its id and its state put back. Processes restart; they do not
+// continue, and the new sandbox's `restoredFrom` says so.
+import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
+import type { AgentLink } from './agent-link.ts'
+import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
+import { RunnerError } from './runner-error.ts'
+import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
+import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
+import type { SandboxRecord } from './state-store.ts'
+
+/** How a fork came out, for the new sandbox's `restoredFrom`. */
+export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
+
+/** Takes snapshots of sandboxes and restores them into new ones. */
+export class SandboxSnapshots {
+  readonly #store: SnapshotBackend
+
+  /** Works on `store`. */
+  constructor(store: SnapshotBackend) {
+    this.#store = store
+  }
+
+  /** The store (for listing and deleting). */
+  get store(): SnapshotBackend {
+    return this.#store
+  }
+
+  /** Snapshots a running sandbox through its agent link and its driver. */
+  async take(
+    record: SandboxRecord,
+    link: AgentLink,
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+    name: string | null,
+  ): Promise<SnapshotInfo> {
+    const workspace = hostWorkspace(driver, handle)
+    const shells = await link.call('snapshot.capture', {})
+    const manifest = await this.#store.take({
+      sandboxId: record.id,
+      name,
+      sandbox: {
+        driver: record.driver,
+        limits: record.limits,
+        env: record.env,
+        metadata: record.metadata,
+        idleTimeoutMs: record.idleTimeoutMs,
+      },
+      shells,
+      workspace,
+    })
+    return snapshotInfo(manifest)
+  }
+
+  /**
+   * Snapshots a sandbox about to hibernate; returns the driver state its record keeps while
+   * it sleeps (the snapshot's id).
+   */
+  async hibernate(
+    record: SandboxRecord,
+    link: AgentLink,
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+  ): Promise<Record<string, unknown>> {
+    const info = await this.take(record, link, driver, handle, 'hibernation')
+    return { hibernatedFrom: info.id }
+  }
+
+  /** The snapshot a hibernated sandbox sleeps in. */
+  hibernation(record: SandboxRecord): SnapshotManifest {
+    const id = record.driverState.hibernatedFrom
+    if (typeof id !== 'string') {
+      throw new RunnerError(
+        'SNAPSHOT_NOT_FOUND',
+        `sandbox ${record.id} is hibernated but its snapshot is not recorded; destroy the sandbox.`,
+      )
+    }
+    return this.#store.get(id)
+  }
+
+  /** Deletes the snapshot of a hibernated sandbox that is being destroyed. */
+  async dropHibernation(record: SandboxRecord): Promise<void> {
+    const id = record.driverState.hibernatedFrom
+    if (typeof id === 'string') await this.#store.delete(id).catch(() => {})
+  }
+
+  /** The snapshot a create request forks from, and the request with the snapshot's settings as defaults. */
+  forkRequest(request: CreateSandboxRequest): {
+    request: CreateSandboxRequest
+    manifest: SnapshotManifest | null
+  } {
+    if (request.fromSnapshot === undefined) return { request, manifest: null }
+    const manifest = this.#store.get(request.fromSnapshot)
+    const { sandbox } = manifest
+    return {
+      manifest,
+      request: {
+        ...request,
+        driver: request.driver ?? sandbox.driver,
+        env: request.env ?? sandbox.env,
+        limits: request.limits ?? sandbox.limits,
+        metadata: request.metadata ?? sandbox.metadata,
+        ...(request.idleTimeoutMs === undefined && sandbox.idleTimeoutMs !== null
+          ? { idleTimeoutMs: sandbox.idleTimeoutMs }
+          : {}),
+      },
+    }
+  }
+
+  /** Writes the snapshot's workspace into a sandbox whose agent has not started yet. */
+  async restoreWorkspace(
+    manifest: SnapshotManifest,
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+  ): Promise<void> {
+    await this.#store.restoreWorkspace(manifest, hostWorkspace(driver, handle))
+  }
+
+  /** Puts every session back through the new sandbox's agent; restarts processes when asked. */
+  async restoreShells(
+    manifest: SnapshotManifest,
+    link: AgentLink,
+    restartProcesses: boolean,
+  ): Promise<RestoredFrom> {
+    const { sessions } = await link.call('snapshot.restore', { state: manifest.shells, restartProcesses })
+    return {
+      snapshotId: manifest.id,
+      sessions: sessions satisfies RestoredSession[],
+      processesRestarted: restartProcesses ? manifest.shells.processes.filter((p) => p.running).length : 0,
+    }
+  }
+}
+
+function hostWorkspace(driver: SandboxDriver, handle: DriverSandbox): string {
+  if (driver.hostWorkspace === undefined) {
+    throw new RunnerError(
+      'BAD_REQUEST',
+      `the ${driver.name} driver cannot take or restore snapshots (its workspace is not on this host); use the local, namespace or gvisor driver.`,
+    )
+  }
+  return driver.hostWorkspace(handle)
+}

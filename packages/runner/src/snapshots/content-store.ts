@@ -1,0 +1,128 @@
+// The content-addressed store behind every snapshot's workspace: one object per distinct file
+// content, named by its SHA-256, so a file that two snapshots (or two paths) share is stored
+// once and a second snapshot of a large workspace stores only what changed.
+//
+// Model: `objects/<first two hex digits>/<hash>.zst` holds zstd-compressed content, or
+// `<hash>.raw` the content as is when compression would not make it smaller (restore can
+// then clone it with a reflink where the filesystem has them). Objects are written to a temp
+// name and renamed, so a crash leaves no half object under a real name. Objects are not
+// fsynced one by one (a thousand fsyncs would cost more than the whole snapshot); the
+// manifest is, last, and a restore that meets an object a power loss took reports the
+// snapshot as damaged. Which objects are
+// still needed is decided by the snapshot store (mark and sweep over its manifests).
+import { createHash, randomBytes } from 'node:crypto'
+import {
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { constants as zlibConstants, zstdCompress, zstdDecompress } from 'node:zlib'
+
+const compress = promisify(zstdCompress)
+const decompress = promisify(zstdDecompress)
+
+/** How an object's bytes are kept. */
+export type ObjectEncoding = 'zstd' | 'raw'
+
+/** A stored object: its content hash, how it is kept, and what it cost if it is new. */
+export interface StoredObject {
+  /** SHA-256 of the content, hex. */
+  hash: string
+  /** How the bytes are kept. */
+  encoding: ObjectEncoding
+  /** Bytes it added to the store (0 when the content was there already). */
+  addedBytes: number
+}
+
+const HASH = /^[0-9a-f]{64}$/
+
+/** The objects folder of one snapshot store. */
+export class ContentStore {
+  readonly #dir: string
+
+  /** Uses (and creates) `dir`. */
+  constructor(dir: string) {
+    this.#dir = dir
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+  }
+
+  /** Stores `content` unless an object with its hash is there already. */
+  async put(content: Buffer): Promise<StoredObject> {
+    const hash = createHash('sha256').update(content).digest('hex')
+    const existing = this.encodingOf(hash)
+    if (existing !== null) return { hash, encoding: existing, addedBytes: 0 }
+    const packed =
+      content.length < 64
+        ? content
+        : await compress(content, { params: { [zlibConstants.ZSTD_c_compressionLevel]: 1 } })
+    const encoding: ObjectEncoding = packed.length < content.length ? 'zstd' : 'raw'
+    const bytes = encoding === 'zstd' ? packed : content
+    const dir = join(this.#dir, hash.slice(0, 2))
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const temp = join(dir, `.${randomBytes(6).toString('hex')}.tmp`)
+    const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+    try {
+      let at = 0
+      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
+    } finally {
+      closeSync(fd)
+    }
+    renameSync(temp, this.#path(hash, encoding))
+    return { hash, encoding, addedBytes: bytes.length }
+  }
+
+  /** How the object `hash` is kept, or null when the store does not hold it. */
+  encodingOf(hash: string): ObjectEncoding | null {
+    if (!HASH.test(hash)) return null
+    for (const encoding of ['zstd', 'raw'] as const) {
+      try {
+        if (statSync(this.#path(hash, encoding)).isFile()) return encoding
+      } catch {
+        // not kept this way
+      }
+    }
+    return null
+  }
+
+  /** The path of a raw object (for cloning it), or null when it is compressed or missing. */
+  rawPath(hash: string): string | null {
+    return this.encodingOf(hash) === 'raw' ? this.#path(hash, 'raw') : null
+  }
+
+  /** The content of object `hash`; throws when it is missing. */
+  async read(hash: string): Promise<Buffer> {
+    const encoding = this.encodingOf(hash)
+    if (encoding === null) throw new Error(`snapshot object ${hash} is missing from the store`)
+    const bytes = await readFile(this.#path(hash, encoding))
+    return encoding === 'zstd' ? decompress(bytes) : bytes
+  }
+
+  /** Deletes every object whose hash is not in `keep`, and stale temp files; returns the bytes freed. */
+  sweep(keep: ReadonlySet<string>): number {
+    let freed = 0
+    for (const prefix of readdirSync(this.#dir)) {
+      const dir = join(this.#dir, prefix)
+      for (const name of readdirSync(dir)) {
+        const hash = name.replace(/\.(zst|raw)$/, '')
+        if (keep.has(hash)) continue
+        const path = join(dir, name)
+        freed += statSync(path).size
+        rmSync(path, { force: true })
+      }
+    }
+    return freed
+  }
+
+  #path(hash: string, encoding: ObjectEncoding): string {
+    return join(this.#dir, hash.slice(0, 2), `${hash}.${encoding === 'zstd' ? 'zst' : 'raw'}`)
+  }
+}
