@@ -30,12 +30,14 @@ export class LegacyAgent {
   connections = 0
   /** Every frame header received, in order. */
   readonly received: unknown[] = []
+  /** The socket path it listens on. */
+  readonly path: string
+  readonly #hello: (nonce: string) => Record<string, unknown>
   readonly #sockets = new Set<Socket>()
 
-  constructor(
-    readonly path: string,
-    readonly hello: (nonce: string) => Record<string, unknown>,
-  ) {
+  constructor(path: string, hello: (nonce: string) => Record<string, unknown>) {
+    this.path = path
+    this.#hello = hello
     this.server = createServer((socket) => this.#serve(socket))
   }
 
@@ -80,7 +82,7 @@ export class LegacyAgent {
           return
         }
         answered = true
-        socket.write(encodeFrame(this.hello(String(nonce))))
+        socket.write(encodeFrame(this.#hello(String(nonce))))
       }
     })
   }
