@@ -4,7 +4,8 @@
 // sandbox's reach and handed over as an fd (or, in tests, a path). One runner connection is
 // served at a time. A connection first proves it holds the sandbox's link secret (see
 // `@conch/protocol/link-proof`): the runner's hello carries a challenge the agent answers, and
-// the runner's `auth` answers the agent's. Only then does it replace the previous connection (a
+// the runner's `auth` answers the agent's. A runner of another link version gets this agent's
+// hello (so it can name the mismatch) but never gets past `auth`. Only then does it replace the previous connection (a
 // restarted runner reconnecting); a connection that fails, stalls or sends anything else first
 // is dropped and changes nothing. Shells, processes and their output logs live on across
 // connections, since they belong to the agent, not the link.
@@ -24,7 +25,7 @@ import {
   HOST_FRAME_TYPES,
   HostFrame,
   LIMITS,
-  PROTOCOL_VERSION,
+  LINK_VERSION,
   type WireError,
   WORKSPACE_PATH,
 } from '@conch/protocol'
@@ -372,6 +373,8 @@ class RunnerConnection {
   readonly #secret: string
   /** The challenge this agent sent in its hello; null until the runner's hello arrived. */
   #nonce: string | null = null
+  /** The runner's link version when it is not this agent's; such a runner is never authenticated. */
+  #foreignLink: number | null = null
   #authenticated = false
   #onAuthenticated: () => void = () => {}
 
@@ -414,9 +417,10 @@ class RunnerConnection {
   #handshake(frame: HostFrame): void {
     if (frame.type === 'hello' && this.#nonce === null) {
       this.#nonce = linkNonce()
+      if (frame.linkVersion !== LINK_VERSION) this.#foreignLink = frame.linkVersion
       this.send({
         type: 'hello',
-        protocolVersion: PROTOCOL_VERSION,
+        linkVersion: LINK_VERSION,
         agentVersion: AGENT_VERSION,
         pid: process.pid,
         startedAt: Math.floor(performance.timeOrigin),
@@ -425,7 +429,11 @@ class RunnerConnection {
       })
       return
     }
-    if (frame.type === 'auth' && this.#nonce !== null) {
+    if (frame.type === 'auth' && this.#foreignLink !== null) {
+      this.#server.rejected(
+        `the runner speaks link protocol ${this.#foreignLink}; this agent speaks ${LINK_VERSION}`,
+      )
+    } else if (frame.type === 'auth' && this.#nonce !== null) {
       if (checkLinkProof(this.#secret, 'runner', this.#nonce, frame.proof)) {
         this.#authenticated = true
         this.#endpoint.live()

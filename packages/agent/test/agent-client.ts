@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net'
 import { encodeFrame, FrameDecoder } from '@conch/link'
-import { AGENT_FRAME_TYPES, AgentFrame, parseFrame } from '@conch/protocol'
+import { AGENT_FRAME_TYPES, AgentFrame, LINK_VERSION, parseFrame } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 
 /** An agent frame plus its payload, as a test sees it. */
@@ -51,7 +51,7 @@ export class AgentClient {
     })
     const client = new AgentClient(socket)
     const nonce = linkNonce()
-    client.send({ type: 'hello', protocolVersion: 1, nonce })
+    client.send({ type: 'hello', linkVersion: LINK_VERSION, protocolVersion: 1, nonce })
     const hello = await client.waitFor((f) => f.type === 'hello')
     if (hello.type !== 'hello' || !checkLinkProof(secret, 'agent', nonce, hello.proof)) {
       throw new Error('the agent did not prove the link secret')

@@ -6,7 +6,8 @@ import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { encodeFrame, FrameDecoder } from '@conch/link'
-import { mintLinkSecret } from '@conch/protocol/link-proof'
+import { LINK_VERSION } from '@conch/protocol'
+import { linkNonce, linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { buildAgent } from '../src/build-agent.ts'
 import { systemClock } from '../src/clock.ts'
@@ -43,13 +44,20 @@ afterEach(async () => {
 })
 
 /** Opens a raw connection and resolves once the agent has closed it; records what it sent. */
-async function rawUntilClosed(write: (socket: Socket) => void): Promise<unknown[]> {
+async function rawUntilClosed(
+  write: (socket: Socket) => void,
+  onFrame: (header: unknown, socket: Socket) => void = () => {},
+): Promise<unknown[]> {
   const socket = connect(agent.socketPath)
   await new Promise<void>((resolve) => socket.once('connect', resolve))
   const got: unknown[] = []
   const decoder = new FrameDecoder()
   socket.on('data', (chunk: Buffer) => {
-    for (const r of decoder.push(chunk)) if (r.ok) got.push(r.frame.header)
+    for (const r of decoder.push(chunk)) {
+      if (!r.ok) continue
+      got.push(r.frame.header)
+      onFrame(r.frame.header, socket)
+    }
   })
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
   socket.on('error', () => {})
@@ -72,6 +80,35 @@ describe('hostile peers on the agent link', () => {
   it('drops a call sent before the handshake and never answers it', async () => {
     const got = await rawUntilClosed((s) =>
       s.write(encodeFrame({ type: 'call', id: 1, method: 'session.list', params: {} })),
+    )
+    expect(got).toEqual([])
+  })
+
+  it('answers the hello of a runner of another link version, then refuses its auth even with the right proof', async () => {
+    const got = await rawUntilClosed(
+      (s) =>
+        s.write(
+          encodeFrame({
+            type: 'hello',
+            linkVersion: LINK_VERSION + 1,
+            protocolVersion: 1,
+            nonce: linkNonce(),
+          }),
+        ),
+      (header, s) => {
+        // Prove the secret for real: only the link version is wrong.
+        const { nonce } = header as { nonce: string }
+        s.write(encodeFrame({ type: 'auth', proof: linkProof(SECRET, 'runner', nonce) }))
+        s.write(encodeFrame({ type: 'call', id: 1, method: 'session.list', params: {} }))
+      },
+    )
+    expect(got).toHaveLength(1)
+    expect(got[0]).toMatchObject({ type: 'hello', linkVersion: LINK_VERSION })
+  })
+
+  it('drops the hello of a runner of link 1 (discriminated on t) without answering it', async () => {
+    const got = await rawUntilClosed((s) =>
+      s.write(encodeFrame({ t: 'hello', protocolVersion: 1, nonce: linkNonce() })),
     )
     expect(got).toEqual([])
   })

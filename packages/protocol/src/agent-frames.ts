@@ -31,10 +31,19 @@ export const LinkProof = z.string().regex(/^[0-9a-f]{64}$/, 'a link proof is 64 
 /** The type `LinkProof` parses to. */
 export type LinkProof = z.infer<typeof LinkProof>
 
-/** runner → agent: first frame on a connection; carries the runner's challenge. */
+/**
+ * runner → agent: first frame on a connection; carries the runner's challenge and link version.
+ * It keeps link 1's fields (`t`, `protocolVersion`, `nonce`) so that an agent of link 1 parses
+ * it and answers with its own hello, from which the runner learns what it meets (see
+ * `link-version.ts`); without them that agent would drop the connection without a word.
+ */
 export const HostHello = z.object({
   type: z.literal('hello'),
-  /** Protocol version the runner speaks. */
+  /** The same name under link 1's discriminator, for an agent of link 1. */
+  t: z.literal('hello').optional(),
+  /** Link version the runner speaks (`LINK_VERSION`). */
+  linkVersion: z.number().int().positive(),
+  /** Client protocol version of the runner (`PROTOCOL_VERSION`); link 1 requires the field. */
   protocolVersion: z.number().int().positive(),
   /** The challenge the agent must answer with `proof` in its hello. */
   nonce: LinkNonce,
@@ -115,8 +124,8 @@ export type HostFrame = z.infer<typeof HostFrame>
 /** agent → runner: answer to `hello`. */
 export const AgentHello = z.object({
   type: z.literal('hello'),
-  /** Protocol version the agent speaks. */
-  protocolVersion: z.number().int().positive(),
+  /** Link version the agent speaks (`LINK_VERSION`). */
+  linkVersion: z.number().int().positive(),
   /** Agent package version. */
   agentVersion: z.string(),
   /** Agent process id. */

@@ -107,6 +107,7 @@ export { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 export { FileInfo, SandboxPath } from './file.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
+export { isLinkHello, LINK_VERSION, linkVersionOf } from './link-version.ts'
 export { buildOpenApiDocument } from './openapi.ts'
 export {
   decodeOutputFrame,

@@ -1,6 +1,9 @@
 import { z } from 'zod'
 
-/** Version of every conch wire contract; bumped only for a breaking change (fields grow additively). */
+/**
+ * Version of the client contract (WebSocket and REST); bumped only for a breaking change (fields
+ * grow additively). The runner↔agent link has its own version, `LINK_VERSION`.
+ */
 export const PROTOCOL_VERSION = 1
 
 /** Optional features a peer announces in `hello`; a peer only uses what both sides list. */

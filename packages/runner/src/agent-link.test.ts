@@ -3,7 +3,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { encodeFrame, FrameDecoder } from '@conch/link'
-import { LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
+import { LIMITS, LINK_VERSION } from '@conch/protocol'
 import { linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
@@ -35,7 +35,7 @@ class PeerAgent implements AsyncDisposable {
           if (frame.type === 'hello') {
             this.send({
               type: 'hello',
-              protocolVersion: PROTOCOL_VERSION,
+              linkVersion: LINK_VERSION,
               agentVersion: '0.0.0',
               pid: 1,
               startedAt: 5,

@@ -4,7 +4,9 @@
 // opens with `hello` carrying a challenge and waits for the agent's `hello`, whose proof shows
 // the agent holds this sandbox's link secret; it then answers the agent's challenge with `auth`.
 // A peer that cannot prove the secret (another sandbox's agent, anything else on the socket) is
-// dropped before any call is sent. Calls carry a numeric id and settle on
+// dropped before any call is sent. An agent that proves it but speaks another link version (an
+// older conch's agent, whose hello is discriminated on `t`) fails the handshake with
+// UNSUPPORTED_PROTOCOL_VERSION, which marks its sandbox dead. Calls carry a numeric id and settle on
 // one `result` or `fail`; their results are parsed with the method's schema. Output flows on
 // channels the runner numbers: each channel buffers its events until a consumer takes it, ends
 // with exactly one terminal event (`closed`, `end` or `error`), and is flow-controlled by
@@ -33,13 +35,17 @@ import {
   assertNever,
   type ErrorCode,
   type HostFrame,
+  isLinkHello,
   LIMITS,
+  LINK_VERSION,
+  linkVersionOf,
   PROTOCOL_VERSION,
   type WireError,
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
+import { linkMismatch } from './link-mismatch.ts'
 import { RunnerError } from './runner-error.ts'
 
 /** A frame that carries bytes, with its raw payload attached. */
@@ -81,6 +87,13 @@ export interface AgentLinkOptions {
 
 /** The agent's `hello`. */
 export type AgentHelloInfo = z.infer<typeof AgentHello>
+
+/** What the handshake reads from an agent's first answer: its link version and proof. */
+interface HelloAnswer {
+  linkVersion: number
+  proof: unknown
+  hello: AgentHelloInfo | null
+}
 
 /** Handlers for the link's own events. */
 export interface AgentLinkEvents {
@@ -228,7 +241,7 @@ export class AgentLink {
   readonly #onBytes: (n: number) => void
   #nextChannel = 1
   #closed: RunnerError | null = null
-  #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
+  #helloWaiter: ((answer: HelloAnswer) => void) | null = null
 
   private constructor(stream: Duplex, options: AgentLinkOptions) {
     this.logger = options.logger
@@ -252,13 +265,18 @@ export class AgentLink {
 
   readonly #heartbeatIntervalMs: number
 
-  /** Sends `hello` on `stream` and resolves once the agent answers with a compatible hello. */
+  /**
+   * Sends `hello` on `stream` and resolves once the agent answers with a hello of this link
+   * version that proves the sandbox's secret. An agent that proves it but speaks another link
+   * version rejects with UNSUPPORTED_PROTOCOL_VERSION (see `linkMismatch`).
+   */
   static async open(stream: Duplex, options: AgentLinkOptions): Promise<AgentLink> {
     const link = new AgentLink(stream, options)
     const timeoutMs = options.helloTimeoutMs ?? 10_000
     const nonce = linkNonce()
+    let answer: HelloAnswer
     try {
-      link.hello = await new Promise<AgentHelloInfo>((resolve, reject) => {
+      answer = await new Promise<HelloAnswer>((resolve, reject) => {
         const timer = setTimeout(
           () =>
             reject(
@@ -274,28 +292,34 @@ export class AgentLink {
           clearTimeout(timer)
           reject(error)
         }
-        link.send({ type: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
+        // `t` and `protocolVersion` let an agent of link 1 read this hello and answer.
+        link.send({
+          type: 'hello',
+          t: 'hello',
+          linkVersion: LINK_VERSION,
+          protocolVersion: PROTOCOL_VERSION,
+          nonce,
+        })
       })
     } catch (error) {
       link.close()
       throw error
     }
     link.#events.close = undefined
-    if (link.hello.protocolVersion !== PROTOCOL_VERSION) {
-      link.close()
-      throw new RunnerError(
-        'UNSUPPORTED_PROTOCOL_VERSION',
-        `the agent speaks protocol ${link.hello.protocolVersion}; this runner speaks ${PROTOCOL_VERSION}`,
-      )
-    }
-    if (!checkLinkProof(options.secret, 'agent', nonce, link.hello.proof)) {
+    // The proof first: only this sandbox's own agent may have its sandbox reported dead.
+    if (typeof answer.proof !== 'string' || !checkLinkProof(options.secret, 'agent', nonce, answer.proof)) {
       link.close()
       throw new RunnerError(
         'AGENT_UNAVAILABLE',
         "the process on the agent socket could not prove it is this sandbox's agent; the sandbox cannot be reached",
       )
     }
-    link.send({ type: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
+    if (answer.linkVersion !== LINK_VERSION || answer.hello === null) {
+      link.close()
+      throw linkMismatch(answer.linkVersion)
+    }
+    link.hello = answer.hello
+    link.send({ type: 'auth', proof: linkProof(options.secret, 'runner', answer.hello.nonce) })
     link.#endpoint.live(link.#heartbeatIntervalMs)
     return link
   }
@@ -397,7 +421,7 @@ export class AgentLink {
         // Answered by the endpoint once the link is live; before the hello they mean nothing.
         return
       case 'hello':
-        this.#helloWaiter?.(frame)
+        this.#helloWaiter?.({ linkVersion: frame.linkVersion, proof: frame.proof, hello: frame })
         this.#helloWaiter = null
         return
       default:
@@ -406,6 +430,14 @@ export class AgentLink {
   }
 
   #bad(header: unknown, error: WireError): void {
+    // A hello this link cannot parse may still name its link version (link 1's, on `t`).
+    const version = this.#helloWaiter && isLinkHello(header) ? linkVersionOf(header) : null
+    if (this.#helloWaiter && version !== null && version !== LINK_VERSION) {
+      const { proof } = header as { proof?: unknown }
+      this.#helloWaiter({ linkVersion: version, proof, hello: null })
+      this.#helloWaiter = null
+      return
+    }
     const kind =
       typeof header === 'object' && header !== null ? (header as { type?: unknown }).type : undefined
     this.logger.warn(

@@ -608,6 +608,11 @@ export class SandboxManager {
         onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
       })
     } catch (error) {
+      // An agent of another link version answers but can never be used: dead, not unreachable.
+      if (error instanceof RunnerError && error.code === 'UNSUPPORTED_PROTOCOL_VERSION') {
+        this.#markDead(runtime, error.message, 'sandbox agent speaks another link protocol; marked dead')
+        throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} is dead (${error.message})`)
+      }
       // The agent may have died while we were connecting: then the sandbox is dead, not busy.
       const after = await driver.isAlive(handle)
       if (!after.alive) {
@@ -652,12 +657,12 @@ export class SandboxManager {
     for (const s of this.#sandboxes.values()) s.detach()
   }
 
-  #markDead(runtime: SandboxRuntime, reason: string): void {
+  #markDead(runtime: SandboxRuntime, reason: string, message = 'sandbox agent is gone; marked dead'): void {
     runtime.record.status = 'dead'
     runtime.record.deadReason = reason
     runtime.detach()
     this.#o.store.setSandboxStatus(runtime.id, 'dead', reason)
-    this.#o.logger.warn({ sandboxId: runtime.id, reason }, 'sandbox agent is gone; marked dead')
+    this.#o.logger.warn({ sandboxId: runtime.id, reason }, message)
   }
 
   #markUnreachable(runtime: SandboxRuntime, reason: string): void {

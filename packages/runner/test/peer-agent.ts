@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { encodeFrame, FrameDecoder } from '@conch/link'
-import { type AgentFrame, PROTOCOL_VERSION, type WireError } from '@conch/protocol'
+import { type AgentFrame, LINK_VERSION, type WireError } from '@conch/protocol'
 import { linkProof } from '@conch/protocol/link-proof'
 import {
   type DriverSandbox,
@@ -76,7 +76,7 @@ export class PeerAgent {
         if (f.type === 'hello') {
           this.#send({
             type: 'hello',
-            protocolVersion: PROTOCOL_VERSION,
+            linkVersion: LINK_VERSION,
             agentVersion: 'peer',
             pid: process.pid,
             startedAt: 1,

@@ -6,7 +6,7 @@ import { lstatSync, renameSync, rmSync, symlinkSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { encodeFrame, FrameDecoder } from '@conch/link'
-import { AGENT_FRAME_TYPES, AgentFrame, parseFrame } from '@conch/protocol'
+import { AGENT_FRAME_TYPES, AgentFrame, LINK_VERSION, parseFrame } from '@conch/protocol'
 import { linkNonce, linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import { describe, expect, it, vi } from 'vitest'
 import { exec, nsRunner } from '../namespace-runner.ts'
@@ -74,7 +74,9 @@ describe('attack: redirect or hijack the agent link', () => {
 
     // A full handshake with the wrong secret: the agent answers hello, then drops the proof.
     const forger = await rawLink(path)
-    forger.socket.write(encodeFrame({ type: 'hello', protocolVersion: 1, nonce: linkNonce() }))
+    forger.socket.write(
+      encodeFrame({ type: 'hello', linkVersion: LINK_VERSION, protocolVersion: 1, nonce: linkNonce() }),
+    )
     await expect.poll(() => forger.frames.length).toBe(1)
     const hello = forger.frames[0]
     if (hello?.type !== 'hello') throw new Error('expected the agent hello')
