@@ -123,13 +123,19 @@ export const SandboxList = z.object({ sandboxes: z.array(SandboxInfo) })
 export type SandboxList = z.infer<typeof SandboxList>
 /** Path parameters of `/v1/snapshots/:snapshotId`. */
 export const SnapshotParams = z.object({ snapshotId: z.string() })
+/** The type `SnapshotParams` parses to. */
+export type SnapshotParams = z.infer<typeof SnapshotParams>
 /** Body of `POST /v1/sandboxes/:id/snapshots`. */
 export const SnapshotRequest = z.object({
   /** A name to recognise the snapshot by (not unique). */
   name: z.string().min(1).max(256).optional(),
 })
+/** The type `SnapshotRequest` parses to. */
+export type SnapshotRequest = z.infer<typeof SnapshotRequest>
 /** `GET .../snapshots` answer, oldest first. */
 export const SnapshotList = z.object({ snapshots: z.array(SnapshotInfo) })
+/** The type `SnapshotList` parses to. */
+export type SnapshotList = z.infer<typeof SnapshotList>
 /** `GET .../sessions` answer. */
 export const SessionList = z.object({ sessions: z.array(SessionInfo) })
 /** The type `SessionList` parses to. */
