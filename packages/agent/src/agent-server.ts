@@ -35,11 +35,13 @@ import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import { writeFrame } from './frame-writer.ts'
 import type { Logger } from './logger.ts'
+import { listeningPorts } from './listening-ports.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { LogEvent } from './output-log.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
+import { dialLoopback, relaySocket } from './tcp-connector.ts'
 import type { WorkspaceFiles } from './workspace-files.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
 
@@ -225,6 +227,18 @@ export class AgentServer {
       return {}
     },
     'file.rename': (p) => this.#options.files.rename(p.from, p.to),
+    'ports.list': async () => ({ ports: await listeningPorts() }),
+    'tcp.connect': async (p, context) => {
+      // The channel exists before the dial, so nothing the runner sends on it is dropped.
+      const channel = context.channel(p.ch)
+      try {
+        relaySocket(await dialLoopback(p.port), channel, this.#options.clock)
+      } catch (error) {
+        channel.close()
+        throw error
+      }
+      return {}
+    },
   }
 
   /**

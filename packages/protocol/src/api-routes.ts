@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import { ErrorBody } from './error-codes.ts'
 import { FileInfo } from './file.ts'
+import { ExposedPort, ExposePortRequest, PortList, PortParams } from './network.ts'
 import { ProcessInfo, ProcessOptions, ProcessOutput } from './process.ts'
 import {
   AliasMap,
@@ -120,6 +121,23 @@ export const API_ROUTES = [
     params: SandboxParams,
     body: CreateTokenRequest,
     response: AccessToken,
+  },
+  {
+    method: 'GET',
+    path: `${S}/ports`,
+    operationId: 'listPorts',
+    summary: 'List the TCP ports listening inside a sandbox',
+    params: SandboxParams,
+    response: PortList,
+  },
+  {
+    method: 'POST',
+    path: `${S}/exposed-ports/:port`,
+    operationId: 'exposePort',
+    summary: 'Mint a token that lets a browser reach one port (served at /v1/sandboxes/:id/ports/:port/)',
+    params: PortParams,
+    body: ExposePortRequest,
+    response: ExposedPort,
   },
   {
     method: 'POST',

@@ -1,6 +1,7 @@
 export {
   AGENT_FRAME_TYPES,
   AgentClosed,
+  AgentCredit,
   AgentData,
   AgentEnd,
   AgentError,
@@ -77,6 +78,20 @@ export { FileInfo, SandboxPath } from './file.ts'
 export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from './frame-codec.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
+export {
+  EgressRule,
+  ExposedPort,
+  ExposePortRequest,
+  ListeningPort,
+  NetworkPolicy,
+  PORT_TOKEN_COOKIE,
+  PORT_TOKEN_PREFIX,
+  PORT_TOKEN_QUERY,
+  PortList,
+  PortNumber,
+  PortParams,
+  PortSegment,
+} from './network.ts'
 export { buildOpenApiDocument } from './openapi.ts'
 export {
   decodeOutputFrame,

@@ -57,6 +57,7 @@ export type ChannelEvent =
   | { t: 'closed'; frame: z.infer<typeof AgentClosed> }
   | { t: 'end'; frame: z.infer<typeof AgentEnd> }
   | { t: 'error'; error: WireError }
+  | { t: 'credit'; bytes: number }
 
 /** Options of an agent link. */
 export interface AgentLinkOptions {
@@ -474,6 +475,9 @@ export class AgentLink {
         return
       case 'session_closed':
         this.#events.sessionClosed?.(frame)
+        return
+      case 'credit':
+        this.#toChannel(frame.ch, { t: 'credit', bytes: frame.bytes })
         return
       case 'ping':
         this.send({ t: 'pong', n: frame.n })

@@ -37,6 +37,7 @@ const ERROR_CODES = {
   DEADLINE_EXCEEDED: true,
   AGENT_UNAVAILABLE: true,
   RUNNER_UNAVAILABLE: true,
+  PORT_NOT_LISTENING: true,
   CONNECTION_LOST: true,
   INTERNAL: true,
 } as const
