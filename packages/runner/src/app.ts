@@ -12,6 +12,7 @@ import { filesPlugin } from './plugins/files-plugin.ts'
 import { healthPlugin } from './plugins/health-plugin.ts'
 import { metricsPlugin } from './plugins/metrics-plugin.ts'
 import { openapiPlugin } from './plugins/openapi-plugin.ts'
+import { type PortsOptions, portsPlugin } from './plugins/ports-plugin.ts'
 import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
@@ -45,6 +46,8 @@ export interface BuildAppOptions {
   corsOrigins?: readonly string[]
   /** Shard name written into every new sandbox id, for a router in front of several runners. */
   shard?: string | null
+  /** Port exposure: public ports and the preview domain; neither by default. */
+  network?: PortsOptions
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
 }
@@ -159,6 +162,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     version: RUNNER_VERSION,
     apiKeyHashes: options.apiKeyHashes,
     shard: options.shard ?? null,
+    ...(options.network ? { network: options.network } : {}),
   }
 
   app.setErrorHandler((error, request, reply) => {
@@ -191,6 +195,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(processesPlugin, ctx)
   void app.register(filesPlugin, ctx)
   void app.register(shellSocketPlugin, ctx)
+  void app.register(portsPlugin, ctx)
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()

@@ -1,3 +1,4 @@
+import type { PortsOptions } from './plugins/ports-plugin.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
@@ -21,4 +22,6 @@ export interface RunnerContext {
   apiKeyHashes: readonly string[]
   /** The runner's shard name (in every new sandbox id), or null. */
   shard: string | null
+  /** Port exposure settings; no public ports and no preview domain when absent. */
+  network?: PortsOptions
 }

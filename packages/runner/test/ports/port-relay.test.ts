@@ -1,0 +1,123 @@
+// The port relay with the real agent: HTTP, uploads, streaming, SSE, upgrades and discovery.
+import { connect } from 'node:net'
+import { ExposedPort, PortList } from '@conch/protocol'
+import { describe, expect, it } from 'vitest'
+import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
+import { baseUrl, createSandbox, startRunner } from '../runner-fixture.ts'
+import { portUrl, sha256, startSandboxServer } from './port-fixture.ts'
+
+describe('port relay (real agent)', () => {
+  it('relays a GET and a 50 MB POST, keeps the API key from the sandbox server and strips its cookie', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+
+    const get = await fetch(portUrl(runner, id, port, '/echo/a%20b?x=1'), {
+      headers: { ...runner.auth, cookie: 'conch_port_token=cpt_x; mine=2' },
+    })
+    expect(get.status).toBe(200)
+    const echoed = (await get.json()) as { url: string; headers: Record<string, string> }
+    expect(echoed.url).toBe('/echo/a%20b?x=1')
+    expect(echoed.headers.authorization).toBeUndefined()
+    expect(echoed.headers.cookie).toBe('mine=2')
+    expect(echoed.headers.host).toBe(`localhost:${port}`)
+    expect(echoed.headers['x-forwarded-prefix']).toBe(`/v1/sandboxes/${id}/ports/${port}`)
+    expect(get.headers.get('content-security-policy')).toBe(PATH_FORM_CSP)
+    expect(get.headers.getSetCookie()).toEqual(['app=1; Path=/'])
+
+    const body = Buffer.alloc(50 * 1024 * 1024)
+    for (let i = 0; i < body.length; i += 4096) body[i] = i % 251
+    const post = await fetch(portUrl(runner, id, port, '/upload'), {
+      method: 'POST',
+      headers: runner.auth,
+      body,
+    })
+    expect(await post.json()).toEqual({ bytes: body.length, sha256: sha256(body) })
+  })
+
+  it('streams a large response and server-sent events as they come', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const big = await fetch(portUrl(runner, id, port, '/big?mb=20'), { headers: runner.auth })
+    const bytes = Buffer.from(await big.arrayBuffer())
+    expect(bytes.length).toBe(20 * 1024 * 1024)
+    expect(bytes.every((b) => b === 97)).toBe(true)
+
+    const sse = await fetch(portUrl(runner, id, port, '/sse'), { headers: runner.auth })
+    expect(sse.headers.get('content-type')).toBe('text/event-stream')
+    const events: string[] = []
+    const decoder = new TextDecoder()
+    for await (const chunk of sse.body as AsyncIterable<Uint8Array>) events.push(decoder.decode(chunk))
+    expect(events.join('')).toBe('data: tick 1\n\ndata: tick 2\n\ndata: tick 3\n\n')
+  })
+
+  it('relays an Upgrade byte for byte after the sandbox server answers 101', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const url = new URL(portUrl(runner, id, port, '/ws'))
+    const socket = connect(Number(url.port), '127.0.0.1')
+    await using _ = { [Symbol.asyncDispose]: async () => void socket.destroy() }
+    socket.write(
+      `GET ${url.pathname} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${runner.apiKey}\r\nconnection: Upgrade\r\nupgrade: echo\r\n\r\n`,
+    )
+    let received = ''
+    const head = await new Promise<string>((resolve) => {
+      socket.on('data', (chunk) => {
+        received += chunk.toString('latin1')
+        if (received.includes('\r\n\r\n') && !received.includes('ping-pong')) {
+          const [h] = received.split('\r\n\r\n')
+          resolve(h ?? '')
+        }
+      })
+    })
+    expect(head).toMatch(/^HTTP\/1\.1 101 /)
+    expect(head.toLowerCase()).toContain('upgrade: echo')
+    socket.write('ping-pong')
+    await new Promise<void>((resolve) => {
+      const check = (): void => {
+        if (received.endsWith('ping-pong')) resolve()
+      }
+      socket.on('data', check)
+      check()
+    })
+    expect(received.endsWith('\r\n\r\nping-pong')).toBe(true)
+  })
+
+  it('lists listening ports and answers PORT_NOT_LISTENING for a closed one', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const list = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/ports`, { headers: runner.auth })
+    const ports = PortList.parse(await list.json()).ports
+    expect(ports).toContainEqual({ port, address: '127.0.0.1', family: 'ipv4' })
+
+    const closed = await fetch(portUrl(runner, id, 1, '/'), { headers: runner.auth })
+    expect(closed.status).toBe(502)
+    expect(((await closed.json()) as { error: { code: string } }).error.code).toBe('PORT_NOT_LISTENING')
+  })
+
+  it('trades a port token in the query for a cookie scoped to the port, then serves with the cookie', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${port}`, {
+      method: 'POST',
+      headers: { ...runner.auth, 'content-type': 'application/json' },
+      body: '{}',
+    })
+    const exposed = ExposedPort.parse(await res.json())
+    expect(exposed.public).toBe(false)
+    const first = await fetch(`${baseUrl(runner.app)}${exposed.path}`, { redirect: 'manual' })
+    expect(first.status).toBe(303)
+    expect(first.headers.get('location')).toBe(`/v1/sandboxes/${id}/ports/${port}/`)
+    const cookie = first.headers.getSetCookie()[0] ?? ''
+    expect(cookie).toContain('HttpOnly')
+    expect(cookie).toContain(`Path=/v1/sandboxes/${id}/ports/${port}/`)
+    const pair = cookie.split(';')[0] ?? ''
+    const page = await fetch(portUrl(runner, id, port, '/echo'), { headers: { cookie: pair } })
+    expect(page.status).toBe(200)
+    expect(((await page.json()) as { headers: Record<string, string> }).headers.cookie).toBeUndefined()
+  })
+})
