@@ -129,12 +129,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   }
 
   const relay = async (request: FastifyRequest, reply: FastifyReply, target: RelayRequest): Promise<void> => {
-    const url = new URL(target.path, 'http://relay.invalid')
-    const queryToken = url.searchParams.get(PORT_TOKEN_QUERY)
+    const { path: forwardPath, token: queryToken } = takeQueryToken(target.path)
     const usedAuthorization = admit(request, target, queryToken)
     markAuthenticated(request.raw.socket)
     if (queryToken !== null) {
-      url.searchParams.delete(PORT_TOKEN_QUERY)
       const method = request.method
       if ((method === 'GET' || method === 'HEAD') && !request.headers.upgrade) {
         const secure = forwardedProto(request) === 'https' ? '; Secure' : ''
@@ -144,7 +142,7 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
             'set-cookie',
             `${PORT_TOKEN_COOKIE}=${queryToken}; Path=${target.prefix}/; HttpOnly; SameSite=Lax${secure}`,
           )
-          .header('location', `${target.prefix}${url.pathname}${url.search}`)
+          .header('location', `${target.prefix}${forwardPath}`)
           .header('cache-control', 'no-store')
           .send()
         return
@@ -167,7 +165,7 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     })
     const proxyTarget: ProxyTarget = {
       port: target.port,
-      path: `${url.pathname}${url.search}`,
+      path: forwardPath,
       stripAuthorization: usedAuthorization,
       responseHeaders: target.prefix === '' ? {} : { 'content-security-policy': PATH_FORM_CSP },
       forwarded: {
@@ -211,6 +209,30 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     relayApp.all('/v1/sandboxes/:id/ports/:port', { config }, handler)
     relayApp.all('/v1/sandboxes/:id/ports/:port/*', { config }, handler)
   })
+}
+
+/**
+ * Splits the port token out of a path's query, leaving every other byte of the path as the
+ * client sent it (dot segments and escapes are the sandbox server's to interpret).
+ */
+export function takeQueryToken(path: string): { path: string; token: string | null } {
+  const at = path.indexOf('?')
+  if (at < 0) return { path, token: null }
+  let token: string | null = null
+  const kept = path
+    .slice(at + 1)
+    .split('&')
+    .filter((pair) => {
+      const [key, ...value] = pair.split('=')
+      if (key !== PORT_TOKEN_QUERY) return true
+      try {
+        token = decodeURIComponent(value.join('='))
+      } catch {
+        token = 'malformed'
+      }
+      return false
+    })
+  return { path: kept.length > 0 ? `${path.slice(0, at)}?${kept.join('&')}` : path.slice(0, at), token }
 }
 
 function cookieValue(header: string | undefined, name: string): string | null {
