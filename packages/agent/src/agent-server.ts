@@ -33,6 +33,7 @@ import { AgentChannel } from './agent-channel.ts'
 import { toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
+import { EgressListener } from './egress-listener.ts'
 import { writeFrame } from './frame-writer.ts'
 import { listeningPorts } from './listening-ports.ts'
 import type { Logger } from './logger.ts'
@@ -93,6 +94,7 @@ export class AgentServer {
   #server: Server | undefined
   #connection: RunnerConnection | undefined
   #handshakes = 0
+  readonly #egress = new EgressListener()
 
   /** Creates a server; call `listen` to start it. */
   constructor(options: AgentServerOptions) {
@@ -121,6 +123,7 @@ export class AgentServer {
   /** Stops listening and ends every shell and process. */
   async close(): Promise<void> {
     this.#connection?.destroy()
+    this.#egress.close()
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()))
     this.#options.processes.killAll()
     await this.#options.sessions.closeAll()
@@ -228,6 +231,16 @@ export class AgentServer {
     },
     'file.rename': (p) => this.#options.files.rename(p.from, p.to),
     'ports.list': async () => ({ ports: await listeningPorts() }),
+    'egress.listen': async (p) => {
+      await this.#egress.listen(p.port)
+      return {}
+    },
+    'egress.accept': async (p, context) => {
+      const channel = context.channel(p.ch)
+      const socket = await this.#egress.next(channel)
+      if (socket) relaySocket(socket, channel, this.#options.clock)
+      return {}
+    },
     'tcp.connect': async (p, context) => {
       // The channel exists before the dial, so nothing the runner sends on it is dropped.
       const channel = context.channel(p.ch)

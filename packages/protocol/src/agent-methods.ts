@@ -165,6 +165,13 @@ export const AGENT_METHODS = {
    * PORT_NOT_LISTENING when nothing listens.
    */
   'tcp.connect': { params: z.object({ port: PortNumber, ch: ChannelId }), result: ok },
+  /** Starts the sandbox's egress listener on 127.0.0.1:`port` inside it (once; later calls are no-ops). */
+  'egress.listen': { params: z.object({ port: PortNumber }), result: ok },
+  /**
+   * Waits for the next connection to the egress listener and relays it on `ch` as `tcp.connect`
+   * does. The runner keeps a few of these calls pending; each answers when a program connects.
+   */
+  'egress.accept': { params: z.object({ ch: ChannelId }), result: ok },
 } as const
 
 /** A method name. */

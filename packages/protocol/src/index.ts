@@ -79,6 +79,7 @@ export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from 
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export {
+  EGRESS_PROXY_PORT,
   EgressRule,
   ExposedPort,
   ExposePortRequest,

@@ -97,6 +97,9 @@ export const NetworkPolicy = z.object({
 /** A network policy. */
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>
 
+/** The loopback port inside a sandbox where its egress proxy listens (when it has an allowlist). */
+export const EGRESS_PROXY_PORT = 3128
+
 /** Query parameter that carries a port token on a browser's first visit. */
 export const PORT_TOKEN_QUERY = 'conch_port_token'
 /** Cookie that carries a port token after the first visit. */

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { NetworkPolicy } from './network.ts'
 import { Env, EnvName, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 import { SandboxUsage } from './sandbox-usage.ts'
 
@@ -181,6 +182,8 @@ export const CreateSandboxRequest = z.object({
   idleTimeoutMs: TimeoutMs.optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
   metadata: Metadata.optional(),
+  /** Network policy; no egress by default. An allowlist needs a driver with a network namespace. */
+  network: NetworkPolicy.optional(),
 })
 /** Sandbox creation options. */
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>

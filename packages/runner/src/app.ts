@@ -4,6 +4,10 @@ import { PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { ConnectionGuard } from './connection-guard.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
+import { EgressGateway } from './egress-gateway.ts'
+import { EgressProxy } from './egress-proxy.ts'
+import { AddressScreen, systemResolver } from './egress-resolver.ts'
+import type { NetworkOptions } from './network-options.ts'
 import { connectionCap, readOpenFileLimit } from './open-file-limit.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
 import { corsPlugin } from './plugins/cors-plugin.ts'
@@ -12,12 +16,13 @@ import { filesPlugin } from './plugins/files-plugin.ts'
 import { healthPlugin } from './plugins/health-plugin.ts'
 import { metricsPlugin } from './plugins/metrics-plugin.ts'
 import { openapiPlugin } from './plugins/openapi-plugin.ts'
-import { type PortsOptions, portsPlugin } from './plugins/ports-plugin.ts'
+import { portsPlugin } from './plugins/ports-plugin.ts'
 import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
 import { RequestLogController } from './request-log-controller.ts'
+import { listeningAddresses } from './runner-addresses.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError } from './runner-error.ts'
 import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
@@ -46,8 +51,8 @@ export interface BuildAppOptions {
   corsOrigins?: readonly string[]
   /** Shard name written into every new sandbox id, for a router in front of several runners. */
   shard?: string | null
-  /** Port exposure: public ports and the preview domain; neither by default. */
-  network?: PortsOptions
+  /** Ports and egress: public ports, the preview domain, egress permits; none by default. */
+  network?: NetworkOptions
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
 }
@@ -153,6 +158,15 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     now,
     shard: options.shard ?? null,
   })
+  const egressProxy = new EgressProxy({
+    resolver: options.network?.egressResolver ?? systemResolver,
+    screen: new AddressScreen(options.network?.egressPermit ?? [], () =>
+      listeningAddresses(app.server.address()),
+    ),
+    logger: app.log,
+    onBytes: (_sandboxId, direction, bytes) => metrics.egressBytes.inc({ direction }, bytes),
+  })
+  const egress = new EgressGateway({ proxy: egressProxy, manager, store: options.store, logger: app.log })
   const ctx: RunnerContext = {
     manager,
     store: options.store,
@@ -163,6 +177,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     apiKeyHashes: options.apiKeyHashes,
     shard: options.shard ?? null,
     ...(options.network ? { network: options.network } : {}),
+    egress,
   }
 
   app.setErrorHandler((error, request, reply) => {
@@ -199,8 +214,10 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()
+    egress.restore()
   })
   app.addHook('onClose', async () => {
+    egress.close()
     ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })

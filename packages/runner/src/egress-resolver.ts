@@ -80,13 +80,14 @@ export function unmapIpv4(address: string): string {
 export class AddressScreen {
   readonly #special = new BlockList()
   readonly #permitted = new BlockList()
-  readonly #self: ReadonlySet<string>
+  readonly #self: () => readonly string[]
 
   /**
-   * `permit` lists CIDRs the operator opens despite being special; `self` lists `address:port`
-   * pairs (the runner's own listeners) that stay refused whatever is permitted.
+   * `permit` lists CIDRs the operator opens despite being special; `self` lists (or computes)
+   * the `address:port` pairs of the runner's own listeners, which stay refused whatever is
+   * permitted.
    */
-  constructor(permit: readonly string[] = [], self: readonly string[] = []) {
+  constructor(permit: readonly string[] = [], self: readonly string[] | (() => readonly string[]) = []) {
     for (const [address, prefix, family] of SPECIAL_RANGES) this.#special.addSubnet(address, prefix, family)
     for (const cidr of permit) {
       const [address = '', prefixText] = cidr.split('/')
@@ -98,7 +99,7 @@ export class AddressScreen {
         family,
       )
     }
-    this.#self = new Set(self)
+    this.#self = typeof self === 'function' ? self : () => self
   }
 
   /** Why `address:port` is refused, or null when it may be reached. */
@@ -106,7 +107,7 @@ export class AddressScreen {
     const plain = unmapIpv4(address)
     const family = isIPv4(plain) ? 'ipv4' : 'ipv6'
     if (!isIP(plain)) return `"${address}" is not an address`
-    if (this.#self.has(`${plain}:${port}`) || this.#self.has(`*:${port}`)) return 'it is the runner itself'
+    if (this.#self().includes(`${plain}:${port}`)) return 'it is the runner itself'
     if (this.#special.check(plain, family) && !this.#permitted.check(plain, family))
       return `${plain} is in a loopback, private, link-local or reserved range`
     return null

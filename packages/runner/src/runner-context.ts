@@ -1,4 +1,5 @@
-import type { PortsOptions } from './plugins/ports-plugin.ts'
+import type { EgressGateway } from './egress-gateway.ts'
+import type { NetworkOptions } from './network-options.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
@@ -22,6 +23,8 @@ export interface RunnerContext {
   apiKeyHashes: readonly string[]
   /** The runner's shard name (in every new sandbox id), or null. */
   shard: string | null
-  /** Port exposure settings; no public ports and no preview domain when absent. */
-  network?: PortsOptions
+  /** Network settings; no public ports, no preview domain and no egress permits when absent. */
+  network?: NetworkOptions
+  /** Connects sandboxes with an egress allowlist to the egress proxy. */
+  egress: EgressGateway
 }

@@ -42,6 +42,11 @@ export class SandboxTcpStream extends Duplex {
     channel.consume((event) => this.#onEvent(event))
   }
 
+  /** The link channel the connection is relayed on. */
+  get channelId(): number {
+    return this.#channel.id
+  }
+
   /** Node's http client calls these on sockets; a relayed connection has nothing to tune. */
   setNoDelay(): this {
     return this

@@ -281,6 +281,18 @@ export class StateStore {
     return String(this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)?.value)
   }
 
+  /** A value of the runner's own (`meta`), or undefined. */
+  meta(key: string): string | undefined {
+    const row = this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)
+    return row ? String(row.value) : undefined
+  }
+
+  /** Sets (or, with null, removes) a value of the runner's own. */
+  setMeta(key: string, value: string | null): void {
+    if (value === null) this.#stmt('DELETE FROM meta WHERE key = ?').run(key)
+    else this.#stmt('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value)
+  }
+
   /** Closes the database. */
   close(): void {
     if (this.#db.isOpen) this.#db.close()

@@ -16,6 +16,7 @@ import type { Socket } from 'node:net'
 import { LIMITS, PORT_TOKEN_COOKIE, PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY, PortSegment } from '@conch/protocol'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { markAuthenticated } from '../connection-guard.ts'
+import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
 import { PortTokens } from '../port-token.ts'
 import { bindRoutes } from '../route-table.ts'
@@ -31,14 +32,6 @@ export const PATH_FORM_CSP =
 /** Relayed connections open at once per sandbox; more get RATE_LIMITED. */
 const MAX_CONNECTIONS_PER_SANDBOX = 256
 
-/** Network settings of the runner. */
-export interface PortsOptions {
-  /** Whether `public: true` exposures are allowed. */
-  allowPublicPorts: boolean
-  /** Wildcard domain for host-based preview URLs (`3000-<id>.<domain>`), or null. */
-  previewDomain: string | null
-}
-
 interface RelayRequest {
   sandboxId: string
   port: number
@@ -50,7 +43,7 @@ interface RelayRequest {
 
 /** Ports: list, expose, relay. */
 export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
-  const options: PortsOptions = ctx.network ?? { allowPublicPorts: false, previewDomain: null }
+  const options: NetworkOptions = ctx.network ?? { allowPublicPorts: false, previewDomain: null }
   const tokens = new PortTokens(ctx.store.runnerSecret('port-token'))
   /** `<sandbox>:<port>` → expiry of its public exposure. */
   const publicPorts = new Map<string, number>()
