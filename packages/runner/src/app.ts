@@ -21,6 +21,7 @@ import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
+import { previewRewrite } from './preview-host.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import { listeningAddresses } from './runner-addresses.ts'
 import type { RunnerContext } from './runner-context.ts'
@@ -95,6 +96,13 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     requestIdHeader: 'x-request-id',
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,
+    // A request to a sandbox port's preview host is routed as its path form.
+    rewriteUrl: (request) =>
+      previewRewrite(request, options.network?.previewDomain ?? null, () =>
+        (manager?.list() ?? []).map((s) => s.id),
+      ) ??
+      request.url ??
+      '/',
     // No idle timeout while a request is being answered: a buffered run may be silent for up to
     // maxCommandTimeoutMs. Slow or never-finished requests are bounded by the header and request
     // timeouts, idle keep-alive connections by the keep-alive timeout, and connections that never

@@ -65,7 +65,10 @@ export const RunnerConfig = z.object({
   /** Wildcard domain for host-based preview URLs; none by default. */
   previewDomain: z
     .string()
-    .regex(/^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'a DNS name such as preview.example.com')
+    .regex(
+      /^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+      'a DNS name such as preview.example.com',
+    )
     .optional(),
   /** CIDRs in special ranges that egress may reach; none by default. */
   egressPermit: z

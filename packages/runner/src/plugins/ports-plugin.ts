@@ -19,6 +19,7 @@ import { markAuthenticated } from '../connection-guard.ts'
 import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
 import { PortTokens } from '../port-token.ts'
+import { isPreviewRequest } from '../preview-host.ts'
 import { bindRoutes } from '../route-table.ts'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
@@ -189,7 +190,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
           'BAD_REQUEST',
           `"${portText.slice(0, 16)}" is not a port; use a number from 1 to 65535`,
         )
-      const prefix = `/v1/sandboxes/${id}/ports/${portText}`
+      // A preview host was rewritten onto this route (see `preview-host.ts`); its pages have an
+      // origin of their own, so its prefix is empty and the original URL is the path.
+      const preview = isPreviewRequest(request.raw)
+      const prefix = preview ? '' : `/v1/sandboxes/${id}/ports/${portText}`
       const raw = request.raw.url ?? '/'
       // The route matched the decoded path; what follows the 6th segment of the raw one is the
       // sandbox server's path, sent as the client wrote it.

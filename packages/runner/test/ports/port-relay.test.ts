@@ -1,4 +1,5 @@
 // The port relay with the real agent: HTTP, uploads, streaming, SSE, upgrades and discovery.
+import { request } from 'node:http'
 import { connect } from 'node:net'
 import { ExposedPort, PortList } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
@@ -119,5 +120,51 @@ describe('port relay (real agent)', () => {
     const page = await fetch(portUrl(runner, id, port, '/echo'), { headers: { cookie: pair } })
     expect(page.status).toBe(200)
     expect(((await page.json()) as { headers: Record<string, string> }).headers.cookie).toBeUndefined()
+  })
+
+  it('serves a port on its preview host, with every path the app’s and no API route', async () => {
+    await using runner = await startRunner({
+      listen: true,
+      network: { allowPublicPorts: false, previewDomain: 'preview.test' },
+    })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const get = (host: string, path: string): Promise<{ status: number; body: string; csp?: string }> =>
+      new Promise((resolve, reject) => {
+        const url = new URL(baseUrl(runner.app))
+        const req = request({
+          host: '127.0.0.1',
+          port: url.port,
+          path,
+          setHost: false,
+          headers: { host, authorization: `Bearer ${runner.apiKey}` },
+        })
+        req.on('response', (res) => {
+          let body = ''
+          res.on('data', (c) => {
+            body += c
+          })
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              body,
+              ...(res.headers['content-security-policy']
+                ? { csp: String(res.headers['content-security-policy']) }
+                : {}),
+            }),
+          )
+        })
+        req.on('error', reject)
+        req.end()
+      })
+    const host = `${port}-${id.toLowerCase()}.preview.test`
+    const page = await get(host, '/echo?x=1')
+    expect(page.status).toBe(200)
+    expect((JSON.parse(page.body) as { url: string }).url).toBe('/echo?x=1')
+    expect(page.csp).toBeUndefined()
+    const api = await get(host, '/v1/sandboxes')
+    expect((JSON.parse(api.body) as { url: string }).url).toBe('/v1/sandboxes')
+    const unknown = await get(`${port}-sb_nosuchsandbox1.preview.test`, '/')
+    expect(unknown.status).toBe(404)
   })
 })
