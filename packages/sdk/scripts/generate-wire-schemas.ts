@@ -14,10 +14,12 @@ import {
   EnvValue,
   ErrorBody,
   ExecEvent,
+  ExposedPort,
   FileInfo,
   FileList,
   HistoryList,
   Ok,
+  PortList,
   ProcessInfo,
   ProcessList,
   ProcessOutput,
@@ -49,6 +51,8 @@ const REST = {
   processOutput: ProcessOutput,
   fileInfo: FileInfo,
   fileList: FileList,
+  portList: PortList,
+  exposedPort: ExposedPort,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

@@ -19,8 +19,10 @@ export {
 export type { ErrorCode } from './error-code.ts'
 export type {
   AccessToken,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,
@@ -32,6 +34,7 @@ export type { RetryPolicy } from './retry-policy.ts'
 export {
   type ConnectOptions,
   type CreateSandboxOptions,
+  type ExposePortOptions,
   type ReattachOptions,
   Sandbox,
   type SandboxExecOptions,

@@ -1,8 +1,10 @@
 import type { ProcessOutput, RunResult } from '@conch/protocol'
 import type {
   AccessToken,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
   ProcessInfo,
   SandboxInfo,
   SessionInfo,
@@ -31,6 +33,12 @@ export const sandboxList: Shape<{ sandboxes: SandboxInfo[] }> = shapeOf(REST_SCH
 
 /** `AccessToken`. */
 export const accessToken: Shape<AccessToken> = shapeOf(REST_SCHEMAS.accessToken)
+
+/** `PortList`. */
+export const portList: Shape<{ ports: ListeningPort[] }> = shapeOf(REST_SCHEMAS.portList)
+
+/** `ExposedPort`. */
+export const exposedPort: Shape<ExposedPort> = shapeOf(REST_SCHEMAS.exposedPort)
 
 /** `RunResult`. */
 export const runResult: Shape<RunResult> = shapeOf(REST_SCHEMAS.runResult)

@@ -5,10 +5,20 @@ import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import { AuthError, ConchError } from './conch-error.ts'
 import { HttpClient } from './http-client.ts'
-import type { AccessToken, ProcessInfo, SandboxInfo, SandboxLimits, SessionInfo } from './resource-info.ts'
+import type {
+  AccessToken,
+  ExposedPort,
+  ListeningPort,
+  ProcessInfo,
+  SandboxInfo,
+  SandboxLimits,
+  SessionInfo,
+} from './resource-info.ts'
 import {
   accessToken,
+  exposedPort,
   okBody,
+  portList,
   processInfo,
   processList,
   runResult,
@@ -79,6 +89,27 @@ export interface CreateSandboxOptions extends ConnectOptions {
   idleTimeoutMs?: number
   /** Free-form labels, returned as given. */
   metadata?: Record<string, string>
+  /**
+   * Network policy. No egress by default; an allowlist of hosts (`api.example.com`,
+   * `*.example.org`, `10.0.0.0/8:5432`) gives the sandbox an HTTP(S) proxy, set in
+   * `HTTP_PROXY`/`HTTPS_PROXY`, that reaches only those. Needs an isolating driver.
+   */
+  network?: { egress: 'none' | { allow: string[] } }
+}
+
+/**
+ * Options of `sb.exposePort`.
+ *
+ * @example
+ * ```ts
+ * const { url } = await sb.exposePort(3000, { ttlMs: 60 * 60_000 })
+ * ```
+ */
+export interface ExposePortOptions {
+  /** Reachable by anyone with the URL, without a token; the runner must allow it (`--allow-public-ports`). */
+  public?: boolean
+  /** Lifetime of the port token; default 15 minutes, at most 24 hours. */
+  ttlMs?: number
 }
 
 /**
@@ -263,6 +294,7 @@ export class Sandbox {
         limits: options.limits,
         idleTimeoutMs: options.idleTimeoutMs,
         metadata: options.metadata,
+        network: options.network,
       },
       timeoutMs: Math.max(resolved.http.requestTimeoutMs, 60_000),
     })
@@ -449,6 +481,52 @@ export class Sandbox {
    */
   createAccessToken(options: { ttlMs?: number } = {}): Promise<AccessToken> {
     return this.#http.json('POST', `${this.#path}/tokens`, accessToken, { json: options })
+  }
+
+  /**
+   * Exposes a port of the sandbox to browsers: the runner relays HTTP, WebSocket and
+   * server-sent events to 127.0.0.1:`port` inside the sandbox. `url` carries a token for this
+   * port only, which the browser trades for a cookie on its first visit. With the API key or a
+   * sandbox token, `fetch(sb.portUrl(port))` with an `Authorization` header works without this.
+   *
+   * @example
+   * ```ts
+   * await sb.startProcess('python3 -m http.server 3000')
+   * const { url, expiresAt } = await sb.exposePort(3000)
+   * console.log(`open ${url} before ${new Date(expiresAt)}`)
+   * ```
+   */
+  async exposePort(port: number, options: ExposePortOptions = {}): Promise<ExposedPort & { url: string }> {
+    const exposed = await this.#http.json('POST', `${this.#path}/exposed-ports/${port}`, exposedPort, {
+      json: options,
+    })
+    return { ...exposed, url: exposed.previewUrl ?? `${this.#http.baseUrl}${exposed.path}` }
+  }
+
+  /**
+   * The runner URL of `path` on a sandbox port, for clients that send the API key or a sandbox
+   * token themselves (`Authorization: Bearer …`).
+   *
+   * @example
+   * ```ts
+   * const res = await fetch(sb.portUrl(3000, '/health'), { headers: { authorization: `Bearer ${apiKey}` } })
+   * ```
+   */
+  portUrl(port: number, path = '/'): string {
+    return `${this.#http.baseUrl}${this.#path}/ports/${port}${path.startsWith('/') ? path : `/${path}`}`
+  }
+
+  /**
+   * The TCP ports servers listen on inside the sandbox, read from its own network namespace.
+   *
+   * @example
+   * ```ts
+   * const ports = await sb.ports()
+   * if (ports.some((p) => p.port === 3000)) console.log(await sb.exposePort(3000))
+   * ```
+   */
+  async ports(): Promise<ListeningPort[]> {
+    return (await this.#http.json('GET', `${this.#path}/ports`, portList)).ports
   }
 
   /** Fetches the sandbox's current state. */
