@@ -83,6 +83,7 @@ export default defineConfig({
             'guides/reattach-from-another-process',
             'guides/sessions',
             'guides/background-servers',
+            'guides/networking',
             'guides/files',
             'guides/browser-token',
             'guides/production',

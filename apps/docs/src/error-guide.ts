@@ -123,7 +123,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   PORT_NOT_LISTENING: {
-    when: 'A request through `/v1/sandboxes/:id/ports/:port/` found nothing listening on that port on the sandbox\'s loopback (127.0.0.1 or ::1).',
+    when: "A request through `/v1/sandboxes/:id/ports/:port/` found nothing listening on that port on the sandbox's loopback (127.0.0.1 or ::1).",
     fix: 'Start the server inside the sandbox first (a background process), and check `sb.ports()`; a server bound to another interface than loopback or 0.0.0.0 cannot be reached.',
     sdkClass: 'ConchError',
   },
