@@ -37,7 +37,7 @@ export class SandboxTcpStream extends Duplex {
 
   /** Wraps `channel`, on which `tcp.connect` relays the connection. */
   constructor(channel: LinkChannel) {
-    super({ allowHalfOpen: true, highWaterMark: LIMITS.maxDataChunkBytes })
+    super({ allowHalfOpen: true, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
     channel.consume((event) => this.#onEvent(event))
   }
