@@ -7,16 +7,16 @@ describe('ports', () => {
     sandbox,
   }) => {
     await sandbox.files.write('/workspace/site/index.html', '<h1>built by the agent</h1>\n')
-    const before = new Set((await sandbox.ports()).map((p) => p.port))
-    await sandbox.startProcess('cd site && exec python3 -m http.server 0 --bind 127.0.0.1')
+    const proc = await sandbox.startProcess('cd site && exec python3 -u -m http.server 0 --bind 127.0.0.1')
     const port = await vi.waitFor(
       async () => {
-        const added = (await sandbox.ports()).find((p) => !before.has(p.port) && p.address === '127.0.0.1')
-        if (!added) throw new Error('the server is not listening yet')
-        return added.port
+        const found = /port (\d+)/.exec((await proc.output()).stdout)
+        if (!found?.[1]) throw new Error('the server has not said its port yet')
+        return Number(found[1])
       },
       { timeout: 20_000, interval: 100 },
     )
+    expect(await sandbox.ports()).toContainEqual({ port, address: '127.0.0.1', family: 'ipv4' })
     const { url, token } = await sandbox.exposePort(port)
     expect(url).toContain(`/ports/${port}/?conch_port_token=`)
     // A browser keeps the cookie the first answer sets and follows its redirect.
@@ -29,6 +29,32 @@ describe('ports', () => {
     const without = await fetch(sandbox.portUrl(port, '/'))
     expect(without.status).toBe(401)
     expect(token.startsWith('cpt_')).toBe(true)
+  })
+
+  test('watchPorts reports a server that starts listening, then stops', async ({ sandbox }) => {
+    const abort = new AbortController()
+    const events = sandbox.watchPorts({ signal: abort.signal })[Symbol.asyncIterator]()
+    const proc = await sandbox.startProcess('exec python3 -u -m http.server 0 --bind 127.0.0.1')
+    const port = await vi.waitFor(
+      async () => {
+        const { stdout } = await proc.output()
+        const found = /port (\d+)/.exec(stdout)
+        if (!found?.[1]) throw new Error('the server has not said its port yet')
+        return Number(found[1])
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+    const seen: string[] = []
+    for (;;) {
+      const { value } = await events.next()
+      if (value?.port !== port) continue
+      seen.push(value.type)
+      if (value.type === 'port_opened') await proc.kill('SIGKILL')
+      else break
+    }
+    expect(seen).toEqual(['port_opened', 'port_closed'])
+    abort.abort()
+    await events.return?.(undefined)
   })
 
   test('refuses port 0 with a typed error', async ({ sandbox }) => {

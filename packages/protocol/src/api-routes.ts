@@ -131,6 +131,14 @@ export const API_ROUTES = [
     response: PortList,
   },
   {
+    method: 'GET',
+    path: `${S}/port-events`,
+    operationId: 'watchPorts',
+    summary: 'Port events as NDJSON: the open ports first, then port_opened and port_closed as they change',
+    params: SandboxParams,
+    produces: 'application/x-ndjson',
+  },
+  {
     method: 'POST',
     path: `${S}/exposed-ports/:port`,
     operationId: 'exposePort',

@@ -88,6 +88,7 @@ export {
   PORT_TOKEN_COOKIE,
   PORT_TOKEN_PREFIX,
   PORT_TOKEN_QUERY,
+  PortEvent,
   PortList,
   PortNumber,
   PortParams,

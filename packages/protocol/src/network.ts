@@ -38,6 +38,18 @@ export const PortList = z.object({
 /** A port list. */
 export type PortList = z.infer<typeof PortList>
 
+/** A change in a sandbox's listening ports, one NDJSON line of `GET /v1/sandboxes/:id/port-events`. */
+export const PortEvent = z.object({
+  /** `port_opened` when a server starts listening on the port, `port_closed` when none does any more. */
+  type: z.enum(['port_opened', 'port_closed']),
+  /** Port number. */
+  port: PortNumber,
+  /** The addresses it listens on (empty for `port_closed`). */
+  addresses: z.array(z.string().max(64)),
+})
+/** A port event. */
+export type PortEvent = z.infer<typeof PortEvent>
+
 /** Path parameters of a port route. */
 export const PortParams = z.object({
   /** Sandbox id. */

@@ -19,6 +19,7 @@ import {
   FileList,
   HistoryList,
   Ok,
+  PortEvent,
   PortList,
   ProcessInfo,
   ProcessList,
@@ -53,6 +54,7 @@ const REST = {
   fileList: FileList,
   portList: PortList,
   exposedPort: ExposedPort,
+  portEvent: PortEvent,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

@@ -23,6 +23,7 @@ export type {
   FileInfo,
   HistoryEntry,
   ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,

@@ -106,6 +106,23 @@ export interface ListeningPort {
 }
 
 /**
+ * A change in the sandbox's listening ports.
+ *
+ * @example
+ * ```ts
+ * for await (const ev of sb.watchPorts()) if (ev.type === 'port_opened') console.log(ev.port)
+ * ```
+ */
+export interface PortEvent {
+  /** `port_opened` when a server starts listening on the port, `port_closed` when none does any more. */
+  type: 'port_opened' | 'port_closed'
+  /** Port number. */
+  port: number
+  /** The addresses it listens on (empty for `port_closed`). */
+  addresses: string[]
+}
+
+/**
  * A port exposed through the runner, with the URL a browser opens.
  *
  * @example

@@ -5,6 +5,7 @@ import type {
   FileInfo,
   HistoryEntry,
   ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SessionInfo,
@@ -36,6 +37,9 @@ export const accessToken: Shape<AccessToken> = shapeOf(REST_SCHEMAS.accessToken)
 
 /** `PortList`. */
 export const portList: Shape<{ ports: ListeningPort[] }> = shapeOf(REST_SCHEMAS.portList)
+
+/** `PortEvent`. */
+export const portEvent: Shape<PortEvent> = shapeOf(REST_SCHEMAS.portEvent)
 
 /** `ExposedPort`. */
 export const exposedPort: Shape<ExposedPort> = shapeOf(REST_SCHEMAS.exposedPort)

@@ -5,10 +5,12 @@ import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import { AuthError, ConchError } from './conch-error.ts'
 import { HttpClient } from './http-client.ts'
+import { ndjsonLines } from './ndjson-lines.ts'
 import type {
   AccessToken,
   ExposedPort,
   ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,
@@ -18,6 +20,7 @@ import {
   accessToken,
   exposedPort,
   okBody,
+  portEvent,
   portList,
   processInfo,
   processList,
@@ -527,6 +530,29 @@ export class Sandbox {
    */
   async ports(): Promise<ListeningPort[]> {
     return (await this.#http.json('GET', `${this.#path}/ports`, portList)).ports
+  }
+
+  /**
+   * Port discovery: `port_opened` for every port open now, then `port_opened` and
+   * `port_closed` as servers in the sandbox start and stop listening. Ends when the sandbox goes.
+   *
+   * @example
+   * ```ts
+   * const abort = new AbortController()
+   * for await (const ev of sb.watchPorts({ signal: abort.signal })) {
+   *   if (ev.type === 'port_opened' && ev.port === 3000) break
+   * }
+   * ```
+   */
+  async *watchPorts(options: { signal?: AbortSignal } = {}): AsyncGenerator<PortEvent> {
+    const response = await this.#http.open(
+      'GET',
+      `${this.#path}/port-events`,
+      { signal: options.signal },
+      'application/x-ndjson',
+    )
+    if (!response.body) return
+    for await (const line of ndjsonLines(response.body)) yield portEvent(line, 'port event')
   }
 
   /** Fetches the sandbox's current state. */

@@ -13,12 +13,14 @@
 // a preview domain gives each port its own origin instead.
 import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
+import { PassThrough } from 'node:stream'
 import { LIMITS, PORT_TOKEN_COOKIE, PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY, PortSegment } from '@conch/protocol'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { markAuthenticated } from '../connection-guard.ts'
 import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
 import { PortTokens } from '../port-token.ts'
+import { PortWatch } from '../port-watch.ts'
 import { isPreviewRequest } from '../preview-host.ts'
 import { bindRoutes } from '../route-table.ts'
 import type { RunnerContext } from '../runner-context.ts'
@@ -50,7 +52,33 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   const publicPorts = new Map<string, number>()
   const open = new Map<string, number>()
 
+  const watches = new Map<string, PortWatch>()
+
   bindRoutes(app, {
+    watchPorts: async ({ params, request, reply }) => {
+      const sandbox = ctx.manager.get(params.id)
+      let watch = watches.get(sandbox.id)
+      if (!watch) {
+        watch = new PortWatch(
+          async () => (await (await sandbox.link()).call('ports.list', {}, { timeoutMs: 10_000 })).ports,
+        )
+        watches.set(sandbox.id, watch)
+      }
+      const out = new PassThrough()
+      const current = watch
+      const unsubscribe = await current.subscribe((event) => {
+        if (event === null) out.end()
+        else out.write(`${JSON.stringify(event)}\n`)
+      })
+      const stop = (): void => {
+        unsubscribe()
+        if (current.idle && watches.get(sandbox.id) === current) watches.delete(sandbox.id)
+      }
+      request.raw.on('close', stop)
+      out.on('close', stop)
+      reply.type('application/x-ndjson')
+      return reply.send(out)
+    },
     listPorts: async ({ params }) => {
       const link = await ctx.manager.get(params.id).link()
       return link.call('ports.list', {}, { timeoutMs: 10_000 })

@@ -1,8 +1,8 @@
 // The port relay with the real agent: HTTP, uploads, streaming, SSE, upgrades and discovery.
 import { request } from 'node:http'
 import { connect } from 'node:net'
-import { ExposedPort, PortList } from '@conch/protocol'
-import { describe, expect, it } from 'vitest'
+import { ExposedPort, PortEvent, PortList } from '@conch/protocol'
+import { describe, expect, it, vi } from 'vitest'
 import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
 import { baseUrl, createSandbox, startRunner } from '../runner-fixture.ts'
 import { portUrl, sha256, startSandboxServer } from './port-fixture.ts'
@@ -166,5 +166,48 @@ describe('port relay (real agent)', () => {
     expect((JSON.parse(api.body) as { url: string }).url).toBe('/v1/sandboxes')
     const unknown = await get(`${port}-sb_nosuchsandbox1.preview.test`, '/')
     expect(unknown.status).toBe(404)
+  })
+})
+
+describe('port discovery events', () => {
+  it('reports the open ports first, then port_opened and port_closed as a server starts and stops', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const base = `${baseUrl(runner.app)}/v1/sandboxes/${id}`
+    const abort = new AbortController()
+    const res = await fetch(`${base}/port-events`, { headers: runner.auth, signal: abort.signal })
+    expect(res.headers.get('content-type')).toContain('application/x-ndjson')
+    const events: PortEvent[] = []
+    const reader = (async () => {
+      let buffer = ''
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        buffer += Buffer.from(chunk).toString()
+        const lines = buffer.split('\n')
+        buffer = lines.pop() ?? ''
+        for (const line of lines) events.push(PortEvent.parse(JSON.parse(line)))
+      }
+    })().catch(() => {})
+    const { port } = await startSandboxServer(runner, id)
+    await vi.waitFor(
+      () => expect(events).toContainEqual({ type: 'port_opened', port, addresses: ['127.0.0.1'] }),
+      {
+        timeout: 20_000,
+      },
+    )
+    const procs = (await (await fetch(`${base}/processes`, { headers: runner.auth })).json()) as {
+      processes: { id: string }[]
+    }
+    for (const p of procs.processes)
+      await fetch(`${base}/processes/${p.id}/kill`, {
+        method: 'POST',
+        headers: { ...runner.auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ signal: 'SIGKILL' }),
+      })
+    await vi.waitFor(() => expect(events).toContainEqual({ type: 'port_closed', port, addresses: [] }), {
+      timeout: 20_000,
+    })
+    expect(events.filter((e) => e.port === port).map((e) => e.type)).toEqual(['port_opened', 'port_closed'])
+    abort.abort()
+    await reader
   })
 })
