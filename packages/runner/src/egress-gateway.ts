@@ -18,6 +18,8 @@ import type { StateStore } from './state-store.ts'
 
 /** `egress.accept` calls kept open per sandbox: connections served without waiting on a round trip. */
 const PENDING_ACCEPTS = 4
+/** Egress connections open at once per sandbox; while at the cap no accept is pending, so new ones wait in the agent's short queue. */
+export const MAX_EGRESS_CONNECTIONS = 256
 /** Pause before reaching an agent again after its link failed. */
 const RETRY_MS = 1_000
 
@@ -48,6 +50,8 @@ export class EgressGateway {
   readonly #o: EgressGatewayOptions
   readonly #armed = new Set<string>()
   readonly #listening = new WeakSet<AgentLink>()
+  readonly #open = new Map<string, number>()
+  readonly #slotWaiters = new Map<string, (() => void)[]>()
   #closed = false
 
   /** A gateway over `options`. */
@@ -117,8 +121,30 @@ export class EgressGateway {
     for (let i = 0; i < PENDING_ACCEPTS; i++) void this.#loop(sandboxId, allowlist)
   }
 
+  /** Waits until the sandbox has fewer than MAX_EGRESS_CONNECTIONS open. */
+  async #slot(sandboxId: string): Promise<void> {
+    while ((this.#open.get(sandboxId) ?? 0) >= MAX_EGRESS_CONNECTIONS) {
+      await new Promise<void>((resolve) => {
+        const waiters = this.#slotWaiters.get(sandboxId) ?? []
+        waiters.push(resolve)
+        this.#slotWaiters.set(sandboxId, waiters)
+      })
+    }
+  }
+
+  #opened(sandboxId: string, stream: SandboxTcpStream): void {
+    this.#open.set(sandboxId, (this.#open.get(sandboxId) ?? 0) + 1)
+    stream.once('close', () => {
+      const n = (this.#open.get(sandboxId) ?? 1) - 1
+      if (n <= 0) this.#open.delete(sandboxId)
+      else this.#open.set(sandboxId, n)
+      this.#slotWaiters.get(sandboxId)?.shift()?.()
+    })
+  }
+
   async #loop(sandboxId: string, allowlist: EgressAllowlist): Promise<void> {
     while (!this.#closed && this.#armed.has(sandboxId)) {
+      await this.#slot(sandboxId)
       let link: AgentLink
       try {
         link = await this.#o.manager.get(sandboxId).link()
@@ -139,6 +165,7 @@ export class EgressGateway {
         if (link.open) await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
+      this.#opened(sandboxId, stream)
       this.#o.proxy.accept(stream, { sandboxId, allowlist })
     }
     this.#armed.delete(sandboxId)

@@ -169,6 +169,36 @@ describe('port relay (real agent)', () => {
   })
 })
 
+describe('a sandbox that stops', () => {
+  it('ends the relayed responses it was sending', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const res = await fetch(portUrl(runner, id, port, '/big?mb=100000'), { headers: runner.auth })
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+    let received = (await reader.read()).value?.byteLength ?? 0
+    expect(received).toBeGreaterThan(0)
+    const destroyed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}`, {
+      method: 'DELETE',
+      headers: runner.auth,
+    })
+    expect(destroyed.status).toBe(200)
+    const ended = await (async () => {
+      try {
+        for (;;) {
+          const { done, value } = await reader.read()
+          if (done) return 'end'
+          received += value.byteLength
+        }
+      } catch {
+        return 'error'
+      }
+    })()
+    expect(['end', 'error']).toContain(ended)
+    expect(received).toBeLessThan(100_000 * 1024 * 1024)
+  })
+})
+
 describe('port discovery events', () => {
   it('reports the open ports first, then port_opened and port_closed as a server starts and stops', async () => {
     await using runner = await startRunner({ listen: true })
