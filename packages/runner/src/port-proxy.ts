@@ -9,7 +9,13 @@
 // server never learns a secret. Bodies stream both ways with backpressure; the response's head
 // is capped (`maxHeaderBytes`), so a server that sends endless headers gets the client a 502.
 // An `Upgrade` request (WebSocket) is relayed as bytes once the sandbox server answers 101.
-import { type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, request } from 'node:http'
+import {
+  type Agent,
+  type ClientRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  request,
+} from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { pipeline } from 'node:stream'
@@ -109,9 +115,12 @@ function downstreamHeaders(
   return { ...out, ...extra }
 }
 
+/** How a relayed request reaches the sandbox: its own connection, or a keep-alive pool. */
+export type Upstream = { stream: Duplex } | { agent: Agent }
+
 function upstreamRequest(
   client: IncomingMessage,
-  stream: Duplex,
+  via: Upstream,
   target: ProxyTarget,
   upgrade: boolean,
 ): ClientRequest {
@@ -124,10 +133,10 @@ function upstreamRequest(
     method: client.method ?? 'GET',
     path: target.path,
     headers,
-    createConnection: () => stream as Socket,
+    ...('agent' in via
+      ? { agent: via.agent }
+      : { createConnection: () => via.stream as Socket, agent: undefined }),
     maxHeaderSize: MAX_RESPONSE_HEAD_BYTES,
-    // Each proxied request has its own relayed connection; it closes with the response.
-    agent: undefined,
     setHost: false,
   })
 }
@@ -153,11 +162,15 @@ function badGateway(error: Error): RunnerError {
 export function proxyHttp(
   client: IncomingMessage,
   reply: import('node:http').ServerResponse,
-  stream: Duplex,
+  via: Upstream,
   target: ProxyTarget,
 ): Promise<void> {
+  // A pooled connection is the pool's to keep or close; an own connection ends with the exchange.
+  const release = (): void => {
+    if ('stream' in via) via.stream.destroy()
+  }
   return new Promise((resolve) => {
-    const upstream = upstreamRequest(client, stream, target, false)
+    const upstream = upstreamRequest(client, via, target, false)
     let answered = false
     upstream.on('response', (response) => {
       answered = true
@@ -166,27 +179,32 @@ export function proxyHttp(
         response.statusMessage,
         downstreamHeaders(response, target.responseHeaders),
       )
-      pipeline(response, reply, () => {
-        stream.destroy()
+      pipeline(response, reply, (error) => {
+        if (error) upstream.destroy()
+        release()
         resolve()
       })
     })
     upstream.on('error', (error) => {
-      stream.destroy()
+      release()
       if (answered || reply.headersSent) {
         reply.destroy()
         resolve()
         return
       }
       const e = badGateway(error)
-      reply.writeHead(502, { 'content-type': 'application/json; charset=utf-8', ...target.responseHeaders })
+      // Refusals before any byte reached the server keep their own status; a bad answer is a 502.
+      reply.writeHead(error instanceof RunnerError ? e.status : 502, {
+        'content-type': 'application/json; charset=utf-8',
+        ...target.responseHeaders,
+      })
       reply.end(JSON.stringify(e.toBody()))
       resolve()
     })
     reply.on('close', () => {
       if (!reply.writableFinished) {
         upstream.destroy()
-        stream.destroy()
+        release()
         resolve()
       }
     })
@@ -207,7 +225,7 @@ export function proxyUpgrade(
   stream: Duplex,
   target: ProxyTarget,
 ): void {
-  const upstream = upstreamRequest(client, stream, target, true)
+  const upstream = upstreamRequest(client, { stream }, target, true)
   const fail = (status: number, body: string): void => {
     if (!socket.destroyed)
       socket.end(

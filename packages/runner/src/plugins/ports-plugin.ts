@@ -25,7 +25,8 @@ import { isPreviewRequest } from '../preview-host.ts'
 import { bindRoutes } from '../route-table.ts'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
-import { openSandboxTcp } from '../sandbox-tcp-stream.ts'
+import { SandboxPortAgent } from '../sandbox-port-agent.ts'
+import { openSandboxTcp, type SandboxTcpStream } from '../sandbox-tcp-stream.ts'
 import { authenticate, authorize } from './auth-plugin.ts'
 
 /** The policy that makes a page on the runner's own origin an opaque origin. */
@@ -51,6 +52,11 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   /** `<sandbox>:<port>` → expiry of its public exposure. */
   const publicPorts = new Map<string, number>()
   const open = new Map<string, number>()
+  /** Keep-alive pools by `<sandbox>:<port>`, each tied to the link its connections use. */
+  const pools = new Map<string, { pool: SandboxPortAgent; link: unknown }>()
+  app.addHook('onClose', async () => {
+    for (const { pool } of pools.values()) pool.destroy()
+  })
 
   const watches = new Map<string, PortWatch>()
 
@@ -171,20 +177,23 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       }
     }
     const sandbox = ctx.manager.get(target.sandboxId)
-    const key = sandbox.id
-    const count = open.get(key) ?? 0
-    if (count >= MAX_CONNECTIONS_PER_SANDBOX)
-      throw new RunnerError(
-        'RATE_LIMITED',
-        `sandbox ${sandbox.id} already has ${MAX_CONNECTIONS_PER_SANDBOX} relayed connections open; close some first`,
-      )
-    const stream = await openSandboxTcp(await sandbox.link(), target.port)
-    open.set(key, count + 1)
-    stream.once('close', () => {
-      const n = (open.get(key) ?? 1) - 1
-      if (n <= 0) open.delete(key)
-      else open.set(key, n)
-    })
+    /** Opens a relayed connection, counted against the sandbox's cap until it closes. */
+    const openStream = async (): Promise<SandboxTcpStream> => {
+      const count = open.get(sandbox.id) ?? 0
+      if (count >= MAX_CONNECTIONS_PER_SANDBOX)
+        throw new RunnerError(
+          'RATE_LIMITED',
+          `sandbox ${sandbox.id} already has ${MAX_CONNECTIONS_PER_SANDBOX} relayed connections open; close some first`,
+        )
+      const stream = await openSandboxTcp(await sandbox.link(), target.port)
+      open.set(sandbox.id, (open.get(sandbox.id) ?? 0) + 1)
+      stream.once('close', () => {
+        const n = (open.get(sandbox.id) ?? 1) - 1
+        if (n <= 0) open.delete(sandbox.id)
+        else open.set(sandbox.id, n)
+      })
+      return stream
+    }
     const proxyTarget: ProxyTarget = {
       port: target.port,
       path: forwardPath,
@@ -197,12 +206,29 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
         for: request.ip,
       },
     }
-    reply.hijack()
     if (request.headers.upgrade) {
+      const stream = await openStream()
+      reply.hijack()
       proxyUpgrade(request.raw, request.raw.socket as Socket, upgradeHead(request.raw), stream, proxyTarget)
       return
     }
-    await proxyHttp(request.raw, reply.raw, stream, proxyTarget)
+    if (pools.size > 1024) {
+      const live = new Set(ctx.manager.list().map((s) => s.id))
+      for (const [key, entry] of pools)
+        if (!live.has(key.split(':')[0] ?? '')) {
+          entry.pool.destroy()
+          pools.delete(key)
+        }
+    }
+    const poolKey = `${sandbox.id}:${target.port}`
+    let agent = pools.get(poolKey)
+    if (!agent || agent.link !== sandbox.currentLink) {
+      agent?.pool.destroy()
+      agent = { pool: new SandboxPortAgent(openStream), link: sandbox.currentLink }
+      pools.set(poolKey, agent)
+    }
+    reply.hijack()
+    await proxyHttp(request.raw, reply.raw, { agent: agent.pool }, proxyTarget)
   }
 
   // The relay takes the body as the raw stream: no parser reads it, and no body limit applies

@@ -52,7 +52,7 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     res.setHeader('content-type', 'application/json')
     res.setHeader('set-cookie', ['app=1; Path=/', 'conch_port_token=planted; Path=/'])
-    res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body }))
+    res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body, remotePort: req.socket.remotePort }))
   })
 })
 server.on('upgrade', (req, socket, head) => {

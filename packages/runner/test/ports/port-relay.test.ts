@@ -36,6 +36,18 @@ describe('port relay (real agent)', () => {
     expect(await post.json()).toEqual({ bytes: body.length, sha256: sha256(body) })
   })
 
+  it('reuses a kept-alive connection to the sandbox server for the next request', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const remote = async (): Promise<number> => {
+      const res = await fetch(portUrl(runner, id, port, '/echo'), { headers: runner.auth })
+      return ((await res.json()) as { remotePort: number }).remotePort
+    }
+    const first = await remote()
+    expect(await remote()).toBe(first)
+  })
+
   it('streams a large response and server-sent events as they come', async () => {
     await using runner = await startRunner({ listen: true })
     const id = await createSandbox(runner)
