@@ -10,7 +10,7 @@
 // channel; the runner closing the channel destroys the socket.
 import { connect, type Socket } from 'node:net'
 import { LIMITS } from '@conch/protocol'
-import type { AgentChannel } from './agent-channel.ts'
+import type { AgentChannel, ChannelEndFrame } from './agent-channel.ts'
 import { AgentError } from './agent-error.ts'
 import type { Clock } from './clock.ts'
 
@@ -45,29 +45,29 @@ export async function dialLoopback(port: number): Promise<Socket> {
 export function relaySocket(socket: Socket, channel: AgentChannel, clock: Clock): void {
   const started = clock.now()
   let offset = 0
-  const finish = (frame: Record<string, unknown>): void => {
+  const finish = (frame: ChannelEndFrame): void => {
     channel.end(frame)
     socket.destroy()
   }
   socket.on('data', (chunk: Buffer) => {
     for (let at = 0; at < chunk.length; at += LIMITS.maxDataChunkBytes) {
       const piece = chunk.subarray(at, at + LIMITS.maxDataChunkBytes)
-      if (!channel.data('stdout', null, offset, piece)) socket.pause()
+      if (!channel.data(offset, piece)) socket.pause()
       offset += piece.length
     }
   })
   channel.onResume(() => socket.resume())
   socket.on('end', () =>
-    finish({ t: 'end', exitCode: null, timedOut: false, durationMs: clock.now() - started }),
+    finish({ type: 'end', exitCode: null, timedOut: false, durationMs: clock.now() - started }),
   )
   socket.on('error', (error: NodeJS.ErrnoException) =>
     finish({
-      t: 'error',
+      type: 'error',
       error: { code: 'CONNECTION_LOST', message: `the sandbox server's connection failed: ${error.code}` },
     }),
   )
   socket.on('close', () =>
-    finish({ t: 'end', exitCode: null, timedOut: false, durationMs: clock.now() - started }),
+    finish({ type: 'end', exitCode: null, timedOut: false, durationMs: clock.now() - started }),
   )
   channel.onClose(() => socket.destroy())
   void pumpUploads(socket, channel)
@@ -91,7 +91,7 @@ async function pumpUploads(socket: Socket, channel: AgentChannel): Promise<void>
       })
       if (!open) return
     }
-    if (chunk.byteLength > 0) channel.event({ t: 'credit', bytes: chunk.byteLength })
+    channel.acknowledge(chunk.byteLength)
   }
   if (!socket.destroyed) socket.end()
 }

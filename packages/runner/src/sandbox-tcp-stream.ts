@@ -69,7 +69,7 @@ export class SandboxTcpStream extends Duplex {
   }
 
   #onEvent(event: ChannelEvent): void {
-    switch (event.t) {
+    switch (event.type) {
       case 'data': {
         const n = event.payload.byteLength
         const more = this.push(Buffer.from(event.payload.buffer, event.payload.byteOffset, n))
@@ -85,7 +85,7 @@ export class SandboxTcpStream extends Duplex {
         this.#waitingForWindow?.()
         return
       case 'end':
-      case 'closed':
+      case 'shell_closed':
         this.#waitingForWindow?.()
         this.push(null)
         return
