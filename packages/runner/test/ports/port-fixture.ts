@@ -56,10 +56,37 @@ const server = http.createServer((req, res) => {
   })
 })
 server.on('upgrade', (req, socket, head) => {
+  if (String(req.headers.upgrade).toLowerCase() === 'websocket') return webSocketEcho(req, socket, head)
   socket.write('HTTP/1.1 101 Switching Protocols\\r\\nupgrade: ' + req.headers.upgrade + '\\r\\nconnection: Upgrade\\r\\n\\r\\n')
   if (head.length) socket.write(head)
   socket.pipe(socket)
 })
+// A WebSocket echo (RFC 6455, unfragmented frames under 64 KiB): text and binary come back as sent.
+function webSocketEcho(req, socket, head) {
+  const accept = crypto.createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64')
+  socket.write('HTTP/1.1 101 Switching Protocols\\r\\nupgrade: websocket\\r\\nconnection: Upgrade\\r\\nsec-websocket-accept: ' + accept + '\\r\\n\\r\\n')
+  let buffer = head
+  const onData = (chunk) => {
+    buffer = Buffer.concat([buffer, chunk])
+    for (;;) {
+      if (buffer.length < 2) return
+      const opcode = buffer[0] & 0x0f
+      let length = buffer[1] & 0x7f
+      let at = 2
+      if (length === 126) { if (buffer.length < 4) return; length = buffer.readUInt16BE(2); at = 4 }
+      if (buffer.length < at + 4 + length) return
+      const mask = buffer.subarray(at, at + 4)
+      const payload = Buffer.from(buffer.subarray(at + 4, at + 4 + length))
+      for (let i = 0; i < payload.length; i++) payload[i] ^= mask[i % 4]
+      buffer = buffer.subarray(at + 4 + length)
+      if (opcode === 8) return socket.end(Buffer.from([0x88, 0]))
+      const header = payload.length < 126 ? Buffer.from([0x80 | opcode, payload.length]) : Buffer.from([0x80 | opcode, 126, payload.length >> 8, payload.length & 0xff])
+      socket.write(Buffer.concat([header, payload]))
+    }
+  }
+  socket.on('data', onData)
+  if (head.length) { buffer = Buffer.alloc(0); onData(head) }
+}
 const endless = net.createServer((socket) => {
   socket.on('error', () => {})
   socket.write('HTTP/1.1 200 OK\\r\\n')

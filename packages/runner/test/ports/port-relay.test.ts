@@ -3,6 +3,7 @@ import { request } from 'node:http'
 import { connect } from 'node:net'
 import { ExposedPort, PortEvent, PortList } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
+import { WebSocket } from 'ws'
 import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
 import { baseUrl, createSandbox, startRunner } from '../runner-fixture.ts'
 import { portUrl, sha256, startSandboxServer } from './port-fixture.ts'
@@ -96,6 +97,34 @@ describe('port relay (real agent)', () => {
       check()
     })
     expect(received.endsWith('\r\n\r\nping-pong')).toBe(true)
+  })
+
+  it('echoes WebSocket messages through the relay, with a port token in the query', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${port}`, {
+      method: 'POST',
+      headers: { ...runner.auth, 'content-type': 'application/json' },
+      body: '{}',
+    })
+    const { token } = ExposedPort.parse(await res.json())
+    const ws = new WebSocket(
+      `${portUrl(runner, id, port, '/ws').replace('http', 'ws')}?conch_port_token=${token}`,
+    )
+    await using _ = { [Symbol.asyncDispose]: async () => ws.close() }
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve())
+      ws.once('error', reject)
+    })
+    const echoed = (message: string | Buffer): Promise<Buffer> =>
+      new Promise((resolve) => {
+        ws.once('message', (data) => resolve(data as Buffer))
+        ws.send(message)
+      })
+    expect((await echoed('hello through the runner')).toString()).toBe('hello through the runner')
+    const bytes = Buffer.from([0, 1, 2, 255, 254])
+    expect(Buffer.compare(await echoed(bytes), bytes)).toBe(0)
   })
 
   it('lists listening ports and answers PORT_NOT_LISTENING for a closed one', async () => {
