@@ -2,8 +2,12 @@
 // connection reaches the runner through the agent, and the allowlist decides. The "internet" is
 // a server on this host's loopback that the test resolver names `outside.test`; the operator
 // permit opens 127.0.0.1/32 for it, and the runner's own port stays refused.
+
+import { mkdtempSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { tableResolver } from '../../src/egress-resolver.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
@@ -61,6 +65,22 @@ describe('egress from inside a sandbox', () => {
     expect(r.stdout).toContain('403 runner\n')
     expect(r.stdout).toMatch(/ direct=(6|7)\n/)
     expect(r.stdout).toContain('raw=1\n')
+  })
+
+  it('keeps a sandbox’s egress working across a runner restart, under the stored policy', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-egress-restart-'))
+    let id = ''
+    {
+      await using first = await nsRunner({ listen: true, network, stateDir, keepAgents: true })
+      id = await createSandbox(first, { network: { egress: { allow: [`outside.test:${port}`] } } })
+    }
+    await using second = await nsRunner({ listen: true, network, stateDir, removeStateDir: true })
+    const r = await exec(
+      second,
+      id,
+      `curl -s http://outside.test:${port}/again; echo " ok=$?"; curl -s -o /dev/null -w "%{http_code}" http://evil.test:${port}/; echo " evil"`,
+    )
+    expect(r.stdout).toBe('outside /again ok=0\n403 evil\n')
   })
 
   it('gives a sandbox without an allowlist no proxy and no way out', async () => {
