@@ -72,7 +72,7 @@ afterAll(() => {
 })
 
 /** Sends a CONNECT and returns the proxy's status line (and, when tunnelled, a GET's answer). */
-function tunnel(authority: string): Promise<{ status: number; body: string }> {
+function tunnel(authority: string, host = authority): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(proxyPort, '127.0.0.1')
     let received = ''
@@ -90,7 +90,7 @@ function tunnel(authority: string): Promise<{ status: number; body: string }> {
       const status = tunnelled ? 200 : Number(/^HTTP\/1\.1 (\d+)/.exec(received)?.[1] ?? 0)
       resolve({ status, body: received })
     })
-    socket.write(`CONNECT ${authority} HTTP/1.1\r\nhost: ${authority}\r\n\r\n`)
+    socket.write(`CONNECT ${authority} HTTP/1.1\r\nhost: ${host}\r\n\r\n`)
   })
 }
 
@@ -189,6 +189,13 @@ describe('attack: leave through the egress proxy', () => {
       403,
     )
     expect((await viaProxy('/origin-form', `outside.test:${outsidePort}`)).status).toBe(400)
+  })
+
+  it('decides a CONNECT by its target, never by a Host header that names a listed host', async () => {
+    expect((await tunnel(`evil.test:${outsidePort}`, `outside.test:${outsidePort}`)).status).toBe(403)
+    expect((await tunnel(`127.0.0.1:${outsidePort}`, `outside.test:${outsidePort}`)).status).toBe(403)
+    const listed = await tunnel(`outside.test:${outsidePort}`, 'evil.test:80')
+    expect(listed.status).toBe(200)
   })
 
   it('refuses the target of a redirect that leaves the allowlist', async () => {
