@@ -30,7 +30,7 @@ import {
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import { AgentChannel } from './agent-channel.ts'
-import { toWireError } from './agent-error.ts'
+import { AgentError, toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import { EgressListener } from './egress-listener.ts'
@@ -241,6 +241,13 @@ export class AgentServer {
       return {}
     },
     'tcp.connect': async (p, context) => {
+      // The agent's own listener is not a sandbox server: relaying to it would hand the
+      // sandbox's egress to whoever holds a port credential.
+      if (p.port === this.#egress.port)
+        throw new AgentError(
+          'FORBIDDEN',
+          `port ${p.port} is the sandbox's egress proxy, which only programs inside the sandbox may use`,
+        )
       // The channel exists before the dial, so nothing the runner sends on it is dropped.
       const channel = context.channel(p.ch)
       try {

@@ -16,6 +16,7 @@ const MAX_QUEUED = 64
 /** Accepts sandbox connections to the egress proxy and hands them to the runner's calls. */
 export class EgressListener {
   #server: Server | undefined
+  #port: number | null = null
   readonly #queued: Socket[] = []
   readonly #waiting: ((socket: Socket) => void)[] = []
 
@@ -35,6 +36,12 @@ export class EgressListener {
       server.listen(port, '127.0.0.1', () => resolve())
     })
     this.#server = server
+    this.#port = port
+  }
+
+  /** The port it listens on inside the sandbox, or null before `listen`. */
+  get port(): number | null {
+    return this.#port
   }
 
   /** The next connection, for `channel`; waits until one arrives or the channel closes. */

@@ -65,6 +65,10 @@ describe('egress from inside a sandbox', () => {
     expect(r.stdout).toContain('403 runner\n')
     expect(r.stdout).toMatch(/ direct=(6|7)\n/)
     expect(r.stdout).toContain('raw=1\n')
+    // The agent's own egress listener is not a sandbox port: no credential relays to it.
+    const relayed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/ports/3128/`, { headers: runner.auth })
+    expect(relayed.status).toBe(403)
+    expect(((await relayed.json()) as { error: { code: string } }).error.code).toBe('FORBIDDEN')
   })
 
   it('keeps a sandbox’s egress working across a runner restart, under the stored policy', async () => {
