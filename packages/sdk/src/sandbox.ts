@@ -487,10 +487,8 @@ export class Sandbox {
   }
 
   /**
-   * Exposes a port of the sandbox to browsers: the runner relays HTTP, WebSocket and
-   * server-sent events to 127.0.0.1:`port` inside the sandbox. `url` carries a token for this
-   * port only, which the browser trades for a cookie on its first visit. With the API key or a
-   * sandbox token, `fetch(sb.portUrl(port))` with an `Authorization` header works without this.
+   * Exposes a sandbox port to browsers: the runner relays HTTP, WebSocket and SSE to
+   * 127.0.0.1:`port` inside. `url` carries a token for this port only.
    *
    * @example
    * ```ts
@@ -507,8 +505,7 @@ export class Sandbox {
   }
 
   /**
-   * The runner URL of `path` on a sandbox port, for clients that send the API key or a sandbox
-   * token themselves (`Authorization: Bearer …`).
+   * The runner URL of `path` on a sandbox port, for clients that send a credential in `Authorization`.
    *
    * @example
    * ```ts
@@ -533,8 +530,7 @@ export class Sandbox {
   }
 
   /**
-   * Port discovery: `port_opened` for every port open now, then `port_opened` and
-   * `port_closed` as servers in the sandbox start and stop listening. Ends when the sandbox goes.
+   * `port_opened` for every open port, then `port_opened`/`port_closed` as servers start and stop.
    *
    * @example
    * ```ts

@@ -5,8 +5,11 @@ import type {
   BackgroundProcess,
   CommandResult,
   ErrorCode,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
+  PortEvent,
   ProcessInfo,
   Sandbox,
   SandboxInfo,
@@ -28,6 +31,9 @@ describe('public API types', () => {
     expectTypeOf<HistoryEntry>().toEqualTypeOf<protocol.HistoryEntry>()
     expectTypeOf<AccessToken>().toEqualTypeOf<protocol.AccessToken>()
     expectTypeOf<ErrorCode>().toEqualTypeOf<protocol.ErrorCode>()
+    expectTypeOf<ListeningPort>().toEqualTypeOf<protocol.ListeningPort>()
+    expectTypeOf<ExposedPort>().toEqualTypeOf<protocol.ExposedPort>()
+    expectTypeOf<PortEvent>().toEqualTypeOf<protocol.PortEvent>()
   })
 
   it('types sandbox construction and listing', () => {
