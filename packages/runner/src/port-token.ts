@@ -7,7 +7,7 @@
 // the sandbox and port the request is for, so a token for sandbox A or port 3000 opens neither
 // sandbox B nor port 3001. Macs are compared in constant time.
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { PORT_TOKEN_PREFIX } from '@conch/protocol'
+import { PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY } from '@conch/protocol'
 
 /** What a valid port token grants. */
 export interface PortGrant {
@@ -54,4 +54,28 @@ export class PortTokens {
   #mac(body: string): string {
     return createHmac('sha256', this.#key).update(`port-token\0${body}`).digest('base64url')
   }
+}
+
+/**
+ * Splits the port token out of a path's query, leaving every other byte of the path as the
+ * client sent it (dot segments and escapes are the sandbox server's to interpret).
+ */
+export function takeQueryToken(path: string): { path: string; token: string | null } {
+  const at = path.indexOf('?')
+  if (at < 0) return { path, token: null }
+  let token: string | null = null
+  const kept = path
+    .slice(at + 1)
+    .split('&')
+    .filter((pair) => {
+      const [key, ...value] = pair.split('=')
+      if (key !== PORT_TOKEN_QUERY) return true
+      try {
+        token = decodeURIComponent(value.join('='))
+      } catch {
+        token = 'malformed'
+      }
+      return false
+    })
+  return { path: kept.length > 0 ? `${path.slice(0, at)}?${kept.join('&')}` : path.slice(0, at), token }
 }

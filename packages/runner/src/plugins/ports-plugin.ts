@@ -19,7 +19,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { markAuthenticated } from '../connection-guard.ts'
 import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
-import { PortTokens } from '../port-token.ts'
+import { PortTokens, takeQueryToken } from '../port-token.ts'
 import { PortWatch } from '../port-watch.ts'
 import { isPreviewRequest } from '../preview-host.ts'
 import { bindRoutes } from '../route-table.ts'
@@ -260,30 +260,6 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     relayApp.all('/v1/sandboxes/:id/ports/:port', { config }, handler)
     relayApp.all('/v1/sandboxes/:id/ports/:port/*', { config }, handler)
   })
-}
-
-/**
- * Splits the port token out of a path's query, leaving every other byte of the path as the
- * client sent it (dot segments and escapes are the sandbox server's to interpret).
- */
-export function takeQueryToken(path: string): { path: string; token: string | null } {
-  const at = path.indexOf('?')
-  if (at < 0) return { path, token: null }
-  let token: string | null = null
-  const kept = path
-    .slice(at + 1)
-    .split('&')
-    .filter((pair) => {
-      const [key, ...value] = pair.split('=')
-      if (key !== PORT_TOKEN_QUERY) return true
-      try {
-        token = decodeURIComponent(value.join('='))
-      } catch {
-        token = 'malformed'
-      }
-      return false
-    })
-  return { path: kept.length > 0 ? `${path.slice(0, at)}?${kept.join('&')}` : path.slice(0, at), token }
 }
 
 function cookieValue(header: string | undefined, name: string): string | null {
