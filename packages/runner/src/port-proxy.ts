@@ -169,47 +169,66 @@ export function proxyHttp(
   const release = (): void => {
     if ('stream' in via) via.stream.destroy()
   }
+  // A kept-alive connection the server closed just as it was reused fails before any answer;
+  // a bodiless GET, HEAD or OPTIONS is then sent once more on a fresh connection (Node's advice
+  // for `reusedSocket`). Anything else could have had an effect, and gets the 502.
+  const retryable =
+    'agent' in via &&
+    ['GET', 'HEAD', 'OPTIONS'].includes(client.method ?? '') &&
+    client.headers['content-length'] === undefined &&
+    client.headers['transfer-encoding'] === undefined
   return new Promise((resolve) => {
-    const upstream = upstreamRequest(client, via, target, false)
     let answered = false
-    upstream.on('response', (response) => {
-      answered = true
-      reply.writeHead(
-        response.statusCode ?? 502,
-        response.statusMessage,
-        downstreamHeaders(response, target.responseHeaders),
-      )
-      pipeline(response, reply, (error) => {
-        if (error) upstream.destroy()
+    let current: ClientRequest
+    const attempt = (retriesLeft: number): void => {
+      const upstream = upstreamRequest(client, via, target, false)
+      current = upstream
+      upstream.on('response', (response) => {
+        answered = true
+        reply.writeHead(
+          response.statusCode ?? 502,
+          response.statusMessage,
+          downstreamHeaders(response, target.responseHeaders),
+        )
+        pipeline(response, reply, (error) => {
+          if (error) upstream.destroy()
+          release()
+          resolve()
+        })
+      })
+      upstream.on('error', (error) => {
+        if (!answered && retriesLeft > 0 && upstream.reusedSocket && !reply.destroyed) {
+          attempt(retriesLeft - 1)
+          return
+        }
         release()
+        if (answered || reply.headersSent) {
+          reply.destroy()
+          resolve()
+          return
+        }
+        const e = badGateway(error)
+        // Refusals before any byte reached the server keep their own status; a bad answer is a 502.
+        reply.writeHead(error instanceof RunnerError ? e.status : 502, {
+          'content-type': 'application/json; charset=utf-8',
+          ...target.responseHeaders,
+        })
+        reply.end(JSON.stringify(e.toBody()))
         resolve()
       })
-    })
-    upstream.on('error', (error) => {
-      release()
-      if (answered || reply.headersSent) {
-        reply.destroy()
-        resolve()
-        return
-      }
-      const e = badGateway(error)
-      // Refusals before any byte reached the server keep their own status; a bad answer is a 502.
-      reply.writeHead(error instanceof RunnerError ? e.status : 502, {
-        'content-type': 'application/json; charset=utf-8',
-        ...target.responseHeaders,
-      })
-      reply.end(JSON.stringify(e.toBody()))
-      resolve()
-    })
+      if (retryable) upstream.end()
+      else
+        pipeline(client, upstream, (error) => {
+          if (error) upstream.destroy()
+        })
+    }
+    attempt(retryable ? 1 : 0)
     reply.on('close', () => {
       if (!reply.writableFinished) {
-        upstream.destroy()
+        current.destroy()
         release()
         resolve()
       }
-    })
-    pipeline(client, upstream, (error) => {
-      if (error) upstream.destroy()
     })
   })
 }

@@ -6,7 +6,9 @@
 // own keep-alive timeout closes idle connections; a closed one ends its stream and leaves the
 // pool. At most `maxSockets` connections per port, and `maxFreeSockets` idle ones.
 import { Agent, type AgentOptions } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import { SandboxTcpStream } from './sandbox-tcp-stream.ts'
 
 /** Opens a relayed connection; rejects with the reason (PORT_NOT_LISTENING, RATE_LIMITED, …). */
 export type OpenStream = () => Promise<Duplex>
@@ -19,6 +21,12 @@ export class SandboxPortAgent extends Agent {
   constructor(open: OpenStream, options: AgentOptions = {}) {
     super({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8, ...options })
     this.#open = open
+  }
+
+  /** A connection the sandbox server closed is never kept for the next request. */
+  override keepSocketAlive(socket: Socket): boolean {
+    if (socket instanceof SandboxTcpStream && socket.remoteEnded) return false
+    return super.keepSocketAlive(socket) as unknown as boolean
   }
 
   /** Opens a connection asynchronously; Node's Agent waits for the callback. */

@@ -34,12 +34,18 @@ export class SandboxTcpStream extends Duplex {
   /** Bytes the agent may still accept before it acknowledges some. */
   #sendWindow: number = LIMITS.channelWindowBytes
   #waitingForWindow: (() => void) | null = null
+  #remoteEnded = false
 
   /** Wraps `channel`, on which `tcp.connect` relays the connection. */
   constructor(channel: LinkChannel) {
-    super({ allowHalfOpen: true, highWaterMark: LIMITS.channelWindowBytes / 2 })
+    super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
     channel.consume((event) => this.#onEvent(event))
+  }
+
+  /** Whether the sandbox side has closed the connection (its channel ended). */
+  get remoteEnded(): boolean {
+    return this.#remoteEnded
   }
 
   /** The link channel the connection is relayed on. */
@@ -86,8 +92,12 @@ export class SandboxTcpStream extends Duplex {
         return
       case 'end':
       case 'shell_closed':
+        this.#remoteEnded = true
         this.#waitingForWindow?.()
         this.push(null)
+        // Nobody reads an idle pooled connection: it closes now, so the pool drops it instead
+        // of sending the next request into a connection the server has closed.
+        if (this.listenerCount('data') === 0 && this.readableLength === 0) this.destroy()
         return
       case 'error':
         this.#waitingForWindow?.()

@@ -47,6 +47,10 @@ const server = http.createServer((req, res) => {
     return more()
   }
   if (url.pathname === '/stall') return
+  if (url.pathname === '/close-after') {
+    res.on('finish', () => req.socket.end())
+    return res.end('closing')
+  }
   let body = 0
   req.on('data', (c) => { body += c.length })
   req.on('end', () => {

@@ -49,6 +49,17 @@ describe('port relay (real agent)', () => {
     expect(await remote()).toBe(first)
   })
 
+  it('opens a new connection when the sandbox server closed the kept-alive one', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, id)
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(portUrl(runner, id, port, '/close-after'), { headers: runner.auth })
+      expect(res.status, `request ${i}: ${res.status === 200 ? '' : await res.clone().text()}`).toBe(200)
+      expect(await res.text()).toBe('closing')
+    }
+  })
+
   it('streams a large response and server-sent events as they come', async () => {
     await using runner = await startRunner({ listen: true })
     const id = await createSandbox(runner)

@@ -66,7 +66,9 @@ describe('egress from inside a sandbox', () => {
     expect(r.stdout).toMatch(/ direct=(6|7)\n/)
     expect(r.stdout).toContain('raw=1\n')
     // The agent's own egress listener is not a sandbox port: no credential relays to it.
-    const relayed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/ports/3128/`, { headers: runner.auth })
+    const relayed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/ports/3128/`, {
+      headers: runner.auth,
+    })
     expect(relayed.status).toBe(403)
     expect(((await relayed.json()) as { error: { code: string } }).error.code).toBe('FORBIDDEN')
   })
