@@ -65,6 +65,9 @@ describe('egress from inside a sandbox', () => {
     expect(r.stdout).toContain('403 runner\n')
     expect(r.stdout).toMatch(/ direct=(6|7)\n/)
     expect(r.stdout).toContain('raw=1\n')
+    const metrics = await (await fetch(`${baseUrl(runner.app)}/metrics`, { headers: runner.auth })).text()
+    expect(metrics).toMatch(/conch_egress_bytes_total\{direction="in"\} [1-9]/)
+    expect(metrics).toMatch(/conch_egress_bytes_total\{direction="out"\} [1-9]/)
     // The agent's own egress listener is not a sandbox port: no credential relays to it.
     const relayed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/ports/3128/`, {
       headers: runner.auth,
