@@ -86,6 +86,7 @@ export default defineConfig({
             'guides/sessions',
             'guides/background-servers',
             'guides/checkpoint-and-roll-back',
+            'guides/networking',
             'guides/files',
             'guides/browser-token',
             'guides/production',

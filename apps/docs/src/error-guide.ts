@@ -147,6 +147,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: 'Read `deadReason` from `Sandbox.connect(id)` or `GET /v1/sandboxes/:id`. A dead sandbox does not come back; destroy it and create a new one.',
     sdkClass: 'ConchError',
   },
+  PORT_NOT_LISTENING: {
+    when: "A request through `/v1/sandboxes/:id/ports/:port/` found nothing listening on that port on the sandbox's loopback (127.0.0.1 or ::1).",
+    fix: 'Start the server inside the sandbox first (a background process), and check `sb.ports()`; a server bound to another interface than loopback or 0.0.0.0 cannot be reached.',
+    sdkClass: 'ConchError',
+  },
   PATH_OUTSIDE_SANDBOX: {
     when: 'A files call named a path that resolves outside `/workspace`, through `..` or a symlink.',
     fix: 'Use paths under `/workspace`. Symlinks are reported by `list` and `stat`, never followed out of the sandbox.',

@@ -74,6 +74,12 @@ export class AgentChannel {
     return true
   }
 
+  /** Tells the runner `bytes` of its upload were passed on (TCP channels), so it may send as many more. */
+  acknowledge(bytes: number): void {
+    if (this.done || bytes <= 0) return
+    this.#send({ type: 'credit', ch: this.id, bytes })
+  }
+
   /** Sends a zero-length event frame (shell_start, shell_exit, scrollback_end). */
   event(frame: ChannelEventFrame): void {
     if (this.done) return

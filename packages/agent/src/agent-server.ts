@@ -31,9 +31,11 @@ import {
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import { AgentChannel } from './agent-channel.ts'
-import { toWireError } from './agent-error.ts'
+import { AgentError, toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
+import { EgressListener } from './egress-listener.ts'
+import { listeningPorts } from './listening-ports.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
@@ -41,6 +43,7 @@ import type { LogEvent } from './output-log.ts'
 import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
+import { dialLoopback, relaySocket } from './tcp-connector.ts'
 import type { WorkspaceFiles } from './workspace-files.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
 
@@ -94,6 +97,7 @@ export class AgentServer {
   #server: Server | undefined
   #connection: RunnerConnection | undefined
   #handshakes = 0
+  readonly #egress = new EgressListener()
 
   /** Creates a server; call `listen` to start it. */
   constructor(options: AgentServerOptions) {
@@ -122,6 +126,7 @@ export class AgentServer {
   /** Stops listening and ends every shell and process. */
   async close(): Promise<void> {
     this.#connection?.destroy()
+    this.#egress.close()
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()))
     this.#options.processes.killAll()
     await this.#options.sessions.closeAll()
@@ -232,6 +237,35 @@ export class AgentServer {
       return {}
     },
     'file.rename': (p) => this.#options.files.rename(p.from, p.to),
+    'ports.list': async () => ({ ports: await listeningPorts() }),
+    'egress.listen': async (p) => {
+      await this.#egress.listen(p.port)
+      return {}
+    },
+    'egress.accept': async (p, context) => {
+      const channel = context.channel(p.ch)
+      const socket = await this.#egress.next(channel)
+      if (socket) relaySocket(socket, channel, this.#options.clock)
+      return {}
+    },
+    'tcp.connect': async (p, context) => {
+      // The agent's own listener is not a sandbox server: relaying to it would hand the
+      // sandbox's egress to whoever holds a port credential.
+      if (p.port === this.#egress.port)
+        throw new AgentError(
+          'FORBIDDEN',
+          `port ${p.port} is the sandbox's egress proxy, which only programs inside the sandbox may use`,
+        )
+      // The channel exists before the dial, so nothing the runner sends on it is dropped.
+      const channel = context.channel(p.ch)
+      try {
+        relaySocket(await dialLoopback(p.port), channel, this.#options.clock)
+      } catch (error) {
+        channel.close()
+        throw error
+      }
+      return {}
+    },
   }
 
   /**

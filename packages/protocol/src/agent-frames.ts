@@ -273,6 +273,21 @@ export const AgentSessionClosed = z.object({
   reason: z.string(),
 })
 
+/**
+ * agent → runner: the agent passed `bytes` of a TCP channel's upload on to its socket; the
+ * runner may send that many more. Upload flow control: a server that never reads stops the
+ * runner after one window, and the runner stops reading its client.
+ */
+export const AgentCredit = z.object({
+  type: z.literal('credit'),
+  /** Channel. */
+  ch: ChannelId,
+  /** Additional bytes allowed. */
+  bytes: z.number().int().positive(),
+})
+/** An upload acknowledgement. */
+export type AgentCredit = z.infer<typeof AgentCredit>
+
 /** Everything an agent sends to the runner. */
 export const AgentFrame = z.discriminatedUnion('type', [
   AgentHello,
@@ -288,6 +303,7 @@ export const AgentFrame = z.discriminatedUnion('type', [
   AgentEnd,
   AgentError,
   AgentSessionClosed,
+  AgentCredit,
   LinkPing,
   LinkPong,
 ])

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { ChannelId } from './agent-frames.ts'
 import { FileInfo, SandboxPath } from './file.ts'
+import { ListeningPort, PortNumber } from './network.ts'
 import { type Encoding, Env, EnvName, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
 import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
@@ -170,6 +171,22 @@ export const AGENT_METHODS = {
   },
   'file.remove': { params: z.object({ path: SandboxPath, recursive: z.boolean().optional() }), result: ok },
   'file.rename': { params: z.object({ from: SandboxPath, to: SandboxPath }), result: FileInfo },
+  /** The sandbox's listening TCP sockets, from `/proc/net/tcp{,6}` of its namespace. */
+  'ports.list': { params: empty, result: z.object({ ports: z.array(ListeningPort) }) },
+  /**
+   * Opens a TCP connection to 127.0.0.1:`port` inside the sandbox and relays it on `ch`: bytes
+   * from the server arrive as `data` (stream `stdout`), bytes for it go as `data` frames from the
+   * runner, acknowledged by the agent's `credit` once written. Resolves once connected;
+   * PORT_NOT_LISTENING when nothing listens.
+   */
+  'tcp.connect': { params: z.object({ port: PortNumber, ch: ChannelId }), result: ok },
+  /** Starts the sandbox's egress listener on 127.0.0.1:`port` inside it (once; later calls are no-ops). */
+  'egress.listen': { params: z.object({ port: PortNumber }), result: ok },
+  /**
+   * Waits for the next connection to the egress listener and relays it on `ch` as `tcp.connect`
+   * does. The runner keeps a few of these calls pending; each answers when a program connects.
+   */
+  'egress.accept': { params: z.object({ ch: ChannelId }), result: ok },
 } as const
 
 /** A method name. */

@@ -32,6 +32,7 @@ export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'NOT_FOUND',
   'OUTPUT_LOST',
   'PATH_OUTSIDE_SANDBOX',
+  'PORT_NOT_LISTENING',
   'PROCESS_NOT_FOUND',
   'SESSION_EXISTS',
   'SESSION_BUSY',

@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import { ErrorBody } from './error-codes.ts'
 import { FileInfo } from './file.ts'
+import { ExposedPort, ExposePortRequest, PortList, PortParams } from './network.ts'
 import { ProcessInfo, ProcessOptions, ProcessOutput } from './process.ts'
 import {
   AliasMap,
@@ -124,6 +125,31 @@ export const API_ROUTES = [
     params: SandboxParams,
     body: CreateTokenRequest,
     response: AccessToken,
+  },
+  {
+    method: 'GET',
+    path: `${S}/ports`,
+    operationId: 'listPorts',
+    summary: 'List the TCP ports listening inside a sandbox',
+    params: SandboxParams,
+    response: PortList,
+  },
+  {
+    method: 'GET',
+    path: `${S}/port-events`,
+    operationId: 'watchPorts',
+    summary: 'Port events as NDJSON: the open ports first, then port_opened and port_closed as they change',
+    params: SandboxParams,
+    produces: 'application/x-ndjson',
+  },
+  {
+    method: 'POST',
+    path: `${S}/exposed-ports/:port`,
+    operationId: 'exposePort',
+    summary: 'Mint a token that lets a browser reach one port (served at /v1/sandboxes/:id/ports/:port/)',
+    params: PortParams,
+    body: ExposePortRequest,
+    response: ExposedPort,
   },
   {
     method: 'POST',

@@ -57,6 +57,11 @@ export const SnapshotIncompatibleDetails = z.object({ formatVersion: z.number().
 /** SNAPSHOT_INCOMPATIBLE details. */
 export type SnapshotIncompatibleDetails = z.infer<typeof SnapshotIncompatibleDetails>
 
+/** PORT_NOT_LISTENING: the sandbox port nothing listens on. */
+export const PortDetails = z.object({ port: z.number().int().min(1).max(65_535) })
+/** PORT_NOT_LISTENING details. */
+export type PortDetails = z.infer<typeof PortDetails>
+
 /** No facts beyond the message. */
 export const NoDetails = z.object({})
 /** No facts beyond the message. */
@@ -199,6 +204,7 @@ export const ERROR_DETAILS = {
   SNAPSHOT_INCOMPATIBLE: SnapshotIncompatibleDetails,
   TOO_MANY_SNAPSHOTS: SnapshotLimitDetails,
   SESSION_BUSY: SessionDetails,
+  PORT_NOT_LISTENING: PortDetails.partial(),
   SESSION_EXISTS: SessionDetails,
   SESSION_PROTECTED: SessionDetails,
   SHELL_CLOSED: ShellClosedDetails,

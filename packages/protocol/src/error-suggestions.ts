@@ -27,6 +27,7 @@ export const ERROR_SUGGESTIONS: Readonly<Record<ErrorCode, string>> = {
   SNAPSHOT_INCOMPATIBLE: 'take a new snapshot with this runner',
   TOO_MANY_SNAPSHOTS: 'delete snapshots you no longer need',
   SESSION_BUSY: 'wait for the run to finish or interrupt it, then try again',
+  PORT_NOT_LISTENING: 'start the server on 127.0.0.1 inside the sandbox, then retry',
   SESSION_EXISTS: 'pick another id, or attach to the session',
   SESSION_PROTECTED: 'create another session for separate state',
   SHELL_CLOSED: 'open a new shell to continue',

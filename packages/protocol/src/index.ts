@@ -1,5 +1,6 @@
 export {
   AGENT_FRAME_TYPES,
+  AgentCredit,
   AgentData,
   AgentEnd,
   AgentError,
@@ -108,6 +109,22 @@ export { FileInfo, SandboxPath } from './file.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export { isLinkHello, LINK_VERSION, linkVersionOf } from './link-version.ts'
+export {
+  EGRESS_PROXY_PORT,
+  EgressRule,
+  ExposedPort,
+  ExposePortRequest,
+  ListeningPort,
+  NetworkPolicy,
+  PORT_TOKEN_COOKIE,
+  PORT_TOKEN_PREFIX,
+  PORT_TOKEN_QUERY,
+  PortEvent,
+  PortList,
+  PortNumber,
+  PortParams,
+  PortSegment,
+} from './network.ts'
 export { buildOpenApiDocument } from './openapi.ts'
 export {
   decodeOutputFrame,

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { NetworkPolicy } from './network.ts'
 import { Env, EnvName, SandboxId, TimeoutMs, Timestamp } from './primitives.ts'
 import { SandboxUsage } from './sandbox-usage.ts'
 import { RestoredSession, SnapshotId } from './snapshot.ts'
@@ -195,6 +196,8 @@ export const CreateSandboxRequest = z.object({
   fromSnapshot: SnapshotId.optional(),
   /** With `fromSnapshot`: start again the background processes that were running. */
   restartProcesses: z.boolean().optional(),
+  /** Network policy; no egress by default. An allowlist needs a driver with a network namespace. */
+  network: NetworkPolicy.optional(),
 })
 /** Sandbox creation options. */
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>

@@ -18,6 +18,7 @@ import { LinkCalls, LinkEndpoint } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
+  type AgentCredit,
   type AgentData,
   type AgentEnd,
   AgentFrame,
@@ -70,6 +71,7 @@ export type ChannelEvent =
   | AgentShellClosed
   | AgentEnd
   | { type: 'error'; ch?: number; error: WireError }
+  | AgentCredit
 
 /** Options of an agent link. */
 export interface AgentLinkOptions {
@@ -415,6 +417,9 @@ export class AgentLink {
         return
       case 'session_closed':
         this.#events.sessionClosed?.(frame)
+        return
+      case 'credit':
+        this.#toChannel(frame.ch, frame)
         return
       case 'ping':
       case 'pong':

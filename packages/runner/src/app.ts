@@ -4,6 +4,10 @@ import { PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { ConnectionGuard } from './connection-guard.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
+import { EgressGateway } from './egress-gateway.ts'
+import { EgressProxy } from './egress-proxy.ts'
+import { AddressScreen, systemResolver } from './egress-resolver.ts'
+import type { NetworkOptions } from './network-options.ts'
 import { connectionCap, readOpenFileLimit } from './open-file-limit.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
 import { corsPlugin } from './plugins/cors-plugin.ts'
@@ -12,12 +16,15 @@ import { filesPlugin } from './plugins/files-plugin.ts'
 import { healthPlugin } from './plugins/health-plugin.ts'
 import { metricsPlugin } from './plugins/metrics-plugin.ts'
 import { openapiPlugin } from './plugins/openapi-plugin.ts'
+import { portsPlugin } from './plugins/ports-plugin.ts'
 import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
 import { snapshotsPlugin } from './plugins/snapshots-plugin.ts'
+import { previewRewrite } from './preview-host.ts'
 import { RequestLogController } from './request-log-controller.ts'
+import { listeningAddresses } from './runner-addresses.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError } from './runner-error.ts'
 import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
@@ -48,6 +55,8 @@ export interface BuildAppOptions {
   corsOrigins?: readonly string[]
   /** Shard name written into every new sandbox id, for a router in front of several runners. */
   shard?: string | null
+  /** Ports and egress: public ports, the preview domain, egress permits; none by default. */
+  network?: NetworkOptions
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
   /** Where snapshots are kept; without one the runner refuses snapshot requests. */
@@ -92,6 +101,13 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     requestIdHeader: 'x-request-id',
     bodyLimit: 8 * 1024 * 1024,
     forceCloseConnections: true,
+    // A request to a sandbox port's preview host is routed as its path form.
+    rewriteUrl: (request) =>
+      previewRewrite(request, options.network?.previewDomain ?? null, () =>
+        (manager?.list() ?? []).map((s) => s.id),
+      ) ??
+      request.url ??
+      '/',
     // No idle timeout while a request is being answered: a buffered run may be silent for up to
     // maxCommandTimeoutMs. Slow or never-finished requests are bounded by the header and request
     // timeouts, idle keep-alive connections by the keep-alive timeout, and connections that never
@@ -157,6 +173,15 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     now,
     shard: options.shard ?? null,
   })
+  const egressProxy = new EgressProxy({
+    resolver: options.network?.egressResolver ?? systemResolver,
+    screen: new AddressScreen(options.network?.egressPermit ?? [], () =>
+      listeningAddresses(app.server.address()),
+    ),
+    logger: app.log,
+    onBytes: (_sandboxId, direction, bytes) => metrics.egressBytes.inc({ direction }, bytes),
+  })
+  const egress = new EgressGateway({ proxy: egressProxy, manager, store: options.store, logger: app.log })
   const ctx: RunnerContext = {
     manager,
     store: options.store,
@@ -167,6 +192,8 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     apiKeyHashes: options.apiKeyHashes,
     shard: options.shard ?? null,
     ...(snapshots ? { snapshots } : {}),
+    ...(options.network ? { network: options.network } : {}),
+    egress,
   }
 
   app.setErrorHandler((error, request, reply) => {
@@ -200,11 +227,14 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(filesPlugin, ctx)
   void app.register(shellSocketPlugin, ctx)
   void app.register(snapshotsPlugin, ctx)
+  void app.register(portsPlugin, ctx)
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()
+    egress.restore()
   })
   app.addHook('onClose', async () => {
+    egress.close()
     ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })

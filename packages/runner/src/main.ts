@@ -122,6 +122,11 @@ async function main(argv: string[]): Promise<void> {
     drivers: choice.allowed,
     defaultDriver: driver.name,
     corsOrigins: config.corsOrigins,
+    network: {
+      allowPublicPorts: config.allowPublicPorts,
+      previewDomain: config.previewDomain ?? null,
+      egressPermit: config.egressPermit,
+    },
     shard: config.shard ?? null,
     limits: config.limits,
     snapshotStore: new SnapshotStore(config.stateDir, defaultLimits(config.limits)),

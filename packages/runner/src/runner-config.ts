@@ -57,6 +57,30 @@ export const RunnerConfig = z.object({
         .filter((o) => o.length > 0),
     )
     .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/ })]))),
+  /** Allow `public: true` port exposures. */
+  allowPublicPorts: z
+    .enum(['1', 'true', '0', 'false'], { error: 'use 1 or true to allow, 0 or false to refuse' })
+    .transform((v) => v === '1' || v === 'true')
+    .default(false),
+  /** Wildcard domain for host-based preview URLs; none by default. */
+  previewDomain: z
+    .string()
+    .regex(
+      /^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+      'a DNS name such as preview.example.com',
+    )
+    .optional(),
+  /** CIDRs in special ranges that egress may reach; none by default. */
+  egressPermit: z
+    .string()
+    .default('')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((c) => c.trim())
+        .filter((c) => c.length > 0),
+    )
+    .pipe(z.array(z.union([z.cidrv4(), z.cidrv6()]))),
   /** Shard name written into every new sandbox id, so a router can forward by id; none by default. */
   shard: ShardName.optional(),
   /** The API key; when absent one is generated on first start and stored only as a hash. */

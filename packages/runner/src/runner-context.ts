@@ -1,3 +1,5 @@
+import type { EgressGateway } from './egress-gateway.ts'
+import type { NetworkOptions } from './network-options.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
@@ -24,4 +26,8 @@ export interface RunnerContext {
   shard: string | null
   /** Snapshots, when the runner keeps them. */
   snapshots?: SandboxSnapshots
+  /** Network settings; no public ports, no preview domain and no egress permits when absent. */
+  network?: NetworkOptions
+  /** Connects sandboxes with an egress allowlist to the egress proxy. */
+  egress: EgressGateway
 }

@@ -25,6 +25,8 @@ export class RunnerMetrics {
   readonly bytesStreamed: Counter
   /** Errors answered, by code. */
   readonly errors: Counter<'code'>
+  /** Bytes through the egress proxy, out of sandboxes and into them. */
+  readonly egressBytes: Counter<'direction'>
   /** Shell WebSockets open. */
   readonly shellSockets: Gauge
   /** Memory each sandbox uses now. */
@@ -81,6 +83,12 @@ export class RunnerMetrics {
       name: 'conch_errors_total',
       help: 'Errors answered to clients, by code',
       labelNames: ['code'],
+      registers,
+    })
+    this.egressBytes = new Counter({
+      name: 'conch_egress_bytes_total',
+      help: 'Bytes relayed by the egress proxy, out of sandboxes (out) and into them (in)',
+      labelNames: ['direction'],
       registers,
     })
     this.shellSockets = new Gauge({ name: 'conch_shell_sockets', help: 'Shell WebSockets open', registers })

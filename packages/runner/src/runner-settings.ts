@@ -110,6 +110,31 @@ const TOP: TopSetting[] = [
     accepts: 'a comma-separated list of http(s) origins, or *',
   },
   {
+    key: 'allowPublicPorts',
+    value: '',
+    boolean: true,
+    summary:
+      'Allow sandbox ports exposed with public: true, which anyone who knows the URL can reach without a token. The variable takes 1 or true.',
+    defaultText: 'off',
+    accepts: '1 or true to allow, 0 or false to refuse',
+  },
+  {
+    key: 'previewDomain',
+    value: '<domain>',
+    summary:
+      'Wildcard domain whose names <port>-<sandbox id>.<domain> reach a sandbox port, each on an origin of its own (point *.<domain> at the runner).',
+    defaultText: 'none',
+    accepts: 'a DNS name such as preview.example.com',
+  },
+  {
+    key: 'egressPermit',
+    value: '<list>',
+    summary:
+      'Comma-separated CIDRs in loopback, private or link-local ranges that sandbox egress may reach anyway (an internal package mirror); the runner itself stays unreachable.',
+    defaultText: 'none',
+    accepts: 'a comma-separated list of IPv4 or IPv6 CIDRs',
+  },
+  {
     key: 'shard',
     value: '<name>',
     summary: 'Shard name written into every new sandbox id, so a router can forward requests by id.',

@@ -1,6 +1,8 @@
 // The runner's durable state: one SQLite database (node:sqlite, WAL) in the state dir.
 // Every multi-row change runs in one transaction, so a crash leaves either the old or the new
-// state. Secrets are never stored: API keys and tokens are kept as SHA-256 hashes.
+// state. Client secrets are never stored: API keys and tokens are kept as SHA-256 hashes; the only
+// secrets kept are the runner's own signing keys (`runnerSecret`), which never leave it.
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { DatabaseSync, type StatementSync } from 'node:sqlite'
 import type { Isolation, SandboxLimits, SandboxStatus } from '@conch/protocol'
@@ -262,6 +264,33 @@ export class StateStore {
     const row = this.#stmt('SELECT hash, sandbox_id, expires_at FROM tokens WHERE hash = ?').get(hash)
     if (!row) return undefined
     return { hash: String(row.hash), sandboxId: String(row.sandbox_id), expiresAt: Number(row.expires_at) }
+  }
+
+  /**
+   * A random secret of the runner's own, named `name`: created (32 random bytes, hex) on first
+   * use and kept in the state, so what it signs survives a restart. Never leaves the runner.
+   */
+  runnerSecret(name: string): string {
+    const key = `secret:${name}`
+    const row = this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)
+    if (row) return String(row.value)
+    this.#stmt('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run(
+      key,
+      randomBytes(32).toString('hex'),
+    )
+    return String(this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)?.value)
+  }
+
+  /** A value of the runner's own (`meta`), or undefined. */
+  meta(key: string): string | undefined {
+    const row = this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)
+    return row ? String(row.value) : undefined
+  }
+
+  /** Sets (or, with null, removes) a value of the runner's own. */
+  setMeta(key: string, value: string | null): void {
+    if (value === null) this.#stmt('DELETE FROM meta WHERE key = ?').run(key)
+    else this.#stmt('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value)
   }
 
   /** Closes the database. */

@@ -44,6 +44,8 @@ export interface TestRunnerOptions {
   corsOrigins?: readonly string[]
   /** fastify logger options (none by default). */
   logger?: BuildAppOptions['logger']
+  /** Port exposure settings. */
+  network?: BuildAppOptions['network']
 }
 
 /** Starts a runner on a temp state dir. */
@@ -60,6 +62,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     now: options.now,
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.network ? { network: options.network } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()

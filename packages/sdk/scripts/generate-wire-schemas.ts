@@ -16,10 +16,13 @@ import {
   ERROR_SUGGESTIONS,
   ErrorBody,
   ExecEvent,
+  ExposedPort,
   FileInfo,
   FileList,
   HistoryList,
   Ok,
+  PortEvent,
+  PortList,
   ProcessInfo,
   ProcessList,
   ProcessOutput,
@@ -55,6 +58,9 @@ const REST = {
   fileList: FileList,
   snapshotInfo: SnapshotInfo,
   snapshotList: SnapshotList,
+  portList: PortList,
+  exposedPort: ExposedPort,
+  portEvent: PortEvent,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

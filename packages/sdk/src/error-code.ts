@@ -52,6 +52,7 @@ export type ErrorCode =
   | 'AGENT_UNAVAILABLE'
   | 'RUNNER_UNAVAILABLE'
   | 'CONNECTION_LOST'
+  | 'PORT_NOT_LISTENING'
   | 'INTERNAL'
 
 type SameCodes = [ErrorCode] extends [ProtocolErrorCode]

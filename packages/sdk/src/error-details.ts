@@ -122,6 +122,7 @@ export interface ErrorDetails {
   SESSION_EXISTS: SessionDetails
   SESSION_PROTECTED: SessionDetails
   SESSION_BUSY: SessionDetails
+  PORT_NOT_LISTENING: { port?: number | undefined }
   SHELL_CLOSED: ShellClosedDetails
   SANDBOX_NOT_RUNNING: AgentUnavailableDetails
   PATH_OUTSIDE_SANDBOX: PathDetails

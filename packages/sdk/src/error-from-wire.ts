@@ -106,6 +106,7 @@ export function errorFromWire(
     case 'IS_A_DIRECTORY':
     case 'FILE_EXISTS':
     case 'DIRECTORY_NOT_EMPTY':
+    case 'PORT_NOT_LISTENING':
     case 'INTERNAL':
       return new ConchError(code, message, opts(code))
     default:

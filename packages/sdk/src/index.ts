@@ -32,8 +32,11 @@ export type {
 } from './error-details.ts'
 export type {
   AccessToken,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,
@@ -46,6 +49,7 @@ export type { RetryPolicy } from './retry-policy.ts'
 export {
   type ConnectOptions,
   type CreateSandboxOptions,
+  type ExposePortOptions,
   type ReattachOptions,
   Sandbox,
   type SandboxExecOptions,

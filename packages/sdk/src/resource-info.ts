@@ -133,6 +133,65 @@ export interface AccessToken {
 }
 
 /**
+ * A TCP port a server listens on inside the sandbox.
+ *
+ * @example
+ * ```ts
+ * const ports = await sb.ports() // [{ port: 3000, address: '127.0.0.1', family: 'ipv4' }]
+ * ```
+ */
+export interface ListeningPort {
+  /** Port number. */
+  port: number
+  /** Local address it is bound to (`127.0.0.1`, `0.0.0.0`, `::`, ...). */
+  address: string
+  /** Address family. */
+  family: 'ipv4' | 'ipv6'
+}
+
+/**
+ * A change in the sandbox's listening ports.
+ *
+ * @example
+ * ```ts
+ * for await (const ev of sb.watchPorts()) if (ev.type === 'port_opened') console.log(ev.port)
+ * ```
+ */
+export interface PortEvent {
+  /** `port_opened` when a server starts listening on the port, `port_closed` when none does any more. */
+  type: 'port_opened' | 'port_closed'
+  /** Port number. */
+  port: number
+  /** The addresses it listens on (empty for `port_closed`). */
+  addresses: string[]
+}
+
+/**
+ * A port exposed through the runner, with the URL a browser opens.
+ *
+ * @example
+ * ```ts
+ * const { url } = await sb.exposePort(3000)
+ * ```
+ */
+export interface ExposedPort {
+  /** Sandbox id. */
+  sandboxId: string
+  /** Port number. */
+  port: number
+  /** Path on the runner, with the port token in its query (a browser trades it for a cookie). */
+  path: string
+  /** Host-based URL when the runner has a preview domain, else null. */
+  previewUrl: string | null
+  /** A token for this one port of this one sandbox; shown once. */
+  token: string
+  /** When the token stops working (ms since the epoch). */
+  expiresAt: number
+  /** Whether the port is reachable without a credential. */
+  public: boolean
+}
+
+/**
  * Why and how a shell closed.
  *
  * @example

@@ -1,8 +1,11 @@
 import type { ProcessOutput, RunResult } from '@conch/protocol'
 import type {
   AccessToken,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SessionInfo,
@@ -32,6 +35,15 @@ export const sandboxList: Shape<{ sandboxes: SandboxInfo[] }> = shapeOf(REST_SCH
 
 /** `AccessToken`. */
 export const accessToken: Shape<AccessToken> = shapeOf(REST_SCHEMAS.accessToken)
+
+/** `PortList`. */
+export const portList: Shape<{ ports: ListeningPort[] }> = shapeOf(REST_SCHEMAS.portList)
+
+/** `PortEvent`. */
+export const portEvent: Shape<PortEvent> = shapeOf(REST_SCHEMAS.portEvent)
+
+/** `ExposedPort`. */
+export const exposedPort: Shape<ExposedPort> = shapeOf(REST_SCHEMAS.exposedPort)
 
 /** `RunResult`. */
 export const runResult: Shape<RunResult> = shapeOf(REST_SCHEMAS.runResult)

@@ -5,8 +5,12 @@ import { encodeBase64 } from './base64.ts'
 import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
 import { AuthError, ConchError } from './conch-error.ts'
 import { HttpClient } from './http-client.ts'
+import { ndjsonLines } from './ndjson-lines.ts'
 import type {
   AccessToken,
+  ExposedPort,
+  ListeningPort,
+  PortEvent,
   ProcessInfo,
   SandboxInfo,
   SandboxLimits,
@@ -15,7 +19,10 @@ import type {
 } from './resource-info.ts'
 import {
   accessToken,
+  exposedPort,
   okBody,
+  portEvent,
+  portList,
   processInfo,
   processList,
   runResult,
@@ -99,6 +106,27 @@ export interface CreateSandboxOptions extends ConnectOptions {
   fromSnapshot?: string
   /** With `fromSnapshot`: start again the background processes that were running (they restart; they do not continue). */
   restartProcesses?: boolean
+  /**
+   * Network policy. No egress by default; an allowlist of hosts (`api.example.com`,
+   * `*.example.org`, `10.0.0.0/8:5432`) gives the sandbox an HTTP(S) proxy, set in
+   * `HTTP_PROXY`/`HTTPS_PROXY`, that reaches only those. Needs an isolating driver.
+   */
+  network?: { egress: 'none' | { allow: string[] } }
+}
+
+/**
+ * Options of `sb.exposePort`.
+ *
+ * @example
+ * ```ts
+ * const { url } = await sb.exposePort(3000, { ttlMs: 60 * 60_000 })
+ * ```
+ */
+export interface ExposePortOptions {
+  /** Reachable by anyone with the URL, without a token; the runner must allow it (`--allow-public-ports`). */
+  public?: boolean
+  /** Lifetime of the port token; default 15 minutes, at most 24 hours. */
+  ttlMs?: number
 }
 
 /**
@@ -285,6 +313,7 @@ export class Sandbox {
         metadata: options.metadata,
         fromSnapshot: options.fromSnapshot,
         restartProcesses: options.restartProcesses,
+        network: options.network,
       },
       timeoutMs: Math.max(resolved.http.requestTimeoutMs, 60_000),
     })
@@ -538,6 +567,71 @@ export class Sandbox {
    */
   static async deleteSnapshot(snapshotId: string, options: ConnectOptions): Promise<void> {
     await resolve(options).http.json('DELETE', `/v1/snapshots/${encodeURIComponent(snapshotId)}`, okBody)
+  }
+
+  /**
+   * Exposes a sandbox port to browsers: the runner relays HTTP, WebSocket and SSE to
+   * 127.0.0.1:`port` inside. `url` carries a token for this port only.
+   *
+   * @example
+   * ```ts
+   * await sb.startProcess('python3 -m http.server 3000')
+   * const { url, expiresAt } = await sb.exposePort(3000)
+   * console.log(`open ${url} before ${new Date(expiresAt)}`)
+   * ```
+   */
+  async exposePort(port: number, options: ExposePortOptions = {}): Promise<ExposedPort & { url: string }> {
+    const exposed = await this.#http.json('POST', `${this.#path}/exposed-ports/${port}`, exposedPort, {
+      json: options,
+    })
+    return { ...exposed, url: exposed.previewUrl ?? `${this.#http.baseUrl}${exposed.path}` }
+  }
+
+  /**
+   * The runner URL of `path` on a sandbox port, for clients that send a credential in `Authorization`.
+   *
+   * @example
+   * ```ts
+   * const res = await fetch(sb.portUrl(3000, '/health'), { headers: { authorization: `Bearer ${apiKey}` } })
+   * ```
+   */
+  portUrl(port: number, path = '/'): string {
+    return `${this.#http.baseUrl}${this.#path}/ports/${port}${path.startsWith('/') ? path : `/${path}`}`
+  }
+
+  /**
+   * The TCP ports servers listen on inside the sandbox, read from its own network namespace.
+   *
+   * @example
+   * ```ts
+   * const ports = await sb.ports()
+   * if (ports.some((p) => p.port === 3000)) console.log(await sb.exposePort(3000))
+   * ```
+   */
+  async ports(): Promise<ListeningPort[]> {
+    return (await this.#http.json('GET', `${this.#path}/ports`, portList)).ports
+  }
+
+  /**
+   * `port_opened` for every open port, then `port_opened`/`port_closed` as servers start and stop.
+   *
+   * @example
+   * ```ts
+   * const abort = new AbortController()
+   * for await (const ev of sb.watchPorts({ signal: abort.signal })) {
+   *   if (ev.type === 'port_opened' && ev.port === 3000) break
+   * }
+   * ```
+   */
+  async *watchPorts(options: { signal?: AbortSignal } = {}): AsyncGenerator<PortEvent> {
+    const response = await this.#http.open(
+      'GET',
+      `${this.#path}/port-events`,
+      { signal: options.signal },
+      'application/x-ndjson',
+    )
+    if (!response.body) return
+    for await (const line of ndjsonLines(response.body)) yield portEvent(line, 'port event')
   }
 
   /** Fetches the sandbox's current state. */

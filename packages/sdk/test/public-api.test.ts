@@ -6,8 +6,11 @@ import type {
   CommandResult,
   ErrorCode,
   ErrorDetails,
+  ExposedPort,
   FileInfo,
   HistoryEntry,
+  ListeningPort,
+  PortEvent,
   ProcessInfo,
   Sandbox,
   SandboxInfo,
@@ -29,6 +32,9 @@ describe('public API types', () => {
     expectTypeOf<HistoryEntry>().toEqualTypeOf<protocol.HistoryEntry>()
     expectTypeOf<AccessToken>().toEqualTypeOf<protocol.AccessToken>()
     expectTypeOf<ErrorCode>().toEqualTypeOf<protocol.ErrorCode>()
+    expectTypeOf<ListeningPort>().toEqualTypeOf<protocol.ListeningPort>()
+    expectTypeOf<ExposedPort>().toEqualTypeOf<protocol.ExposedPort>()
+    expectTypeOf<PortEvent>().toEqualTypeOf<protocol.PortEvent>()
     expectTypeOf<ErrorDetails>().toEqualTypeOf<protocol.ErrorDetails>()
   })
 

@@ -9,7 +9,20 @@ import { RunnerError } from '../runner-error.ts'
 export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
   bindRoutes(app, {
     createSandbox: async ({ body }) => {
-      const info = await ctx.manager.create(body)
+      const egress = ctx.egress.prepare(body.network)
+      if (!egress) return ctx.manager.create(body)
+      const info = await ctx.manager.create({ ...body, env: { ...body.env, ...egress.env } })
+      try {
+        if (info.isolation === 'none')
+          throw new RunnerError(
+            'LIMITS_NOT_ENFORCEABLE',
+            `the ${info.driver} driver has no network namespace, so an egress allowlist cannot be enforced; use the namespace or gvisor driver`,
+          )
+        await ctx.egress.start(info.id, egress)
+      } catch (error) {
+        await ctx.manager.destroy(info.id).catch(() => {})
+        throw error
+      }
       return info
     },
     listSandboxes: async () => ({
@@ -18,6 +31,7 @@ export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext):
     getSandbox: async ({ params }) => ctx.manager.info(ctx.manager.get(params.id)),
     destroySandbox: async ({ params }) => {
       await ctx.manager.destroy(params.id)
+      ctx.egress.forget(params.id)
       return { ok: true as const }
     },
     createToken: async ({ params, body }) => {

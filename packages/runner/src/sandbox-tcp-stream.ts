@@ -1,0 +1,151 @@
+// A TCP connection to a port inside a sandbox, as a Node Duplex on the runner.
+//
+// The agent dials 127.0.0.1:<port> inside the sandbox (`tcp.connect`) and relays the socket on
+// one link channel. Reading: the agent sends under the channel's credit, and this stream grants
+// credit only as its reader takes bytes (`_read`), so a slow client slows the sandbox server and
+// the runner holds at most one window per connection. Writing: the runner may have
+// `channelWindowBytes` unacknowledged at the agent; the agent acknowledges with `credit` once
+// its socket took the bytes, so a sandbox server that never reads stops this stream's writes
+// after one window, and the writer (the client's request body) is paused in turn.
+import { Duplex } from 'node:stream'
+import { LIMITS } from '@conch/protocol'
+import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
+import { RunnerError } from './runner-error.ts'
+
+/** Opens a TCP connection to `port` on the sandbox's loopback; rejects with the agent's error. */
+export async function openSandboxTcp(link: AgentLink, port: number): Promise<SandboxTcpStream> {
+  const channel = link.openChannel()
+  const stream = new SandboxTcpStream(channel)
+  try {
+    await link.call('tcp.connect', { port, ch: channel.id }, { timeoutMs: 10_000 })
+  } catch (error) {
+    stream.destroy()
+    throw error
+  }
+  return stream
+}
+
+/** The runner's end of a relayed sandbox TCP connection. */
+export class SandboxTcpStream extends Duplex {
+  readonly #channel: LinkChannel
+  /** Bytes received and handed to the reader but not yet granted back as credit. */
+  #owed = 0
+  #wantsMore = true
+  /** Bytes the agent may still accept before it acknowledges some. */
+  #sendWindow: number = LIMITS.channelWindowBytes
+  #waitingForWindow: (() => void) | null = null
+  #remoteEnded = false
+
+  /** Wraps `channel`, on which `tcp.connect` relays the connection. */
+  constructor(channel: LinkChannel) {
+    super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
+    this.#channel = channel
+    channel.consume((event) => this.#onEvent(event))
+  }
+
+  /** Whether the sandbox side has closed the connection (its channel ended). */
+  get remoteEnded(): boolean {
+    return this.#remoteEnded
+  }
+
+  /** The link channel the connection is relayed on. */
+  get channelId(): number {
+    return this.#channel.id
+  }
+
+  /** Node's http client calls these on sockets; a relayed connection has nothing to tune. */
+  setNoDelay(): this {
+    return this
+  }
+  /** See `setNoDelay`. */
+  setKeepAlive(): this {
+    return this
+  }
+  /** See `setNoDelay`; timeouts belong to the proxy, not the stream. */
+  setTimeout(): this {
+    return this
+  }
+  /** See `setNoDelay`. */
+  ref(): this {
+    return this
+  }
+  /** See `setNoDelay`. */
+  unref(): this {
+    return this
+  }
+
+  #onEvent(event: ChannelEvent): void {
+    switch (event.type) {
+      case 'data': {
+        const n = event.payload.byteLength
+        const more = this.push(Buffer.from(event.payload.buffer, event.payload.byteOffset, n))
+        if (more) this.#channel.release(n)
+        else {
+          this.#owed += n
+          this.#wantsMore = false
+        }
+        return
+      }
+      case 'credit':
+        this.#sendWindow += event.bytes
+        this.#waitingForWindow?.()
+        return
+      case 'end':
+      case 'shell_closed':
+        this.#remoteEnded = true
+        this.#waitingForWindow?.()
+        this.push(null)
+        // Nobody reads an idle pooled connection: it closes now, so the pool drops it instead
+        // of sending the next request into a connection the server has closed.
+        if (this.listenerCount('data') === 0 && this.readableLength === 0) this.destroy()
+        return
+      case 'error':
+        this.#waitingForWindow?.()
+        this.destroy(RunnerError.fromWire(event.error))
+        return
+      default:
+        return
+    }
+  }
+
+  override _read(): void {
+    if (this.#wantsMore) return
+    this.#wantsMore = true
+    const owed = this.#owed
+    this.#owed = 0
+    this.#channel.release(owed)
+    this.#channel.flushCredit()
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    void this.#send(chunk).then(() => callback(), callback)
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.#channel.end()
+    callback()
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#channel.close()
+    this.#waitingForWindow?.()
+    callback(error)
+  }
+
+  async #send(chunk: Buffer): Promise<void> {
+    for (let at = 0; at < chunk.length; ) {
+      while (this.#sendWindow <= 0) {
+        if (this.#channel.done) throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
+        await new Promise<void>((resolve) => {
+          this.#waitingForWindow = resolve
+        })
+        this.#waitingForWindow = null
+      }
+      if (this.#channel.done) throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
+      const size = Math.min(chunk.length - at, LIMITS.maxDataChunkBytes, this.#sendWindow)
+      this.#sendWindow -= size
+      await this.#channel.write(chunk.subarray(at, at + size))
+      at += size
+    }
+  }
+}
