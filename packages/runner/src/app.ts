@@ -47,6 +47,10 @@ export interface BuildAppOptions {
   shard?: string | null
   /** The process's soft open-file limit (null: unknown); read from /proc/self/limits when absent. */
   openFileLimit?: number | null
+  /** Sandboxes kept started ahead of demand per driver (warm-pool.ts); 0 (the default here) disables the pool. */
+  warmPool?: number
+  /** Memory the host has available now (the warm pool's check); `os.freemem` when absent. */
+  availableMemoryBytes?: () => number
 }
 
 /** Log options that keep secrets out of the log. */
@@ -139,6 +143,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   const metrics = new RunnerMetrics({
     sandboxes: () => manager?.countByStatus() ?? {},
     sessions: () => options.store.countAllSessions(),
+    warmPool: () => manager?.pool.readyByDriver() ?? {},
   })
   manager = new SandboxManager({
     store: options.store,
@@ -149,6 +154,8 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     metrics,
     now,
     shard: options.shard ?? null,
+    warmPool: options.warmPool ?? 0,
+    ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
   })
   const ctx: RunnerContext = {
     manager,
@@ -196,7 +203,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     await ctx.manager.restore()
   })
   app.addHook('onClose', async () => {
-    ctx.manager.close()
+    await ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })
 }

@@ -120,6 +120,7 @@ async function main(argv: string[]): Promise<void> {
     corsOrigins: config.corsOrigins,
     shard: config.shard ?? null,
     limits: config.limits,
+    warmPool: config.warmPool,
     logger: {
       level: config.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },

@@ -44,6 +44,10 @@ export interface TestRunnerOptions {
   corsOrigins?: readonly string[]
   /** fastify logger options (none by default). */
   logger?: BuildAppOptions['logger']
+  /** Warm pool size per driver (0, none, by default). */
+  warmPool?: number
+  /** Memory the host has available, as the warm pool sees it. */
+  availableMemoryBytes?: () => number
 }
 
 /** Starts a runner on a temp state dir. */
@@ -60,6 +64,8 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     now: options.now,
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.warmPool === undefined ? {} : { warmPool: options.warmPool }),
+    ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()

@@ -90,6 +90,15 @@ export async function destroyStateDir(stateDir: string): Promise<void> {
     const driver = s.driver === 'namespace' ? drivers.namespace : drivers.local
     await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
   }
+  // A runner killed with a warm pool leaves its pooled sandboxes recorded beside them.
+  const { WARM_POOL_META_KEY } = await import('../src/warm-pool.ts')
+  const pooled = JSON.parse(store.getMeta(WARM_POOL_META_KEY) ?? '[]') as {
+    driver: string
+    handle: { id: string; workdir: string; state: Record<string, unknown> }
+  }[]
+  for (const { driver, handle } of pooled) {
+    await (driver === 'namespace' ? drivers.namespace : drivers.local).destroy(handle)
+  }
   store.close()
   rmSync(stateDir, { recursive: true, force: true })
 }
