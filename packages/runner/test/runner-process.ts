@@ -13,11 +13,15 @@ export interface Cli extends AsyncDisposable {
   waitFor: (pattern: RegExp) => Promise<RegExpExecArray>
 }
 
-/** Spawns `conch <args>` with `env` over the test's environment minus CONCH_ variables. */
+/**
+ * Spawns `conch <args>` with `env` over the test's environment minus CONCH_ variables. The warm
+ * pool is off unless `env` or `args` turn it on: tests that kill a runner would leave its pooled
+ * sandboxes to a next start that never comes.
+ */
 export function cli(args: string[], env: Record<string, string> = {}): Cli {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
   const child = spawn(process.execPath, ['--conditions=source', MAIN, ...args], {
-    env: { ...clean, ...env },
+    env: { ...clean, CONCH_WARM_POOL: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
