@@ -596,8 +596,9 @@ async function main(): Promise<void> {
   }
 
   await sb.destroy()
-  // A profile is written when node exits normally, so stop the runner gracefully first.
-  if (PROFILE_DIR) await runner.kill('SIGTERM')
+  // A stopping runner destroys its warm pool (a killed one would leave it, disks mounted), and a
+  // profile is written when node exits normally: stop the runner gracefully.
+  await runner.kill('SIGTERM')
 
   const results = summarize()
   for (const name of ['agent', 'runner']) {

@@ -103,7 +103,16 @@ function descendants(table: ProcEntry[], root: number): ProcEntry[] {
   return out
 }
 
-/** Finds the agent of a sandbox (by its id on the command line) and its bash processes. */
+/** Whether a process's cgroup paths name the sandbox (the namespace driver's groups do). */
+function cgroupNames(pid: number, sandboxId: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(`/${sandboxId}`)
+  } catch {
+    return false
+  }
+}
+
+/** Finds the agent of a sandbox (by its id on the command line or in its cgroups) and its bash processes. */
 export function sandboxProcesses(
   target: SweepTarget,
   runnerPid: number,
@@ -113,7 +122,10 @@ export function sandboxProcesses(
   // The sandbox's outermost process names its id: the agent itself under the local driver,
   // bwrap under the namespace driver, where the agent is a descendant. bwrap's own command
   // line names the agent bundle (conch-agent*.mjs) too, so the agent is the one whose program is node.
-  const named = table.filter((e) => e.pid !== runnerPid && e.cmdline.includes(sandboxId))
+  // bwrap may take its arguments from an fd; its cgroups name the sandbox then.
+  const named = table.filter(
+    (e) => e.pid !== runnerPid && (e.cmdline.includes(sandboxId) || cgroupNames(e.pid, sandboxId)),
+  )
   const roots = named.filter((a) => !named.some((b) => b.pid === a.ppid))
   const agent = roots
     .flatMap((root) => [root, ...descendants(table, root.pid)])

@@ -15,6 +15,7 @@ import { freemem } from 'node:os'
 import {
   type CreateSandboxRequest,
   DEFAULT_SANDBOX_LIMITS,
+  DEFAULT_SESSION_ID,
   type SandboxInfo,
   type SandboxLimits,
   type SessionInfo,
@@ -387,6 +388,9 @@ export class SandboxManager {
     const handle = await driver.startAgent(created, spec)
     onHandle(handle)
     const link = await this.#openLink(driver, handle, spec.id, CONNECT_TIMEOUT_MS)
+    // The default session is what a new client attaches to first; listing sessions starts its
+    // bash now (with the defaults it would get on demand), so the first run does not wait for it.
+    await link.call('session.list', {})
     return { handle, link }
   }
 
@@ -409,6 +413,7 @@ export class SandboxManager {
       driverState: handle.state,
     }
     this.#o.store.putSandbox(record)
+    this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
     const runtime = new SandboxRuntime(this, record, this.#o.now())
     this.#sandboxes.set(spec.id, runtime)
     if (driver.isolation === 'none') {

@@ -76,6 +76,20 @@ describe('warm pool', () => {
     expect(info).toMatchObject({ status: 'running', metadata: { task: 't-1' } })
     expect(runner.app.conch.store.getSandbox(info.id)?.idleTimeoutMs).toBe(60_000)
     expect(await exec(runner, info.id, 'echo ok; ls -A')).toMatchObject({ stdout: 'ok\n', exitCode: 0 })
+    // Its one session is the default one, started ahead with the defaults and never run in.
+    const sessions = await runner.app.inject({
+      method: 'GET',
+      url: `/v1/sandboxes/${info.id}/sessions`,
+      headers: runner.auth,
+    })
+    expect((sessions.json() as { sessions: { id: string }[] }).sessions.map((x) => x.id)).toEqual(['default'])
+    const first = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${info.id}/sessions/default/run`,
+      headers: runner.auth,
+      payload: { command: 'pwd; echo ${CONCH_API_KEY:-none}' },
+    })
+    expect(first.json()).toMatchObject({ stdout: `${info.workdir}\nnone\n`, exitCode: 0 })
     expect(await metric(runner, 'conch_warm_pool_hits_total')).toBe(1)
     const refilled = await poolFull(runner, 2)
     expect(refilled).not.toContain(info.id)
