@@ -33,6 +33,7 @@ export {
   AgentArgs,
   agentCommand,
   argvToRecord,
+  compileCacheFlag,
   WORKSPACE_PATH,
 } from './agent-launch.ts'
 export {

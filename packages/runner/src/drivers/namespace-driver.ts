@@ -272,19 +272,24 @@ export class NamespaceDriver implements SandboxDriver {
         ...spec.env,
       }
       const work = state.cgroup?.work ?? null
-      const agent = agentCommand(runtime.node, runtime.entry, {
-        listenFd: 4,
-        secretFd: 5,
-        // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
-        ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
-        ...(work === null
-          ? {}
-          : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
-        ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
-        root: GUEST_WORKSPACE,
-        scrollbackBytes: spec.scrollbackBytes,
-        maxSessions: spec.maxSessions,
-      })
+      const agent = agentCommand(
+        runtime.node,
+        runtime.entry,
+        {
+          listenFd: 4,
+          secretFd: 5,
+          // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
+          ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
+          ...(work === null
+            ? {}
+            : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
+          ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
+          root: GUEST_WORKSPACE,
+          scrollbackBytes: spec.scrollbackBytes,
+          maxSessions: spec.maxSessions,
+        },
+        runtime.compileCache,
+      )
       const etcFiles = Object.fromEntries(
         Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
       )
