@@ -435,7 +435,8 @@ async function main(): Promise<void> {
       let received = 0
       let code = -1
       const ms = await wallTime(async () => {
-        for await (const event of sh.stream(`head -c ${bytes} /dev/zero`)) {
+        // A loaded machine may take longer than the session's 30 s default timeout for 1 GB.
+        for await (const event of sh.stream(`head -c ${bytes} /dev/zero`, { timeoutMs: 600_000 })) {
           if (event.type === 'exit') code = event.code
           else received += event.data.length
         }
