@@ -97,7 +97,7 @@ interface RecordedHandle {
 }
 
 /** Two limit sets are equal when they name the same values (absent and undefined alike). */
-export function sameLimits(a: SandboxLimits, b: SandboxLimits): boolean {
+function sameLimits(a: SandboxLimits, b: SandboxLimits): boolean {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof SandboxLimits>
   for (const key of keys) if (a[key] !== b[key]) return false
   return true
