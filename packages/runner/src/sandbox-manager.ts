@@ -420,7 +420,7 @@ export class SandboxManager {
       this.#o.logger.warn({ sandboxId: spec.id, driver: driver.name }, driver.description)
     }
     this.#install(runtime, link)
-    this.pool.poke()
+    this.pool.taken(driver.name)
     return this.info(runtime)
   }
 

@@ -32,6 +32,8 @@ const MIN_MEMORY_BYTES = 256 * 1024 * 1024
 const RETRY_FIRST_MS = 1_000
 /** Longest delay between fill attempts after failures. */
 const RETRY_MAX_MS = 60_000
+/** Delay between a take and the refill that replaces it. */
+const REFILL_AFTER_TAKE_MS = 250
 /** Delay before checking again when the host lacks memory or room. */
 const RECHECK_MS = 5_000
 
@@ -189,6 +191,16 @@ export class WarmPool {
   /** The number of client sandboxes changed: refill where there is room. */
   poke(): void {
     for (const pool of this.#pools.values()) this.#refill(pool)
+  }
+
+  /**
+   * A pooled sandbox was just taken: refill after `REFILL_AFTER_TAKE_MS`, so starting its
+   * replacement (a disk, namespaces, a Node process) does not compete with the client's first
+   * requests on the sandbox it took.
+   */
+  taken(driverName: string): void {
+    const pool = this.#pools.get(driverName)
+    if (pool) this.#later(pool, REFILL_AFTER_TAKE_MS)
   }
 
   /** Stops filling and destroys every pooled sandbox, waiting for fills under way. */

@@ -218,7 +218,9 @@ export class NamespaceDriver implements SandboxDriver {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
     const disk =
-      spec.limits.diskBytes === undefined ? undefined : createDisk(dir, spec.limits.diskBytes, this.#uid)
+      spec.limits.diskBytes === undefined
+        ? undefined
+        : await createDisk(dir, spec.limits.diskBytes, this.#uid)
     const workspace = disk?.workspace ?? join(dir, 'workspace')
     const etcDir = disk?.etc ?? join(dir, 'etc')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
