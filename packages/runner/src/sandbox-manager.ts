@@ -10,7 +10,10 @@
 // answer (stopped, wedged, or a socket that accepts and says nothing) makes its sandbox
 // `unreachable`, with the reason; API calls on it fail at once with AGENT_UNAVAILABLE, and the
 // manager retries with a growing delay until the agent answers (`running` again) or dies.
-
+//
+// A create with default options takes a sandbox from the warm pool (warm-pool.ts) when one is
+// ready: already started, its link open, its default session's bash running; the pool starts
+// sandboxes through this manager's spec and launch and refills itself.
 import { freemem } from 'node:os'
 import {
   type CreateSandboxRequest,
