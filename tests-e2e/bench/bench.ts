@@ -581,11 +581,17 @@ async function main(): Promise<void> {
         await poolFull(runner, driver)
         const hits = await poolMetric(runner, 'conch_warm_pool_hits_total', driver)
         let pooled: Sandbox | undefined
+        let createMs = 0
         const warmMs = await wallTime(async () => {
-          pooled = await Sandbox.create({ url: runner.url, apiKey: runner.apiKey })
-          const first = await pooled.shell()
+          createMs = await wallTime(async () => {
+            pooled = await Sandbox.create({ url: runner.url, apiKey: runner.apiKey })
+          })
+          const first = await pooled!.shell()
           assertExit(await first.run('true'), 'first run')
         })
+        // The create request alone, and the rest (the shell socket, its attach, the first run).
+        recordValue('startup', 'warm pool: the create request alone', 'ms', createMs)
+        recordValue('startup', 'warm pool: shell() and the first run after it', 'ms', warmMs - createMs)
         await pooled?.destroy()
         if ((await poolMetric(runner, 'conch_warm_pool_hits_total', driver)) !== hits + 1)
           throw new Error('the warm-pool create was not served from the pool')
