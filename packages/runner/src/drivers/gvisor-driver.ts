@@ -267,7 +267,7 @@ export class GvisorDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = GvisorState.parse(sandbox.state)
-    if (state.disk) removeDisk(state.dir)
+    if (state.disk) await removeDisk(state.dir)
     rmSync(state.dir, { recursive: true, force: true })
   }
 

@@ -477,7 +477,7 @@ export class NamespaceDriver implements SandboxDriver {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
-    if (state.disk) removeDisk(state.dir)
+    if (state.disk) await removeDisk(state.dir)
     // Rootless, sandbox code owns its files on the host and may have made dirs the runner cannot list.
     if (state.rootless) removeOwnTree(state.dir)
     else rmSync(state.dir, { recursive: true, force: true })

@@ -47,22 +47,11 @@ export function diskProblem(): string | null {
   return null
 }
 
-function run(name: (typeof TOOLS)[number], args: string[]): void {
-  const path = tool(name)
-  const result = path ? spawnSync(path, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) : null
-  if (result?.status !== 0) {
-    const detail = result
-      ? (result.stderr || result.error?.message || `exit ${result.status}`).trim()
-      : 'not found'
-    throw new RunnerError('AGENT_UNAVAILABLE', `${name} ${args.join(' ')} failed: ${detail}`)
-  }
-}
-
 /**
- * `run` without blocking the runner: formatting and mounting take tens of milliseconds, during
- * which every other client's traffic would wait.
+ * Runs one of the tools without blocking the runner: formatting, mounting and unmounting take
+ * tens of milliseconds, during which every other client's traffic would wait.
  */
-function runAsync(name: (typeof TOOLS)[number], args: string[]): Promise<void> {
+function run(name: (typeof TOOLS)[number], args: string[]): Promise<void> {
   const path = tool(name)
   const failed = (detail: string): RunnerError =>
     new RunnerError('AGENT_UNAVAILABLE', `${name} ${args.join(' ')} failed: ${detail}`)
@@ -94,7 +83,7 @@ export async function createDisk(dir: string, bytes: number, uid: number): Promi
     closeSync(fd)
   }
   // No reserved blocks: the whole limit is the sandbox's. Lazy init keeps formatting at ~50 ms.
-  await runAsync('mkfs.ext4', [
+  await run('mkfs.ext4', [
     '-q',
     '-F',
     '-m',
@@ -104,7 +93,7 @@ export async function createDisk(dir: string, bytes: number, uid: number): Promi
     disk.image,
   ])
   mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
-  await runAsync('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
+  await run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
   mkdirSync(disk.workspace, { mode: 0o755 })
   chownSync(disk.workspace, uid, uid)
   mkdirSync(disk.etc, { mode: 0o755 })
@@ -117,13 +106,13 @@ function mounted(path: string): boolean {
 }
 
 /** Unmounts the disk (lazily when still busy) and deletes the image. */
-export function removeDisk(dir: string): void {
+export async function removeDisk(dir: string): Promise<void> {
   const disk = diskPaths(dir)
   if (existsSync(disk.mount) && mounted(disk.mount)) {
     try {
-      run('umount', [disk.mount])
+      await run('umount', [disk.mount])
     } catch {
-      run('umount', ['-l', disk.mount])
+      await run('umount', ['-l', disk.mount])
     }
   }
   rmSync(disk.image, { force: true })
