@@ -10,9 +10,10 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import type { BenchResult } from '@conch/protocol'
+import type { BenchGoal, BenchResult } from '@conch/protocol'
 import { Sandbox, type Shell } from '@conch/sdk'
 import { REPO_ROOT, startRunner } from '../harness/runner-process.ts'
+import { BareTwoHop } from './bare-two-hop.ts'
 import {
   type FullBenchReport,
   formatTable,
@@ -75,6 +76,8 @@ const OPT_IN_PHASES = new Set(['density'])
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
 
 const RESULTS_DIR = join(REPO_ROOT, 'bench/results')
+/** The runner's warm pool size; the startup phase takes from it and creates cold beside it. */
+const WARM_POOL = 2
 const MB = 1e6
 const KB = 1024
 
@@ -86,6 +89,8 @@ interface Figure {
   unit: string
   /** Name of the figure this one is divided by for `ratioToBaseline`. */
   ref?: string
+  /** The project's goal for this figure. */
+  goal?: BenchGoal
   values: number[]
   quantiles: Quantiles[]
 }
@@ -114,6 +119,12 @@ function recordLatency(group: string, name: string, samples: number[], ref?: str
   return q
 }
 
+/** Sets the goal of a figure already recorded (issue 12's performance goals). */
+function setGoal(name: string, goal: BenchGoal): void {
+  const f = figures.get(name)
+  if (f) f.goal = goal
+}
+
 function summarize(): BenchResult[] {
   const results: BenchResult[] = []
   for (const f of figures.values()) {
@@ -127,8 +138,12 @@ function summarize(): BenchResult[] {
     const ref = f.ref === undefined ? undefined : figures.get(f.ref)
     if (ref && ref.values.length > 0) {
       const base = median(ref.values)
-      if (base > 0) result.ratioToBaseline = result.value / base
+      if (base > 0) {
+        result.ratioToBaseline = result.value / base
+        result.reference = ref.name
+      }
     }
+    if (f.goal) result.goal = f.goal
     results.push(result)
   }
   return results
@@ -182,6 +197,26 @@ function assertExit(result: { exitCode: number }, what: string): void {
   if (result.exitCode !== 0) throw new Error(`${what} exited with ${result.exitCode}`)
 }
 
+/** A warm-pool figure from the runner's metrics, for `driver`; 0 when absent. */
+async function poolMetric(
+  runner: { url: string; apiKey: string },
+  name: string,
+  driver: string,
+): Promise<number> {
+  const res = await fetch(`${runner.url}/metrics`, { headers: { authorization: `Bearer ${runner.apiKey}` } })
+  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name}{driver="${driver}"}`))
+  return line === undefined ? 0 : Number(line.split(' ').at(-1))
+}
+
+/** Waits until the runner's warm pool for `driver` is full (no refill under way). */
+async function poolFull(runner: { url: string; apiKey: string }, driver: string): Promise<void> {
+  const until = Date.now() + 60_000
+  while ((await poolMetric(runner, 'conch_warm_pool_ready', driver)) < WARM_POOL) {
+    if (Date.now() > until) throw new Error(`the warm pool of ${driver} did not fill within 60 s`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 // ---- the benchmark ------------------------------------------------------------------------
 
 const deadline = Date.now() + CONFIG.deadlineMs
@@ -225,6 +260,8 @@ async function main(): Promise<void> {
       String(Math.max(...CONFIG.pipelined) * 2 + CONFIG.parallelSessions * 2),
       '--log-level',
       'warn',
+      '--warm-pool',
+      String(WARM_POOL),
     ],
     nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
   })
@@ -234,6 +271,7 @@ async function main(): Promise<void> {
   const sb = await Sandbox.create(connection)
   const sh = await sb.shell()
   await using pipe = new PipeShell()
+  await using bare = await BareTwoHop.start()
   assertExit(await sh.run('true'), 'first run')
 
   for (let round = 0; round < CONFIG.rounds; round++) {
@@ -241,18 +279,22 @@ async function main(): Promise<void> {
 
     await phase('latency', round, async () => {
       for (const command of ['true', 'echo hi']) {
+        await sequential(CONFIG.warmupRuns, () => bare.run(command))
         await sequential(CONFIG.warmupRuns, () => pipe.run(command))
         await sequential(CONFIG.warmupRuns, () => sh.run(command))
         await sequential(Math.ceil(CONFIG.warmupRuns / 10), () => sb.exec(command))
 
+        const twoHop = `bare two-hop: ${command}`
+        recordLatency('reference', twoHop, await sequential(CONFIG.sequentialRuns, () => bare.run(command)))
         const ref = `bash over pipes: ${command}`
         recordLatency('reference', ref, await sequential(CONFIG.sequentialRuns, () => pipe.run(command)))
-        const shell = recordLatency(
-          'latency',
-          `shell.run('${command}')`,
-          await sequential(CONFIG.sequentialRuns, () => sh.run(command)),
-          ref,
-        )
+        const shellSamples = await sequential(CONFIG.sequentialRuns, () => sh.run(command))
+        const shell = recordLatency('latency', `shell.run('${command}')`, shellSamples, ref)
+        if (command === 'true') {
+          const name = `shell.run('${command}') vs bare two-hop`
+          recordLatency('goals', name, shellSamples, twoHop)
+          setGoal(name, { bound: 'max', of: 'ratio', limit: 1 })
+        }
         recordLatency(
           'reference',
           `fresh bash -c from Node: ${command}`,
@@ -269,6 +311,16 @@ async function main(): Promise<void> {
     })
 
     await phase('pipelining', round, async () => {
+      const max = Math.max(...CONFIG.pipelined)
+      const twoHopRate = `bare two-hop: ${max} pipelined, throughput`
+      const twoHopWall = await wallTime(() =>
+        Promise.all(Array.from({ length: max }, () => bare.run('true'))),
+      )
+      recordValue('reference', twoHopRate, 'cmds/s', (max / twoHopWall) * 1000)
+      const goalWall = await wallTime(() => Promise.all(Array.from({ length: max }, () => sh.run('true'))))
+      const goalName = `${max} pipelined shell.run('true') on one shell vs bare two-hop, throughput`
+      recordValue('goals', goalName, 'cmds/s', (max / goalWall) * 1000, twoHopRate)
+      setGoal(goalName, { bound: 'min', of: 'ratio', limit: 0.8 })
       for (const n of CONFIG.pipelined) {
         const refWall = `bash over pipes: ${n} pipelined, wall`
         const refRate = `bash over pipes: ${n} pipelined, throughput`
@@ -353,15 +405,46 @@ async function main(): Promise<void> {
       const refGot = pipe.bytesOut - before
       recordValue('reference', `bash over pipes: ${label}`, 'MB/s', refGot / MB / (refMs / 1000))
 
+      // The bare two-hop's relay is a bare Node holding a WebSocket: the runner's memory reference.
+      recordValue('reference', 'bare two-hop relay RSS, idle', 'MB', rssBytes(bare.relayPid) / MB)
+      const relayPeakResettable = resetPeak(bare.relayPid)
+      const relaySampler = new RssSampler([bare.relayPid])
+      const bareBefore = bare.bytesOut
+      const bareMs = await wallTime(() => bare.run(`head -c ${bytes} /dev/zero`))
+      const relaySampled = relaySampler.stop()
+      recordValue(
+        'reference',
+        `bare two-hop: ${label}`,
+        'MB/s',
+        (bare.bytesOut - bareBefore) / MB / (bareMs / 1000),
+      )
+      recordValue(
+        'reference',
+        'bare two-hop relay peak RSS while streaming',
+        'MB',
+        Math.max(
+          relaySampled.get(bare.relayPid) ?? 0,
+          relayPeakResettable ? peakRssBytes(bare.relayPid) : 0,
+        ) / MB,
+      )
+
       const { agent } = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
-      recordValue('streaming', 'runner RSS before streaming', 'MB', rssBytes(runner.pid) / MB)
+      recordValue(
+        'streaming',
+        'runner RSS before streaming',
+        'MB',
+        rssBytes(runner.pid) / MB,
+        'bare two-hop relay RSS, idle',
+      )
+      setGoal('runner RSS before streaming', { bound: 'max', of: 'value', limit: 100 })
       recordValue('streaming', 'agent RSS before streaming', 'MB', rssBytes(agent) / MB)
       const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
       const sampler = new RssSampler([runner.pid, agent])
       let received = 0
       let code = -1
       const ms = await wallTime(async () => {
-        for await (const event of sh.stream(`head -c ${bytes} /dev/zero`)) {
+        // A loaded machine may take longer than the session's 30 s default timeout for 1 GB.
+        for await (const event of sh.stream(`head -c ${bytes} /dev/zero`, { timeoutMs: 600_000 })) {
           if (event.type === 'exit') code = event.exitCode
           else received += event.data.length
         }
@@ -376,9 +459,17 @@ async function main(): Promise<void> {
         bytes / MB / (ms / 1000),
         `bash over pipes: ${label}`,
       )
+      setGoal(`${label} through shell.stream`, { bound: 'min', of: 'ratio', limit: 0.5 })
       const peak = (pid: number): number =>
         Math.max(sampled.get(pid) ?? 0, peaksResettable ? peakRssBytes(pid) : 0) / MB
-      recordValue('streaming', 'runner peak RSS while streaming', 'MB', peak(runner.pid))
+      recordValue(
+        'streaming',
+        'runner peak RSS while streaming',
+        'MB',
+        peak(runner.pid),
+        'bare two-hop relay peak RSS while streaming',
+      )
+      setGoal('runner peak RSS while streaming', { bound: 'max', of: 'value', limit: 150 })
       recordValue('streaming', 'agent peak RSS while streaming', 'MB', peak(agent))
     })
 
@@ -471,6 +562,7 @@ async function main(): Promise<void> {
 
     await phase('startup', round, async () => {
       const runs = Math.max(1, Math.round(CONFIG.startupRounds / CONFIG.rounds))
+      const driver = sb.info.driver
       for (let i = 0; i < runs; i++) {
         let fresh: PipeShell | undefined
         const refMs = await wallTime(async () => {
@@ -480,6 +572,16 @@ async function main(): Promise<void> {
         await fresh?.[Symbol.asyncDispose]()
         recordValue('reference', 'bash over pipes: spawn to first result', 'ms', refMs)
 
+        let twoHop: BareTwoHop | undefined
+        const twoHopMs = await wallTime(async () => {
+          twoHop = await BareTwoHop.start()
+        })
+        await twoHop?.[Symbol.asyncDispose]()
+        recordValue('reference', 'bare two-hop: start to first result', 'ms', twoHopMs)
+
+        // Cold: the sandbox env (the sweep marker) is one the warm pool does not hold. The pool is
+        // full first, so no refill competes with the measurement.
+        await poolFull(runner, driver)
         let box: Sandbox | undefined
         const ms = await wallTime(async () => {
           box = await Sandbox.create(connection)
@@ -494,13 +596,39 @@ async function main(): Promise<void> {
           ms,
           'bash over pipes: spawn to first result',
         )
+        const cold = 'sandbox create (cold) to first shell.run result vs bare two-hop start'
+        recordValue('goals', cold, 'ms', ms, 'bare two-hop: start to first result')
+        setGoal(cold, { bound: 'max', of: 'value', limit: 100 })
+
+        // Warm: default options, taken from the pool.
+        await poolFull(runner, driver)
+        const hits = await poolMetric(runner, 'conch_warm_pool_hits_total', driver)
+        let pooled: Sandbox | undefined
+        let createMs = 0
+        const warmMs = await wallTime(async () => {
+          createMs = await wallTime(async () => {
+            pooled = await Sandbox.create({ url: runner.url, apiKey: runner.apiKey })
+          })
+          const first = await pooled!.shell()
+          assertExit(await first.run('true'), 'first run')
+        })
+        // The create request alone, and the rest (the shell socket, its attach, the first run).
+        recordValue('startup', 'warm pool: the create request alone', 'ms', createMs)
+        recordValue('startup', 'warm pool: shell() and the first run after it', 'ms', warmMs - createMs)
+        await pooled?.destroy()
+        if ((await poolMetric(runner, 'conch_warm_pool_hits_total', driver)) !== hits + 1)
+          throw new Error('the warm-pool create was not served from the pool')
+        const warm = 'sandbox create (warm pool) to first shell.run result vs bare two-hop start'
+        recordValue('goals', warm, 'ms', warmMs, 'bare two-hop: start to first result')
+        setGoal(warm, { bound: 'max', of: 'value', limit: 20 })
       }
     })
   }
 
   await sb.destroy()
-  // A profile is written when node exits normally, so stop the runner gracefully first.
-  if (PROFILE_DIR) await runner.kill('SIGTERM')
+  // A stopping runner destroys its warm pool (a killed one would leave it, disks mounted), and a
+  // profile is written when node exits normally: stop the runner gracefully.
+  await runner.kill('SIGTERM')
 
   const results = summarize()
   for (const name of ['agent', 'runner']) {

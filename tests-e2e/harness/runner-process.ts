@@ -87,6 +87,8 @@ function runnerEnv(apiKey: string, marker: string): NodeJS.ProcessEnv {
   if (process.env.CONCH_E2E_DRIVER) env.CONCH_DRIVER = process.env.CONCH_E2E_DRIVER
   if (process.env.CONCH_E2E_DRIVER === 'local') env.CONCH_UNSAFE_LOCAL = '1'
   env[markerName] = markerValue
+  // No warm pool unless a caller's flag asks: a killed runner's pooled sandboxes carry no marker.
+  env.CONCH_WARM_POOL = '0'
   return env
 }
 

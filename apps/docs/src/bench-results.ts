@@ -3,7 +3,7 @@
 // benchmark page shows its method and no numbers.
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { BenchReport, BenchResult } from '@conch/protocol'
+import { type BenchGoal, BenchReport, BenchResult } from '@conch/protocol'
 import { z } from 'zod'
 
 /** The benchmark file, as the protocol's `BenchReport` schema defines it. */
@@ -104,4 +104,28 @@ export function formatValue(n: number): string {
   if (n === 0) return '0'
   if (Math.abs(n) >= 100) return Math.round(n).toLocaleString('en-US')
   return Number(n.toPrecision(3)).toString()
+}
+
+/** A figure the project has a goal for, and how this run stands against it. */
+export interface GoalRow {
+  /** The figure. */
+  result: BenchResult
+  /** Its goal. */
+  goal: BenchGoal
+  /** What the goal bounds, from this run: the ratio to the reference, or the value. */
+  measured: number
+  /** Whether this run met the goal. */
+  met: boolean
+}
+
+/** Every figure with a goal, in file order; a ratio goal without a ratio in the file is left out. */
+export function goalRows(bench: BenchFile | null): GoalRow[] {
+  return (bench?.results ?? []).flatMap((result) => {
+    const { goal } = result
+    if (!goal) return []
+    const measured = goal.of === 'ratio' ? result.ratioToBaseline : result.value
+    if (measured === undefined) return []
+    const met = goal.bound === 'max' ? measured <= goal.limit : measured >= goal.limit
+    return [{ result, goal, measured, met }]
+  })
 }

@@ -2,7 +2,7 @@
 // these tests pin that reading, including what happens with a foreign or partial file.
 import { expect, it } from 'vitest'
 import { formatQuantity, humanizeBytesInText } from '../src/bench-format.ts'
-import { headlineLatency, latencyComparisons, parseBenchFile } from '../src/bench-results.ts'
+import { goalRows, headlineLatency, latencyComparisons, parseBenchFile } from '../src/bench-results.ts'
 
 const SAMPLE = {
   generatedAt: '2026-01-02T03:04:05.000Z',
@@ -68,4 +68,44 @@ it('writes the byte counts in the method line for humans', () => {
   expect(humanizeBytesInText('Streaming: 1073741824 bytes; idle memory: 1000 sessions.')).toBe(
     'Streaming: 1.07 GB; idle memory: 1000 sessions.',
   )
+})
+
+it('says for each goal whether the run met it, by ratio or by value', () => {
+  const bench = parseBenchFile({
+    ...SAMPLE,
+    results: [
+      {
+        group: 'goals',
+        name: "shell.run('true') vs bare two-hop",
+        unit: 'ms',
+        value: 0.6,
+        ratioToBaseline: 1.5,
+        reference: 'bare two-hop: true',
+        goal: { bound: 'max', of: 'ratio', limit: 1 },
+      },
+      {
+        group: 'goals',
+        name: 'pipelined vs bare two-hop',
+        unit: 'cmds/s',
+        value: 9000,
+        ratioToBaseline: 0.9,
+        goal: { bound: 'min', of: 'ratio', limit: 0.8 },
+      },
+      { group: 'goals', name: 'warm', unit: 'ms', value: 12, goal: { bound: 'max', of: 'value', limit: 20 } },
+      {
+        group: 'goals',
+        name: 'no ratio',
+        unit: 'ms',
+        value: 1,
+        goal: { bound: 'max', of: 'ratio', limit: 1 },
+      },
+      { group: 'latency', name: 'no goal', unit: 'ms', value: 1 },
+    ],
+  })
+  expect(goalRows(bench).map((g) => [g.result.name, g.measured, g.met])).toEqual([
+    ["shell.run('true') vs bare two-hop", 1.5, false],
+    ['pipelined vs bare two-hop', 0.9, true],
+    ['warm', 12, true],
+  ])
+  expect(goalRows(bench)[0]?.result.reference).toBe('bare two-hop: true')
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { AGENT_NODE_FLAGS, AgentArgs, agentCommand, argvToRecord } from './agent-launch.ts'
+import { AGENT_NODE_FLAGS, AgentArgs, agentCommand, argvToRecord, compileCacheFlag } from './agent-launch.ts'
 
 describe('agentCommand', () => {
   it('puts the node flags before the entry and the arguments after it', () => {
@@ -37,5 +37,23 @@ describe('agentCommand', () => {
     expect(argv).not.toContain('--workCgroup')
     const parsed = AgentArgs.parse(argvToRecord(argv.slice(AGENT_NODE_FLAGS.length + 2)))
     expect(parsed).toEqual(args)
+  })
+})
+
+describe('compileCacheFlag', () => {
+  it('puts the compile cache preload between the node flags and the entry, with the dir as a JS string', () => {
+    const dir = '/opt/conch/compile-cache "x"'
+    const argv = agentCommand('/n', '/e.mjs', { socket: '/s', secretFd: 4, root: '/w' }, dir)
+    expect(argv.slice(0, AGENT_NODE_FLAGS.length + 3)).toEqual([
+      '/n',
+      ...AGENT_NODE_FLAGS,
+      compileCacheFlag(dir),
+      '/e.mjs',
+    ])
+    const code = decodeURIComponent(compileCacheFlag(dir).replace('--import=data:text/javascript,', ''))
+    expect(code).toContain(`directory:${JSON.stringify(dir)},portable:true`)
+    expect(agentCommand('/n', '/e.mjs', { socket: '/s', secretFd: 4, root: '/w' })).not.toContain(
+      compileCacheFlag(dir),
+    )
   })
 })

@@ -4,6 +4,18 @@ import { z } from 'zod'
 // full-stack benchmarks, read by the docs site's benchmark page. bench/README.md explains the
 // method behind each figure.
 
+/** A performance goal: a bound on a figure's ratio to its reference, or on its value. */
+export const BenchGoal = z.object({
+  /** `max`: the figure should be at most `limit`; `min`: at least. */
+  bound: z.enum(['max', 'min']),
+  /** What is bounded: `ratio` (`ratioToBaseline`) or `value` (in the figure's unit). */
+  of: z.enum(['ratio', 'value']),
+  /** The bound. */
+  limit: z.number(),
+})
+/** A performance goal. */
+export type BenchGoal = z.infer<typeof BenchGoal>
+
 /** One measured figure. */
 export const BenchResult = z.object({
   /** `reference`, `latency`, `pipelining`, `parallel`, `streaming`, `memory`, `startup`, or a package's own. */
@@ -22,6 +34,10 @@ export const BenchResult = z.object({
   p99: z.number().optional(),
   /** `value` divided by the matching reference figure measured in the same run. */
   ratioToBaseline: z.number().optional(),
+  /** The name of the figure `ratioToBaseline` divides by. */
+  reference: z.string().optional(),
+  /** The project's goal for this figure, when it has one. */
+  goal: BenchGoal.optional(),
 })
 /** One figure. */
 export type BenchResult = z.infer<typeof BenchResult>

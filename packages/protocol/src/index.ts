@@ -36,6 +36,7 @@ export {
   AgentArgs,
   agentCommand,
   argvToRecord,
+  compileCacheFlag,
   WORKSPACE_PATH,
 } from './agent-launch.ts'
 export {
@@ -58,7 +59,7 @@ export {
 export { API_ERROR_BODY, API_ROUTES, type ApiRoute, type OperationId } from './api-routes.ts'
 export { assertNever } from './assert-never.ts'
 export { API_KEY_PREFIX, BEARER_SUBPROTOCOL_PREFIX, SANDBOX_TOKEN_PREFIX, SHELL_SUBPROTOCOL } from './auth.ts'
-export { BenchReport, BenchResult } from './bench-results.ts'
+export { BenchGoal, BenchReport, BenchResult } from './bench-results.ts'
 export {
   CLIENT_FRAME_TYPES,
   ClientFrame,

@@ -93,7 +93,8 @@ export async function startRunnerShard(shard: string, apiKey: string, root: stri
     '--log-level',
     'warn',
   ]
-  const env = { CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local', CONCH_UNSAFE_LOCAL: '1' }
+  // No warm pool: pooled agents are not the tests' concern, and each would cost a Node process.
+  const env = { CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local', CONCH_UNSAFE_LOCAL: '1', CONCH_WARM_POOL: '0' }
   const first = await spawnListening(RUNNER_MAIN, args(0), env)
   const runner: RunnerShard = {
     shard,

@@ -61,6 +61,10 @@ export interface BuildAppOptions {
   openFileLimit?: number | null
   /** Where snapshots are kept; without one the runner refuses snapshot requests. */
   snapshotStore?: SnapshotBackend
+  /** Sandboxes kept started ahead of demand per driver (warm-pool.ts); 0 (the default here) disables the pool. */
+  warmPool?: number
+  /** Memory the host has available now (the warm pool's check); `os.freemem` when absent. */
+  availableMemoryBytes?: () => number
 }
 
 /** Log options that keep secrets out of the log. */
@@ -160,6 +164,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   const metrics = new RunnerMetrics({
     sandboxes: () => manager?.countByStatus() ?? {},
     sessions: () => options.store.countAllSessions(),
+    warmPool: () => manager?.pool.readyByDriver() ?? {},
   })
   const snapshots = options.snapshotStore ? new SandboxSnapshots(options.snapshotStore) : undefined
   manager = new SandboxManager({
@@ -172,6 +177,8 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     metrics,
     now,
     shard: options.shard ?? null,
+    warmPool: options.warmPool ?? 0,
+    ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
   })
   const egressProxy = new EgressProxy({
     resolver: options.network?.egressResolver ?? systemResolver,
@@ -235,7 +242,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   })
   app.addHook('onClose', async () => {
     egress.close()
-    ctx.manager.close()
+    await ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })
 }

@@ -91,7 +91,7 @@ export class EgressGateway {
   /** Re-arms every stored sandbox that has a policy (after a runner restart). */
   restore(): void {
     for (const runtime of this.#o.manager.list()) {
-      const stored = this.#o.store.meta(`egress:${runtime.id}`)
+      const stored = this.#o.store.getMeta(`egress:${runtime.id}`)
       if (!stored) continue
       const prepared = this.prepare(JSON.parse(stored) as NetworkPolicy)
       if (prepared) this.#arm(runtime.id, prepared.allowlist)

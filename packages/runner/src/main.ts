@@ -130,6 +130,7 @@ async function main(argv: string[]): Promise<void> {
     shard: config.shard ?? null,
     limits: config.limits,
     snapshotStore: new SnapshotStore(config.stateDir, defaultLimits(config.limits)),
+    warmPool: config.warmPool,
     logger: {
       level: config.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },

@@ -83,6 +83,12 @@ export const RunnerConfig = z.object({
     .pipe(z.array(z.union([z.cidrv4(), z.cidrv6()]))),
   /** Shard name written into every new sandbox id, so a router can forward by id; none by default. */
   shard: ShardName.optional(),
+  /**
+   * Sandboxes kept started ahead of demand per driver, so a create with default options is
+   * answered at once (warm-pool.ts); 0 disables the pool. Two: each costs an idle agent
+   * (tens of MB), and two cover a create burst while the pool refills in the background.
+   */
+  warmPool: z.coerce.number().int().min(0).max(64).default(2),
   /** The API key; when absent one is generated on first start and stored only as a hash. */
   apiKey: z.string().min(16, 'the API key must be at least 16 characters').optional(),
   /** Limits. */

@@ -39,9 +39,19 @@ export class RunnerMetrics {
   readonly sandboxPids: Gauge<'sandbox'>
   /** OOM kills in each sandbox. */
   readonly sandboxOomKills: Gauge<'sandbox'>
+  /** Create requests served from the warm pool, by driver. */
+  readonly warmPoolHits: Counter<'driver'>
+  /** Create requests the warm pool could not serve (none ready, or options it does not hold), by driver. */
+  readonly warmPoolMisses: Counter<'driver'>
+  /** Sandboxes ready in the warm pool, by driver. */
+  readonly warmPoolReady: Gauge<'driver'>
 
   /** Creates the metrics; `collect` callbacks read live counts when scraped. */
-  constructor(collect: { sandboxes: () => Record<string, number>; sessions: () => number }) {
+  constructor(collect: {
+    sandboxes: () => Record<string, number>
+    sessions: () => number
+    warmPool?: () => Record<string, number>
+  }) {
     const registers = [this.registry]
     this.sandboxes = new Gauge({
       name: 'conch_sandboxes',
@@ -105,6 +115,28 @@ export class RunnerMetrics {
       'conch_sandbox_oom_kills',
       'Processes killed because a sandbox hit its memory limit',
     )
+    this.warmPoolHits = new Counter({
+      name: 'conch_warm_pool_hits_total',
+      help: 'Sandbox creates served from the warm pool',
+      labelNames: ['driver'],
+      registers,
+    })
+    this.warmPoolMisses = new Counter({
+      name: 'conch_warm_pool_misses_total',
+      help: 'Sandbox creates the warm pool could not serve',
+      labelNames: ['driver'],
+      registers,
+    })
+    this.warmPoolReady = new Gauge({
+      name: 'conch_warm_pool_ready',
+      help: 'Sandboxes ready in the warm pool',
+      labelNames: ['driver'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [driver, n] of Object.entries(collect.warmPool?.() ?? {})) this.set({ driver }, n)
+      },
+    })
   }
 
   /** Replaces the per-sandbox gauges with these samples, so destroyed sandboxes drop out. */

@@ -142,6 +142,13 @@ const TOP: TopSetting[] = [
     accepts: 'a DNS label of at most 23 characters (lowercase letters, digits and -)',
   },
   {
+    key: 'warmPool',
+    value: '<n>',
+    summary:
+      'Sandboxes kept started ahead of demand per driver, so a create with default options (no env, default limits) is answered at once; they count against --max-sandboxes; 0 disables the pool.',
+    accepts: 'an integer from 0 to 64',
+  },
+  {
     key: 'apiKey',
     value: '',
     flag: null,

@@ -10,10 +10,17 @@
 // answer (stopped, wedged, or a socket that accepts and says nothing) makes its sandbox
 // `unreachable`, with the reason; API calls on it fail at once with AGENT_UNAVAILABLE, and the
 // manager retries with a growing delay until the agent answers (`running` again) or dies.
+//
+// A create with default options takes a sandbox from the warm pool (warm-pool.ts) when one is
+// ready: already started, its link open, its default session's bash running; the pool starts
+// sandboxes through this manager's spec and launch and refills itself.
+import { freemem } from 'node:os'
 import {
   type CreateSandboxRequest,
   DEFAULT_SANDBOX_LIMITS,
+  DEFAULT_SESSION_ID,
   type SandboxInfo,
+  type SandboxLimits,
   type SessionInfo,
   type SessionOptions,
   type SnapshotInfo,
@@ -33,7 +40,9 @@ import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { RestoredFrom, SandboxSnapshots } from './sandbox-snapshots.ts'
+import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import type { SandboxRecord, StateStore } from './state-store.ts'
+import { defaultLimitsOf, type PooledSandbox, WarmPool } from './warm-pool.ts'
 
 /** Deadline for a new sandbox's agent to start and answer. */
 const CONNECT_TIMEOUT_MS = 15_000
@@ -66,6 +75,10 @@ export interface SandboxManagerOptions {
   shard?: string | null
   /** Snapshots and forks; a runner without them refuses `fromSnapshot`. */
   snapshots?: SandboxSnapshots
+  /** Sandboxes kept started ahead of demand per driver (warm-pool.ts); 0 or absent disables the pool. */
+  warmPool?: number
+  /** Memory the host has available now; the pool fills only while it covers a pooled sandbox. */
+  availableMemoryBytes?: () => number
 }
 
 /** One sandbox as the runner holds it in memory. */
@@ -222,10 +235,26 @@ export class SandboxManager {
   #closing = false
   #ready = false
   #idleTimer: NodeJS.Timeout | undefined
+  /** Sandboxes started ahead of demand. */
+  readonly pool: WarmPool
 
   /** Loads every stored sandbox; call `restore()` to reconnect to their agents. */
   constructor(options: SandboxManagerOptions) {
     this.#o = options
+    this.pool = new WarmPool({
+      size: options.warmPool ?? 0,
+      maxSandboxes: options.limits.maxSandboxes,
+      drivers: options.drivers,
+      store: options.store,
+      logger: options.logger,
+      metrics: options.metrics,
+      availableMemoryBytes: options.availableMemoryBytes ?? freemem,
+      hooks: {
+        spec: (driver) => this.#spec(defaultLimitsOf(driver), {}),
+        launch: (driver, spec, onHandle) => this.#launch(driver, spec, onHandle),
+        liveCount: () => this.liveCount(),
+      },
+    })
     for (const record of options.store.listSandboxes()) {
       this.#sandboxes.set(record.id, new SandboxRuntime(this, record, options.now()))
     }
@@ -271,6 +300,7 @@ export class SandboxManager {
     void Promise.all(attempts).then(() => {
       this.#ready = true
     })
+    void this.pool.start(this.#o.defaultDriver)
   }
 
   /** Marks a sandbox dead when its driver says, within a short deadline, that the agent is gone. */
@@ -326,15 +356,28 @@ export class SandboxManager {
         `the ${driver.name} driver cannot enforce these limits: ${unenforceable}`,
       )
     }
-    const id = this.#o.shard ? shardedSandboxId(this.#o.shard, randomId('', 16)) : randomId('sb_', 16)
-    const spec: SandboxSpec = {
-      id,
-      env: request.env ?? {},
-      limits,
-      scrollbackBytes: this.#o.limits.scrollbackBytes,
-      maxSessions: this.#o.limits.maxSessionsPerSandbox,
-      linkSecret: mintLinkSecret(),
+    // Env is the agent's own at start, so only a request without env can take a pooled sandbox;
+    // a fork writes its workspace before its agent starts, so it never takes one either.
+    const poolable = Object.keys(request.env ?? {}).length === 0 && manifest === null
+    const pooled = this.pool.take(driver.name, limits, poolable)
+    if (pooled) return this.#adoptPooled(pooled, request)
+    try {
+      await this.pool.makeRoom()
+      return await this.#createCold(driver, limits, request, manifest)
+    } finally {
+      this.pool.poke()
     }
+  }
+
+  /** Creates a sandbox from nothing: the driver's create, the agent's start, its hello. */
+  async #createCold(
+    driver: SandboxDriver,
+    limits: SandboxLimits,
+    request: CreateSandboxRequest,
+    manifest: SnapshotManifest | null,
+  ): Promise<SandboxInfo> {
+    const spec = this.#spec(limits, request.env ?? {})
+    const { id } = spec
     const handle = await driver.create(spec)
     const record: SandboxRecord = {
       id,
@@ -381,6 +424,65 @@ export class SandboxManager {
         ? error
         : new RunnerError('AGENT_UNAVAILABLE', `could not start the agent of sandbox ${id}`, { cause: error })
     }
+    return this.info(runtime)
+  }
+
+  /** A new sandbox's spec: a fresh id and link secret. */
+  #spec(limits: SandboxLimits, env: Record<string, string>): SandboxSpec {
+    return {
+      id: this.#o.shard ? shardedSandboxId(this.#o.shard, randomId('', 16)) : randomId('sb_', 16),
+      env,
+      limits,
+      scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret: mintLinkSecret(),
+    }
+  }
+
+  /** Creates a sandbox and starts its agent for the warm pool; the link is open and not yet installed. */
+  async #launch(
+    driver: SandboxDriver,
+    spec: SandboxSpec,
+    onHandle: (handle: DriverSandbox) => void,
+  ): Promise<{ handle: DriverSandbox; link: AgentLink }> {
+    const created = await driver.create(spec)
+    onHandle(created)
+    const handle = await driver.startAgent(created, spec)
+    onHandle(handle)
+    const link = await this.#openLink(driver, handle, spec.id, CONNECT_TIMEOUT_MS)
+    // The default session is what a new client attaches to first; listing sessions starts its
+    // bash now (with the defaults it would get on demand), so the first run does not wait for it.
+    await link.call('session.list', {})
+    return { handle, link }
+  }
+
+  /** Turns a pooled sandbox into the client's: recorded with the request's runner-side options. */
+  async #adoptPooled(pooled: PooledSandbox, request: CreateSandboxRequest): Promise<SandboxInfo> {
+    const { driver, spec, handle, link } = pooled
+    const record: SandboxRecord = {
+      id: spec.id,
+      status: 'starting',
+      driver: driver.name,
+      isolation: driver.isolation,
+      description: driver.description,
+      workdir: handle.workdir,
+      limits: spec.limits,
+      metadata: request.metadata ?? {},
+      env: spec.env,
+      idleTimeoutMs: request.idleTimeoutMs ?? null,
+      createdAt: this.#o.now(),
+      deadReason: null,
+      driverState: handle.state,
+    }
+    this.#o.store.putSandbox(record)
+    this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
+    const runtime = new SandboxRuntime(this, record, this.#o.now())
+    this.#sandboxes.set(spec.id, runtime)
+    if (driver.isolation === 'none') {
+      this.#o.logger.warn({ sandboxId: spec.id, driver: driver.name }, driver.description)
+    }
+    this.#install(runtime, link)
+    this.pool.taken(driver.name)
     return this.info(runtime)
   }
 
@@ -521,6 +623,7 @@ export class SandboxManager {
     if (runtime.record.status === 'hibernated') await this.#snapshots(true)!.dropHibernation(runtime.record)
     else if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
+    this.pool.poke()
   }
 
   /** Creates a session in the agent after checking the per-sandbox limit, and records it. */
@@ -599,14 +702,7 @@ export class SandboxManager {
     }
     let link: AgentLink
     try {
-      const stream = await driver.connect(handle, timeoutMs)
-      link = await AgentLink.open(stream, {
-        secret: linkSecretOf(handle),
-        logger: this.#o.logger.child({ sandboxId: runtime.id }),
-        heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
-        helloTimeoutMs: Math.max(1, deadline - Date.now()),
-        onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
-      })
+      link = await this.#openLink(driver, handle, runtime.id, Math.max(1, deadline - Date.now()))
     } catch (error) {
       // An agent of another link version answers but can never be used: dead, not unreachable.
       if (error instanceof RunnerError && error.code === 'UNSUPPORTED_PROTOCOL_VERSION') {
@@ -625,6 +721,30 @@ export class SandboxManager {
       link.close()
       throw new RunnerError('SANDBOX_NOT_FOUND', `sandbox ${runtime.id} was destroyed while connecting`)
     }
+    this.#install(runtime, link)
+    return link
+  }
+
+  /** Opens a link to a sandbox's agent within `timeoutMs`, its hello included. */
+  async #openLink(
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+    sandboxId: string,
+    timeoutMs: number,
+  ): Promise<AgentLink> {
+    const deadline = Date.now() + timeoutMs
+    const stream = await driver.connect(handle, timeoutMs)
+    return AgentLink.open(stream, {
+      secret: linkSecretOf(handle),
+      logger: this.#o.logger.child({ sandboxId }),
+      heartbeatIntervalMs: this.#o.limits.heartbeatIntervalMs,
+      helloTimeoutMs: Math.max(1, deadline - Date.now()),
+      onBytes: (n) => this.#o.metrics.bytesStreamed.inc(n),
+    })
+  }
+
+  /** Makes `link` the runtime's link: session bookkeeping, reconnect on loss, status running. */
+  #install(runtime: SandboxRuntime, link: AgentLink): void {
     link.on({
       sessionClosed: (frame) => {
         this.#o.logger.info(
@@ -647,14 +767,14 @@ export class SandboxManager {
       runtime.record.deadReason = null
       this.#o.store.setSandboxStatus(runtime.id, 'running')
     }
-    return link
   }
 
-  /** Closes every link; agents keep running. */
-  close(): void {
+  /** Closes every link; agents keep running. Pooled sandboxes, never a client's, are destroyed. */
+  async close(): Promise<void> {
     this.#closing = true
     clearInterval(this.#idleTimer)
     for (const s of this.#sandboxes.values()) s.detach()
+    await this.pool.close()
   }
 
   #markDead(runtime: SandboxRuntime, reason: string, message = 'sandbox agent is gone; marked dead'): void {

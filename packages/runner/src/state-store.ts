@@ -153,6 +153,18 @@ export class StateStore {
     this.#stmt('INSERT OR IGNORE INTO api_keys (hash, created_at) VALUES (?, ?)').run(hash, now)
   }
 
+  /** A value of the runner's own bookkeeping (the `meta` table), or undefined. */
+  getMeta(key: string): string | undefined {
+    const row = this.#stmt('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined
+    return row?.value
+  }
+
+  /** Sets (or, with null, removes) a value of the runner's own bookkeeping. */
+  setMeta(key: string, value: string | null): void {
+    if (value === null) this.#stmt('DELETE FROM meta WHERE key = ?').run(key)
+    else this.#stmt('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value)
+  }
+
   /** Inserts or replaces a sandbox. */
   putSandbox(s: SandboxRecord): void {
     this.#stmt(
@@ -279,18 +291,6 @@ export class StateStore {
       randomBytes(32).toString('hex'),
     )
     return String(this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)?.value)
-  }
-
-  /** A value of the runner's own (`meta`), or undefined. */
-  meta(key: string): string | undefined {
-    const row = this.#stmt('SELECT value FROM meta WHERE key = ?').get(key)
-    return row ? String(row.value) : undefined
-  }
-
-  /** Sets (or, with null, removes) a value of the runner's own. */
-  setMeta(key: string, value: string | null): void {
-    if (value === null) this.#stmt('DELETE FROM meta WHERE key = ?').run(key)
-    else this.#stmt('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(key, value)
   }
 
   /** Closes the database. */

@@ -46,6 +46,10 @@ export interface TestRunnerOptions {
   logger?: BuildAppOptions['logger']
   /** Port exposure settings. */
   network?: BuildAppOptions['network']
+  /** Warm pool size per driver (0, none, by default). */
+  warmPool?: number
+  /** Memory the host has available, as the warm pool sees it. */
+  availableMemoryBytes?: () => number
 }
 
 /** Starts a runner on a temp state dir. */
@@ -63,6 +67,8 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.network ? { network: options.network } : {}),
+    ...(options.warmPool === undefined ? {} : { warmPool: options.warmPool }),
+    ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()

@@ -13,11 +13,15 @@ export interface Cli extends AsyncDisposable {
   waitFor: (pattern: RegExp) => Promise<RegExpExecArray>
 }
 
-/** Spawns `conch <args>` with `env` over the test's environment minus CONCH_ variables. */
+/**
+ * Spawns `conch <args>` with `env` over the test's environment minus CONCH_ variables. The warm
+ * pool is off unless `env` or `args` turn it on: tests that kill a runner would leave its pooled
+ * sandboxes to a next start that never comes.
+ */
 export function cli(args: string[], env: Record<string, string> = {}): Cli {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
   const child = spawn(process.execPath, ['--conditions=source', MAIN, ...args], {
-    env: { ...clean, ...env },
+    env: { ...clean, CONCH_WARM_POOL: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
@@ -89,6 +93,15 @@ export async function destroyStateDir(stateDir: string): Promise<void> {
   for (const s of store.listSandboxes()) {
     const driver = s.driver === 'namespace' ? drivers.namespace : drivers.local
     await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
+  }
+  // A runner killed with a warm pool leaves its pooled sandboxes recorded beside them.
+  const { WARM_POOL_META_KEY } = await import('../src/warm-pool.ts')
+  const pooled = JSON.parse(store.getMeta(WARM_POOL_META_KEY) ?? '[]') as {
+    driver: string
+    handle: { id: string; workdir: string; state: Record<string, unknown> }
+  }[]
+  for (const { driver, handle } of pooled) {
+    await (driver === 'namespace' ? drivers.namespace : drivers.local).destroy(handle)
   }
   store.close()
   rmSync(stateDir, { recursive: true, force: true })

@@ -26,6 +26,8 @@ export interface AgentRuntime {
   node: string
   /** The agent's entry file inside the sandbox. */
   entry: string
+  /** A read-only V8 compile cache of the entry inside the sandbox, when the runtime carries one. */
+  compileCache?: string
 }
 
 /**

@@ -158,7 +158,9 @@ export class GvisorDriver implements SandboxDriver {
     const socketDir = join(dir, 'link')
     ensurePrivateDir(socketDir)
     const disk =
-      spec.limits.diskBytes === undefined ? undefined : createDisk(dir, spec.limits.diskBytes, this.#uid)
+      spec.limits.diskBytes === undefined
+        ? undefined
+        : await createDisk(dir, spec.limits.diskBytes, this.#uid)
     const workspace = disk?.workspace ?? join(dir, 'workspace')
     const etcDir = disk?.etc ?? join(dir, 'etc')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
@@ -270,7 +272,7 @@ export class GvisorDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = GvisorState.parse(sandbox.state)
-    if (state.disk) removeDisk(state.dir)
+    if (state.disk) await removeDisk(state.dir)
     rmSync(state.dir, { recursive: true, force: true })
   }
 

@@ -7,7 +7,7 @@ import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits } from '@conch/protocol'
-import { agentCommand } from '@conch/protocol'
+import { AGENT_NODE_FLAGS, agentCommand, compileCacheFlag } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { locateAgentBundle } from './agent-bundle.ts'
@@ -55,6 +55,7 @@ export class LocalDriver implements SandboxDriver {
   readonly #path: string
   readonly #nodePath: string
   readonly #exits = new Map<number, string>()
+  readonly #compileCaches = new Map<string, Promise<string | null>>()
 
   /** Creates the driver; nothing is started until `create`. */
   constructor(options: LocalDriverOptions) {
@@ -97,13 +98,18 @@ export class LocalDriver implements SandboxDriver {
       }
       const child = spawn(
         this.#nodePath,
-        agentCommand(this.#nodePath, entry, {
-          listenFd: 3,
-          secretFd: 4,
-          root: sandbox.workdir,
-          scrollbackBytes: spec.scrollbackBytes,
-          maxSessions: spec.maxSessions,
-        }).slice(1),
+        agentCommand(
+          this.#nodePath,
+          entry,
+          {
+            listenFd: 3,
+            secretFd: 4,
+            root: sandbox.workdir,
+            scrollbackBytes: spec.scrollbackBytes,
+            maxSessions: spec.maxSessions,
+          },
+          (await this.#compileCache(entry)) ?? undefined,
+        ).slice(1),
         { detached: true, stdio: ['ignore', logFd, logFd, endpoint.fd, 'pipe'], env, cwd: sandbox.workdir },
       )
       const pid = await new Promise<number>((resolve, reject) => {
@@ -126,6 +132,32 @@ export class LocalDriver implements SandboxDriver {
       endpoint.close()
       closeSync(logFd)
     }
+  }
+
+  /**
+   * V8's compile cache of the agent bundle, shared by this runner's local agents. Node writes a
+   * cache when a process exits, and an agent lives for hours, so the driver fills it once per
+   * bundle by loading the bundle with the agent's flags, which stops at its usage check (exit 2).
+   * Sandbox code runs as the runner's user here anyway, so a cache it could write gives it
+   * nothing it lacks. Null (no cache) when the fill does not finish.
+   */
+  #compileCache(entry: string): Promise<string | null> {
+    let filled = this.#compileCaches.get(entry)
+    if (!filled) {
+      const dir = join(this.#stateDir, 'agent-compile-cache')
+      mkdirSync(dir, { recursive: true, mode: 0o700 })
+      filled = new Promise((resolve) => {
+        const child = spawn(this.#nodePath, [...AGENT_NODE_FLAGS, compileCacheFlag(dir), entry], {
+          stdio: 'ignore',
+          env: {},
+          timeout: 30_000,
+        })
+        child.once('error', () => resolve(null))
+        child.once('exit', (code) => resolve(code === 2 ? dir : null))
+      })
+      this.#compileCaches.set(entry, filled)
+    }
+    return filled
   }
 
   /** Connects to the agent's socket, retrying while the agent is starting. */

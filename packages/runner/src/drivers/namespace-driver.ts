@@ -218,7 +218,9 @@ export class NamespaceDriver implements SandboxDriver {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
     const disk =
-      spec.limits.diskBytes === undefined ? undefined : createDisk(dir, spec.limits.diskBytes, this.#uid)
+      spec.limits.diskBytes === undefined
+        ? undefined
+        : await createDisk(dir, spec.limits.diskBytes, this.#uid)
     const workspace = disk?.workspace ?? join(dir, 'workspace')
     const etcDir = disk?.etc ?? join(dir, 'etc')
     mkdirSync(workspace, { recursive: true, mode: 0o700 })
@@ -272,19 +274,24 @@ export class NamespaceDriver implements SandboxDriver {
         ...spec.env,
       }
       const work = state.cgroup?.work ?? null
-      const agent = agentCommand(runtime.node, runtime.entry, {
-        listenFd: 4,
-        secretFd: 5,
-        // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
-        ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
-        ...(work === null
-          ? {}
-          : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
-        ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
-        root: GUEST_WORKSPACE,
-        scrollbackBytes: spec.scrollbackBytes,
-        maxSessions: spec.maxSessions,
-      })
+      const agent = agentCommand(
+        runtime.node,
+        runtime.entry,
+        {
+          listenFd: 4,
+          secretFd: 5,
+          // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
+          ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
+          ...(work === null
+            ? {}
+            : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
+          ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
+          root: GUEST_WORKSPACE,
+          scrollbackBytes: spec.scrollbackBytes,
+          maxSessions: spec.maxSessions,
+        },
+        runtime.compileCache,
+      )
       const etcFiles = Object.fromEntries(
         Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
       )
@@ -475,7 +482,7 @@ export class NamespaceDriver implements SandboxDriver {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
-    if (state.disk) removeDisk(state.dir)
+    if (state.disk) await removeDisk(state.dir)
     // Rootless, sandbox code owns its files on the host and may have made dirs the runner cannot list.
     if (state.rootless) removeOwnTree(state.dir)
     else rmSync(state.dir, { recursive: true, force: true })

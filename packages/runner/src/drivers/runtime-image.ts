@@ -19,8 +19,12 @@ import {
   statSync,
 } from 'node:fs'
 import { join } from 'node:path'
+import { AGENT_NODE_FLAGS, compileCacheFlag } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { type AgentRuntime, GUEST_RUNTIME_DIR } from './agent-runtime.ts'
+
+/** The image's folder holding V8's compile cache of the agent bundle (portable: keyed relative to it). */
+const COMPILE_CACHE_DIR = 'compile-cache'
 
 /** Where images and their mount points live unless the driver is told otherwise. */
 export const DEFAULT_RUNTIME_CACHE = '/var/cache/conch/runtime'
@@ -37,6 +41,8 @@ function treeBytes(path: string): number {
 /** A key that changes when any runtime file changes. */
 function contentKey(runtime: AgentRuntime): string {
   const hash = createHash('sha256')
+  // The image's layout: images without a compile cache get a new key, so they are rebuilt.
+  hash.update(`layout:${COMPILE_CACHE_DIR}\0`)
   const visit = (path: string): void => {
     const stat = statSync(path)
     hash.update(`${path}\0${stat.size}\0${stat.mtimeMs}\0`)
@@ -61,16 +67,37 @@ function isMountPoint(path: string): boolean {
   return mounts.split('\n').some((line) => line.split(' ')[4] === path)
 }
 
+/**
+ * Compiles the agent bundle into the image's compile cache: the bundle is loaded from the image
+ * with the agent's own flags and stops at its usage check (exit 2) before it starts anything.
+ * Sandboxes bind the cache read-only, so only this trusted load ever writes it. A load that
+ * fails leaves the cache empty; the agent then compiles as it would without one.
+ */
+function fillCompileCache(runtime: AgentRuntime, staging: string): void {
+  const at = (guest: string): string => join(staging, guest.slice(GUEST_RUNTIME_DIR.length))
+  const cache = join(staging, COMPILE_CACHE_DIR)
+  mkdirSync(cache, { mode: 0o755 })
+  spawnSync(at(runtime.node), [...AGENT_NODE_FLAGS, compileCacheFlag(cache), at(runtime.entry)], {
+    stdio: 'ignore',
+    env: {},
+    timeout: 30_000,
+  })
+}
+
 /** Builds (once) and mounts the runtime image; returns the runtime with its mounts on the image. */
 export async function mountRuntimeImage(runtime: AgentRuntime, cacheDir: string): Promise<AgentRuntime> {
   const key = contentKey(runtime)
   const mountPoint = join(cacheDir, key)
   const onImage: AgentRuntime = {
     ...runtime,
-    mounts: runtime.mounts.map((m) => ({
-      host: join(mountPoint, m.guest.slice(GUEST_RUNTIME_DIR.length)),
-      guest: m.guest,
-    })),
+    mounts: [
+      ...runtime.mounts.map((m) => ({
+        host: join(mountPoint, m.guest.slice(GUEST_RUNTIME_DIR.length)),
+        guest: m.guest,
+      })),
+      { host: join(mountPoint, COMPILE_CACHE_DIR), guest: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}` },
+    ],
+    compileCache: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}`,
   }
   if (isMountPoint(mountPoint)) return onImage
   mkdirSync(cacheDir, { recursive: true, mode: 0o755 })
@@ -109,6 +136,7 @@ export async function mountRuntimeImage(runtime: AgentRuntime, cacheDir: string)
             dereference: true,
           })
         }
+        fillCompileCache(runtime, staging)
       } finally {
         run('umount', [staging])
         rmSync(staging, { recursive: true, force: true })

@@ -5,7 +5,7 @@
 // binds come from this filesystem, /proc/self/mountinfo inside names paths of the image
 // (`/workspace`), not the runner's state dir. The mount outlives a runner restart; destroy
 // unmounts it and deletes the image.
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
@@ -47,15 +47,24 @@ export function diskProblem(): string | null {
   return null
 }
 
-function run(name: (typeof TOOLS)[number], args: string[]): void {
+/**
+ * Runs one of the tools without blocking the runner: formatting, mounting and unmounting take
+ * tens of milliseconds, during which every other client's traffic would wait.
+ */
+function run(name: (typeof TOOLS)[number], args: string[]): Promise<void> {
   const path = tool(name)
-  const result = path ? spawnSync(path, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) : null
-  if (result?.status !== 0) {
-    const detail = result
-      ? (result.stderr || result.error?.message || `exit ${result.status}`).trim()
-      : 'not found'
-    throw new RunnerError('AGENT_UNAVAILABLE', `${name} ${args.join(' ')} failed: ${detail}`)
-  }
+  const failed = (detail: string): RunnerError =>
+    new RunnerError('AGENT_UNAVAILABLE', `${name} ${args.join(' ')} failed: ${detail}`)
+  if (!path) return Promise.reject(failed('not found'))
+  return new Promise((resolve, reject) => {
+    const child = spawn(path, args, { stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk
+    })
+    child.once('error', (error) => reject(failed(error.message)))
+    child.once('close', (code) => (code === 0 ? resolve() : reject(failed(stderr.trim() || `exit ${code}`))))
+  })
 }
 
 /** The disk's paths for a sandbox folder. */
@@ -65,7 +74,7 @@ export function diskPaths(dir: string): WorkspaceDisk {
 }
 
 /** Creates, formats and mounts a `bytes` disk in `dir`, with the workspace owned by `uid`. */
-export function createDisk(dir: string, bytes: number, uid: number): WorkspaceDisk {
+export async function createDisk(dir: string, bytes: number, uid: number): Promise<WorkspaceDisk> {
   const disk = diskPaths(dir)
   const fd = openSync(disk.image, 'w', 0o600)
   try {
@@ -74,9 +83,9 @@ export function createDisk(dir: string, bytes: number, uid: number): WorkspaceDi
     closeSync(fd)
   }
   // No reserved blocks: the whole limit is the sandbox's. Lazy init keeps formatting at ~50 ms.
-  run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', disk.image])
+  await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', disk.image])
   mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
-  run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
+  await run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
   mkdirSync(disk.workspace, { mode: 0o755 })
   chownSync(disk.workspace, uid, uid)
   mkdirSync(disk.etc, { mode: 0o755 })
@@ -89,13 +98,13 @@ function mounted(path: string): boolean {
 }
 
 /** Unmounts the disk (lazily when still busy) and deletes the image. */
-export function removeDisk(dir: string): void {
+export async function removeDisk(dir: string): Promise<void> {
   const disk = diskPaths(dir)
   if (existsSync(disk.mount) && mounted(disk.mount)) {
     try {
-      run('umount', [disk.mount])
+      await run('umount', [disk.mount])
     } catch {
-      run('umount', ['-l', disk.mount])
+      await run('umount', ['-l', disk.mount])
     }
   }
   rmSync(disk.image, { force: true })
