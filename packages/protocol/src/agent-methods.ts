@@ -5,6 +5,7 @@ import { type Encoding, Env, EnvName, Offset, RunId, SessionId, TimeoutMs } from
 import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
 import { HistoryEntry, HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
+import { TerminalId, TerminalInfo, TerminalOptions, TerminalSignal, TerminalSize } from './terminal.ts'
 
 // The methods a runner may call on an agent, each with its params and result schemas.
 // Byte data inside JSON (stdin, buffered output, small file contents) is base64; large
@@ -142,6 +143,18 @@ export const AGENT_METHODS = {
     params: z.object({ id: ProcessId, timeoutMs: TimeoutMs.optional() }),
     result: ProcessInfo,
   },
+  'terminal.open': { params: TerminalOptions, result: TerminalInfo },
+  'terminal.list': { params: empty, result: z.object({ terminals: z.array(TerminalInfo) }) },
+  'terminal.get': { params: z.object({ terminal: TerminalId }), result: TerminalInfo },
+  /** Attach a channel: output from `offset` (default: the scrollback's start), then live; `data` frames on the channel are input. */
+  'terminal.attach': {
+    params: z.object({ terminal: TerminalId, ch: ChannelId, offset: Offset.optional() }),
+    result: TerminalInfo,
+  },
+  'terminal.resize': { params: z.object({ terminal: TerminalId, ...TerminalSize.shape }), result: TerminalInfo },
+  'terminal.signal': { params: z.object({ terminal: TerminalId, signal: TerminalSignal }), result: ok },
+  /** Ends the program (SIGHUP, then SIGKILL) and forgets the terminal. */
+  'terminal.close': { params: z.object({ terminal: TerminalId }), result: ok },
   'file.read': { params: z.object({ path: SandboxPath, ch: ChannelId }), result: FileInfo },
   'file.write': {
     params: z.object({ path: SandboxPath, ch: ChannelId, mode: z.number().int().optional() }),

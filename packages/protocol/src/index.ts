@@ -153,4 +153,24 @@ export {
   SessionOptions,
   ShellClosedInfo,
 } from './session.ts'
+export {
+  decodeTerminalOutput,
+  encodeTerminalOutput,
+  TERMINAL_OUTPUT_HEADER_BYTES,
+  TERMINAL_SIZE_LIMITS,
+  TERMINAL_SUBPROTOCOL,
+  TerminalClientFrame,
+  TerminalCols,
+  TerminalExitFrame,
+  TerminalId,
+  TerminalInfo,
+  TerminalOptions,
+  TerminalPongFrame,
+  TerminalQuery,
+  TerminalReadyFrame,
+  TerminalReplayEndFrame,
+  TerminalRows,
+  TerminalSignal,
+  TerminalSize,
+} from './terminal.ts'
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

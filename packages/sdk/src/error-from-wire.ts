@@ -59,6 +59,7 @@ export function errorFromWire(
     case 'TOO_MANY_SANDBOXES':
     case 'TOO_MANY_SESSIONS':
     case 'TOO_MANY_PROCESSES':
+    case 'TOO_MANY_TERMINALS':
       return new RateLimitError(code, `${message}; wait for queued work to finish or free some`, opts)
     case 'OUTPUT_LOST':
       return new OutputLostError(`${message}; run the command again to get its full output`, opts)
