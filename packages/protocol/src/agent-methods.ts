@@ -151,7 +151,10 @@ export const AGENT_METHODS = {
     params: z.object({ terminal: TerminalId, ch: ChannelId, offset: Offset.optional() }),
     result: TerminalInfo,
   },
-  'terminal.resize': { params: z.object({ terminal: TerminalId, ...TerminalSize.shape }), result: TerminalInfo },
+  'terminal.resize': {
+    params: z.object({ terminal: TerminalId, ...TerminalSize.shape }),
+    result: TerminalInfo,
+  },
   'terminal.signal': { params: z.object({ terminal: TerminalId, signal: TerminalSignal }), result: ok },
   /** Ends the program (SIGHUP, then SIGKILL) and forgets the terminal. */
   'terminal.close': { params: z.object({ terminal: TerminalId }), result: ok },

@@ -38,7 +38,15 @@ export const TerminalRows = z
   .max(TERMINAL_SIZE_LIMITS.maxRows)
 
 /** Signals a client may send to a terminal's program. */
-export const TerminalSignal = z.enum(['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT', 'SIGTSTP', 'SIGCONT'])
+export const TerminalSignal = z.enum([
+  'SIGINT',
+  'SIGTERM',
+  'SIGKILL',
+  'SIGHUP',
+  'SIGQUIT',
+  'SIGTSTP',
+  'SIGCONT',
+])
 /** A terminal signal. */
 export type TerminalSignal = z.infer<typeof TerminalSignal>
 

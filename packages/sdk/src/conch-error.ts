@@ -153,7 +153,12 @@ export class AuthError extends ConchError {
  */
 export class RateLimitError extends ConchError {
   constructor(
-    code: 'RATE_LIMITED' | 'TOO_MANY_SANDBOXES' | 'TOO_MANY_SESSIONS' | 'TOO_MANY_PROCESSES' | 'TOO_MANY_TERMINALS',
+    code:
+      | 'RATE_LIMITED'
+      | 'TOO_MANY_SANDBOXES'
+      | 'TOO_MANY_SESSIONS'
+      | 'TOO_MANY_PROCESSES'
+      | 'TOO_MANY_TERMINALS',
     message: string,
     options: ConchErrorOptions = {},
   ) {

@@ -89,6 +89,7 @@ export function errorFromWire(
     case 'IS_A_DIRECTORY':
     case 'FILE_EXISTS':
     case 'DIRECTORY_NOT_EMPTY':
+    case 'TERMINAL_NOT_FOUND':
     case 'INTERNAL':
       return new ConchError(code, message, opts)
     default:
