@@ -164,13 +164,16 @@ export {
   TerminalExitFrame,
   TerminalId,
   TerminalInfo,
+  TerminalList,
   TerminalOptions,
+  TerminalParams,
   TerminalPongFrame,
   TerminalQuery,
   TerminalReadyFrame,
   TerminalReplayEndFrame,
   TerminalRows,
   TerminalSignal,
+  TerminalSignalRequest,
   TerminalSize,
 } from './terminal.ts'
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

@@ -102,6 +102,15 @@ export const TerminalSize = z.object({
 /** A terminal size. */
 export type TerminalSize = z.infer<typeof TerminalSize>
 
+/** `GET .../terminals` answer. */
+export const TerminalList = z.object({ terminals: z.array(TerminalInfo) })
+
+/** Path parameters of terminal routes. */
+export const TerminalParams = z.object({ id: z.string(), terminalId: TerminalId })
+
+/** `POST .../terminals/:terminalId/signal` body. */
+export const TerminalSignalRequest = z.object({ signal: TerminalSignal })
+
 /** The terminal socket's query string. */
 export const TerminalQuery = z.object({
   /** Replay output from this offset (default: the scrollback's start). */
@@ -141,8 +150,8 @@ export const TerminalExitFrame = z.object({
   code: z.number().int().nullable(),
   /** Signal name, when a signal ended it. */
   signal: z.string().nullable(),
-  /** Offset after the last byte. */
-  offset: Offset,
+  /** Offset after the last byte, when the runner could read it. */
+  offset: Offset.optional(),
 })
 /** runner → client: answer to `ping`. */
 export const TerminalPongFrame = z.object({ type: z.literal('pong') })

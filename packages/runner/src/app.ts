@@ -16,6 +16,7 @@ import { processesPlugin } from './plugins/processes-plugin.ts'
 import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
+import { terminalsPlugin } from './plugins/terminals-plugin.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError } from './runner-error.ts'
@@ -187,6 +188,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(metricsPlugin, ctx)
   void app.register(sandboxesPlugin, ctx)
   void app.register(sessionsPlugin, ctx)
+  void app.register(terminalsPlugin, ctx)
   void app.register(execPlugin, ctx)
   void app.register(processesPlugin, ctx)
   void app.register(filesPlugin, ctx)

@@ -27,6 +27,8 @@ import {
   ServerFrame,
   SessionInfo,
   SessionList,
+  TerminalInfo,
+  TerminalList,
 } from '@conch/protocol'
 import { z } from 'zod'
 
@@ -49,6 +51,8 @@ const REST = {
   processOutput: ProcessOutput,
   fileInfo: FileInfo,
   fileList: FileList,
+  terminalInfo: TerminalInfo,
+  terminalList: TerminalList,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

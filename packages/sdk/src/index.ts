@@ -46,4 +46,11 @@ export { SessionEnv } from './session-env.ts'
 export { Shell } from './shell.ts'
 export type { ConnectionPolicy } from './shell-connection.ts'
 export type { ShellEvent, ShellOutput, ShellRunOptions } from './shell-run-options.ts'
+export {
+  Terminal,
+  type TerminalExit,
+  type TerminalInfo,
+  type TerminalOptions,
+  type TerminalSignalName,
+} from './terminal.ts'
 export type { FetchLike, WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'

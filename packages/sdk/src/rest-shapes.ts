@@ -7,6 +7,7 @@ import type {
   SandboxInfo,
   SessionInfo,
 } from './resource-info.ts'
+import type { TerminalInfo } from './terminal.ts'
 import { EXEC_EVENT_SCHEMAS, REST_SCHEMAS } from './wire-schemas.ts'
 import { type JsonSchema, type Shape, ShapeError, shapeOf } from './wire-shape.ts'
 
@@ -83,3 +84,9 @@ export const execEvent: Shape<ExecLine> = (value, path) => {
   if (!schema) throw new ShapeError(path ? `${path}.type` : 'type', Object.keys(EXEC_EVENTS).join(' | '))
   return shapeOf<ExecLine>(schema)(value, path)
 }
+
+/** `TerminalInfo`. */
+export const terminalInfo: Shape<TerminalInfo> = shapeOf(REST_SCHEMAS.terminalInfo)
+
+/** `TerminalList`. */
+export const terminalList: Shape<{ terminals: TerminalInfo[] }> = shapeOf(REST_SCHEMAS.terminalList)

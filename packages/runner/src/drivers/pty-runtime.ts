@@ -23,7 +23,9 @@ export function nodePtyPackageDir(agentEntry: string): string {
 function versionAt(dir: string): string | null {
   try {
     const parsed: unknown = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
-    return typeof parsed === 'object' && parsed !== null && 'version' in parsed ? String(parsed.version) : null
+    return typeof parsed === 'object' && parsed !== null && 'version' in parsed
+      ? String(parsed.version)
+      : null
   } catch {
     return null
   }
