@@ -169,7 +169,7 @@ export class PtyTerminal {
 
   /** Ends the program: SIGHUP to its process group (a closed tab), SIGKILL after a grace. */
   close(): void {
-    this.log.closeSubscribers()
+    // Attached channels stay until the program has exited, so each gets its `end`.
     if (this.running) {
       const pid = this.#pty.pid
       try {

@@ -16,6 +16,8 @@ import type { WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'
 const TERMINAL_SUBPROTOCOL = 'conch.terminal.v1'
 /** Binary output header: the offset as two big-endian u32 halves. */
 const HEADER_BYTES = 8
+/** Output kept for the first `onData` listener. */
+const EARLY_MAX_BYTES = 1_048_576
 /** Reconnect attempts after an unexpected drop, with a growing pause. */
 const MAX_RECONNECTS = 8
 
@@ -124,6 +126,9 @@ export class Terminal {
   #done = false
   #reconnects = 0
   readonly #listeners = new Set<(bytes: Uint8Array) => void>()
+  /** Output that arrived before the first `onData` listener (the replay right after attach). */
+  #early: Uint8Array[] | null = []
+  #earlyBytes = 0
   #resolveExit!: (exit: TerminalExit) => void
   #error: ConchError | null = null
 
@@ -151,6 +156,9 @@ export class Terminal {
   /** Calls `fn` with every chunk of output (the raw bytes the program wrote, escape sequences and all). */
   onData(fn: (bytes: Uint8Array) => void): () => void {
     this.#listeners.add(fn)
+    const early = this.#early
+    this.#early = null
+    for (const chunk of early ?? []) fn(chunk)
     return () => this.#listeners.delete(fn)
   }
 
@@ -248,6 +256,14 @@ export class Terminal {
         if (skip >= chunk.byteLength) return
         this.#offset = offset + chunk.byteLength
         const fresh = chunk.subarray(skip)
+        if (this.#early !== null) {
+          // Held for the first listener, up to one scrollback's worth; older chunks give way.
+          this.#early.push(fresh.slice())
+          this.#earlyBytes += fresh.byteLength
+          while (this.#earlyBytes > EARLY_MAX_BYTES && this.#early.length > 1)
+            this.#earlyBytes -= this.#early.shift()?.byteLength ?? 0
+          return
+        }
         for (const fn of this.#listeners) fn(fresh)
       })
       socket.addEventListener('close', () => {
