@@ -1,10 +1,12 @@
 import { Sandbox, type Terminal } from '@conch/sdk'
 import { describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
+import { gvisorRunner } from './gvisor-runner.ts'
 import { nsRunner } from './namespace-runner.ts'
 import { baseUrl } from './runner-fixture.ts'
 
-// A terminal inside a namespace sandbox: node-pty's addon loads from /opt/conch/node-pty, the
+// A terminal inside an isolated sandbox: node-pty's addon loads from /opt/conch/node-pty. In a
+// namespace sandbox the
 // program runs as the sandbox user on the sandbox's own devpts instance, and the terminal cannot
 // reach the host's ptys or push keystrokes into one (TIOCSTI is refused by seccomp).
 
@@ -48,6 +50,19 @@ except OSError as e: print("sti-refused", e.errno)'\r`,
     )
     const after = await until(/sti-(allowed|refused \d+)\r\n/)
     expect(after).toMatch(/sti-refused \d+\r\n/)
+    await term.close()
+  })
+})
+
+describe('terminals in a gVisor sandbox', () => {
+  it('loads node-pty inside runsc and runs a program on its pty as the sandbox user', async () => {
+    await using runner = await gvisorRunner({ listen: true })
+    await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
+    const term = await sb.terminal({ command: ['bash', '--norc'], cols: 90, rows: 20 })
+    const until = screenOf(term)
+    term.write('echo "size=$(stty size) uid=$(id -u) tty=$(tty)"\r')
+    const screen = await until(/size=\d+ \d+ uid=\d+ tty=\S+\r\n/)
+    expect(screen).toMatch(/size=20 90 uid=[1-9]\d* tty=\/dev\/pts\/\d+\r\n/)
     await term.close()
   })
 })
