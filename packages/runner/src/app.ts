@@ -6,6 +6,7 @@ import { ConnectionGuard } from './connection-guard.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
 import { connectionCap, readOpenFileLimit } from './open-file-limit.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
+import { consolePlugin } from './plugins/console-plugin.ts'
 import { corsPlugin } from './plugins/cors-plugin.ts'
 import { execPlugin } from './plugins/exec-plugin.ts'
 import { filesPlugin } from './plugins/files-plugin.ts'
@@ -189,6 +190,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(sandboxesPlugin, ctx)
   void app.register(sessionsPlugin, ctx)
   void app.register(terminalsPlugin, ctx)
+  void app.register(consolePlugin)
   void app.register(execPlugin, ctx)
   void app.register(processesPlugin, ctx)
   void app.register(filesPlugin, ctx)
