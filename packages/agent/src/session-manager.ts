@@ -182,6 +182,7 @@ export class SessionManager implements SessionService {
         command: p.command,
         ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
         ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
+        ...(p.stdinPipe === true ? { stdinPipe: true } : {}),
         ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
       })
       if (p.buffer) return toRunResult(await running)
@@ -194,6 +195,15 @@ export class SessionManager implements SessionService {
       const session = await this.get(p.session)
       attachChannel(session, context.channel(p.ch), p.offset)
       return info(session)
+    },
+    'session.stdin': async (p) => {
+      const session = await this.get(p.session)
+      session.writeStdin(
+        p.run,
+        p.data === undefined ? undefined : Buffer.from(p.data, 'base64'),
+        p.end === true,
+      )
+      return {}
     },
     'session.interrupt': async (p) => {
       const session = await this.get(p.session)

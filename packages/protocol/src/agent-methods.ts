@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { ChannelId } from './agent-frames.ts'
 import { FileInfo, SandboxPath } from './file.ts'
+import { LIMITS } from './limits.ts'
 import { type Encoding, Env, EnvName, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
 import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
@@ -30,6 +31,8 @@ export const SessionRunParams = z.object({
   buffer: z.boolean(),
   /** Output cap per stream for a buffered result. */
   outputCapBytes: z.number().int().positive().optional(),
+  /** stdin is a pipe fed by `session.stdin` while the run is in flight (instead of `stdin` or /dev/null). */
+  stdinPipe: z.boolean().optional(),
 })
 /** Session run parameters. */
 export type SessionRunParams = z.infer<typeof SessionRunParams>
@@ -82,6 +85,21 @@ export const AGENT_METHODS = {
   'session.delete': { params: z.object(session), result: ok },
   'session.run': { params: SessionRunParams, result: z.union([RunResult, ok]) },
   'session.attach': { params: SessionAttachParams, result: SessionInfo },
+  /** Writes to (or ends) the stdin pipe of a running run started with `stdinPipe`. */
+  'session.stdin': {
+    params: z.object({
+      ...session,
+      run: RunId,
+      /** Bytes, base64. */
+      data: z
+        .string()
+        .max(Math.ceil(LIMITS.maxStdinBytes / 3) * 4)
+        .optional(),
+      /** Close the pipe after the data: the command reads EOF. */
+      end: z.boolean().optional(),
+    }),
+    result: ok,
+  },
   'session.interrupt': { params: z.object({ ...session, run: RunId.optional() }), result: ok },
   'session.env.list': {
     params: z.object(session),
