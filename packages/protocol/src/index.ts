@@ -71,6 +71,7 @@ export {
   ShellReady,
   ShellRun,
   ShellStart,
+  ShellStdin,
 } from './client-frames.ts'
 export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
 export { FileInfo, SandboxPath } from './file.ts'

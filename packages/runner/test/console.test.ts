@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 import { chromium, type Page } from 'playwright-core'
 import { describe, expect, it } from 'vitest'
 import { baseUrl, createSandbox, startRunner } from './runner-fixture.ts'

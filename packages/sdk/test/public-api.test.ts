@@ -126,6 +126,7 @@ describe('public API values', () => {
       'SessionNotFoundError',
       'Shell',
       'ShellClosedError',
+      'Terminal',
     ])
   })
 })

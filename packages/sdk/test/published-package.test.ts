@@ -14,9 +14,9 @@ const temps: string[] = []
 /**
  * The SDK's size budget: its bundle, gzipped. It validates with schemas generated from the
  * protocol (no zod); 23.9 KiB with backpressure, binary frames and retries (esbuild keeps the
- * TSDoc of class members).
+ * TSDoc of class members), 26.4 KiB with terminals and piped stdin.
  */
-const GZIP_BUDGET_BYTES = 25 * 1024
+const GZIP_BUDGET_BYTES = 27 * 1024
 afterAll(() => {
   for (const dir of temps) rmSync(dir, { recursive: true, force: true })
 })
