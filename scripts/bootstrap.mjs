@@ -92,6 +92,8 @@ function ensureSystemPackages() {
     { pkg: 'libc6-dev', bin: '/usr/include/stdio.h' },
     // The first-hour test runs the quickstart's `openssl rand` as the page writes it.
     { pkg: 'openssl', bin: '/usr/bin/openssl' },
+    // The agent's trap tests compare with bash -i on a real terminal through `script`.
+    { pkg: 'bsdutils', bin: '/usr/bin/script' },
     ...(ci ? VM_TIER_PACKAGES : []),
     ...(ci ? CONTAINER_TIER_PACKAGES : []),
   ]

@@ -79,6 +79,7 @@ export default defineConfig({
           label: 'Guides',
           items: [
             'guides/agent-loop',
+            'guides/mcp',
             'guides/streaming-to-a-ui',
             'guides/reattach-from-another-process',
             'guides/sessions',

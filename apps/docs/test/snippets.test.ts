@@ -24,11 +24,13 @@ const RUN: Record<string, string[]> = {
   reattach: ['compiling 10', 'build finished with 0'],
   'browser-token': ['cst_'],
   errors: ['no such sandbox'],
+  // The scripted model's answer is the second tool result: the first call's cd and export held.
+  'ai-sdk-agent': ['The shell said: exit code 0\nstdout:\nhello from /tmp', '3 steps'],
 }
 
 /** Snippets that cannot run as a Node process on their own, and why. */
 const NOT_RUN: Record<string, string> = {
-  'agent-loop': 'calls a model (`nextCommand` is declared, not defined); examples/agent-loop.ts runs in e2e',
+  'scripted-model': 'a stand-in model, used by ai-sdk-agent',
   'agent-loop-errors': 'a helper function, exercised by the agent-loop example',
   'streaming-ui': 'serves HTTP until stopped',
   'streaming-ui-browser': 'runs in a browser page',

@@ -55,7 +55,7 @@ const client = await AgentClient.connect(socketPath, secret)
 client.onFrame = () => false
 let id = 0
 const run = (command: string) =>
-  client.call('session.run', { session: 'default', run: `b${++id}`, command, buffer: true })
+  client.call('session.run', { sessionId: 'default', id: `b${++id}`, command, buffer: true })
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
@@ -104,19 +104,19 @@ for (const command of ['true', 'echo hi']) {
     done = resolve
   })
   client.onFrame = (f) => {
-    if (f.t === 'data' && f.ch === ch) {
+    if (f.type === 'shell_out' && f.ch === ch) {
       received += f.payload.byteLength
-      client.send({ t: 'credit', ch, bytes: f.payload.byteLength })
-    } else if (f.t === 'run_exit' && f.ch === ch && f.run === 'stream') {
+      client.send({ type: 'credit', ch, bytes: f.payload.byteLength })
+    } else if (f.type === 'shell_exit' && f.ch === ch && f.id === 'stream') {
       done()
     }
     return false
   }
-  await client.call('session.attach', { session: 'default', ch })
+  await client.call('session.attach', { sessionId: 'default', ch })
   const t = performance.now()
   await client.call('session.run', {
-    session: 'default',
-    run: 'stream',
+    sessionId: 'default',
+    id: 'stream',
     command: `head -c ${streamBytes} /dev/zero`,
     buffer: false,
   })

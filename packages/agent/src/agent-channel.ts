@@ -6,10 +6,21 @@
 // false once the window is used up or the socket's buffer is full; the producer then pauses and
 // waits for `onResume`. A channel ends with exactly one terminal frame (`end()`), or when the
 // runner closes it or the link drops (`onClose`): producers must stop on either.
-import type { StreamName } from '@conch/protocol'
+import type { AgentFrame, StreamName } from '@conch/protocol'
 
 /** Sends a frame on the link; returns false when the socket's buffer is full. */
-export type FrameSender = (header: Record<string, unknown>, payload?: Uint8Array) => boolean
+export type FrameSender = (frame: AgentFrame, payload?: Uint8Array) => boolean
+
+/** `F` without its channel number, which the channel fills in. */
+type WithoutChannel<F> = F extends unknown ? Omit<F, 'ch'> : never
+
+/** A zero-length event on a channel, without `ch`. */
+export type ChannelEventFrame = WithoutChannel<
+  Extract<AgentFrame, { type: 'shell_start' | 'shell_exit' | 'scrollback_end' }>
+>
+
+/** A channel's terminal frame, without `ch`. */
+export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { type: 'end' | 'shell_closed' | 'error' }>>
 
 /** A flow-controlled channel to the runner. */
 export class AgentChannel {
@@ -38,11 +49,24 @@ export class AgentChannel {
     return this.#ended || this.#closed
   }
 
-  /** Sends output bytes; false means "pause until onResume". */
-  data(stream: StreamName, run: string | null, offset: number, payload: Uint8Array): boolean {
+  /** Sends command output (`shell_out`/`shell_err`); false means "pause until onResume". */
+  output(stream: StreamName, id: string | null, offset: number, payload: Uint8Array): boolean {
     if (this.done) return false
+    return this.#payload(
+      { type: stream === 'stdout' ? 'shell_out' : 'shell_err', ch: this.id, id, offset },
+      payload,
+    )
+  }
+
+  /** Sends bytes that are not command output (a file read); false means "pause until onResume". */
+  data(offset: number, payload: Uint8Array): boolean {
+    if (this.done) return false
+    return this.#payload({ type: 'data', ch: this.id, offset }, payload)
+  }
+
+  #payload(frame: AgentFrame, payload: Uint8Array): boolean {
     this.#credit -= payload.byteLength
-    const socketOk = this.#send({ t: 'data', ch: this.id, stream, run, offset }, payload)
+    const socketOk = this.#send(frame, payload)
     if (this.#credit <= 0 || !socketOk) {
       this.#waiting = true
       return false
@@ -50,14 +74,14 @@ export class AgentChannel {
     return true
   }
 
-  /** Sends a zero-length event frame (run_start, run_exit, replay_end). */
-  event(frame: Record<string, unknown>): void {
+  /** Sends a zero-length event frame (shell_start, shell_exit, scrollback_end). */
+  event(frame: ChannelEventFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })
   }
 
-  /** Sends the channel's terminal frame (`end`, `closed` or `error`); nothing follows it. */
-  end(frame: Record<string, unknown>): void {
+  /** Sends the channel's terminal frame (`end`, `shell_closed` or `error`); nothing follows it. */
+  end(frame: ChannelEndFrame): void {
     if (this.done) return
     this.#send({ ...frame, ch: this.id })
     this.#ended = true

@@ -14,18 +14,18 @@
 // code runs next to the agent.
 import { chmodSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
+import { answerCall, type CallFrame, LinkEndpoint } from '@conch/link'
 import {
   AGENT_METHODS,
+  type AgentFrame,
   type AgentMethod,
   type AgentParams,
   type AgentResultOf,
-  FrameDecoder,
   HOST_FRAME_TYPES,
   HostFrame,
-  isAgentMethod,
   LIMITS,
   PROTOCOL_VERSION,
-  parseFrame,
+  type WireError,
   WORKSPACE_PATH,
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
@@ -33,7 +33,6 @@ import { AgentChannel } from './agent-channel.ts'
 import { toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
-import { writeFrame } from './frame-writer.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
@@ -260,7 +259,7 @@ export class AgentServer {
               onData: (() => {
                 let offset = 0
                 return (stream: 'stdout' | 'stderr', data: Buffer) => {
-                  const ok = channel.data(stream, null, offset, data)
+                  const ok = channel.output(stream, null, offset, data)
                   offset += data.length
                   return ok
                 }
@@ -281,7 +280,7 @@ export class AgentServer {
       void handle.done.then((r) => {
         finished = true
         channel.end({
-          t: 'end',
+          type: 'end',
           exitCode: r.exitCode,
           timedOut: r.timedOut,
           durationMs: r.durationMs,
@@ -314,9 +313,9 @@ export class AgentServer {
   #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {
     const channel = context.channel(p.ch)
     const forward = (event: LogEvent): boolean => {
-      if (event.type === 'data') return channel.data(event.stream, null, event.offset, event.data)
+      if (event.type === 'data') return channel.output(event.stream, null, event.offset, event.data)
       if (event.type === 'run-exit')
-        channel.end({ t: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
+        channel.end({ type: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
       return true
     }
     const { replay, subscription } = this.#options.processes.subscribe(p.id, p.since, forward)
@@ -333,11 +332,11 @@ export class AgentServer {
     let offset = 0
     stream.on('data', (chunk) => {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
-      if (!channel.data('stdout', null, offset, bytes)) stream.pause()
+      if (!channel.data(offset, bytes)) stream.pause()
       offset += bytes.length
     })
-    stream.on('end', () => channel.end({ t: 'end', exitCode: null, timedOut: false, durationMs: 0 }))
-    stream.on('error', (err) => channel.end({ t: 'error', error: toWireError(err) }))
+    stream.on('end', () => channel.end({ type: 'end', exitCode: null, timedOut: false, durationMs: 0 }))
+    stream.on('error', (err) => channel.end({ type: 'error', error: toWireError(err) }))
     channel.onResume(() => stream.resume())
     channel.onClose(() => stream.destroy())
     stream.pause()
@@ -369,11 +368,10 @@ function isTerminalMethod(method: AgentMethod): method is TerminalMethod {
   return method.startsWith('terminal.')
 }
 
-/** One runner connection: decoding, parsing, channels. */
+/** One runner connection: the handshake, calls and channels, over a link endpoint. */
 class RunnerConnection {
-  readonly #socket: Socket
+  readonly #endpoint: LinkEndpoint<AgentFrame, HostFrame>
   readonly #server: AgentServer
-  readonly #decoder = new FrameDecoder(LIMITS.maxAgentFrameBytes)
   readonly #channels = new Map<number, AgentChannel>()
   readonly #context: MethodContext
   readonly #secret: string
@@ -383,29 +381,33 @@ class RunnerConnection {
   #onAuthenticated: () => void = () => {}
 
   constructor(socket: Socket, server: AgentServer, secret: string) {
-    this.#socket = socket
     this.#server = server
     this.#secret = secret
     this.#context = { channel: (ch) => this.#channel(ch) }
-    socket.on('data', (chunk) => this.#receive(chunk))
-    socket.on('drain', () => {
-      for (const channel of this.#channels.values()) channel.drained()
-    })
-    socket.on('error', () => {})
-    socket.on('close', () => {
-      for (const channel of this.#channels.values()) channel.close()
-      this.#channels.clear()
+    this.#endpoint = new LinkEndpoint<AgentFrame, HostFrame>(socket, {
+      schema: HostFrame,
+      types: HOST_FRAME_TYPES,
+      maxFrameBytes: LIMITS.maxAgentFrameBytes,
+      onFrame: (frame, payload) => this.#receive(frame, payload),
+      onBadFrame: (error, header) => this.#badFrame(error, header),
+      onDrain: () => {
+        for (const channel of this.#channels.values()) channel.drained()
+      },
+      onClose: () => {
+        for (const channel of this.#channels.values()) channel.close()
+        this.#channels.clear()
+      },
     })
   }
 
   /** Sends one frame; false when the socket's buffer is full. */
-  send(header: Record<string, unknown>, payload?: Uint8Array): boolean {
-    return writeFrame(this.#socket, header, payload)
+  send(frame: AgentFrame, payload?: Uint8Array): boolean {
+    return this.#endpoint.send(frame, payload)
   }
 
   /** Drops the connection. */
   destroy(): void {
-    this.#socket.destroy()
+    this.#endpoint.close()
   }
 
   /** Called once the peer proved the link secret. */
@@ -415,10 +417,10 @@ class RunnerConnection {
 
   /** Handles a frame before the peer proved the secret: only hello, then auth. */
   #handshake(frame: HostFrame): void {
-    if (frame.t === 'hello' && this.#nonce === null) {
+    if (frame.type === 'hello' && this.#nonce === null) {
       this.#nonce = linkNonce()
       this.send({
-        t: 'hello',
+        type: 'hello',
         protocolVersion: PROTOCOL_VERSION,
         agentVersion: AGENT_VERSION,
         pid: process.pid,
@@ -428,17 +430,18 @@ class RunnerConnection {
       })
       return
     }
-    if (frame.t === 'auth' && this.#nonce !== null) {
+    if (frame.type === 'auth' && this.#nonce !== null) {
       if (checkLinkProof(this.#secret, 'runner', this.#nonce, frame.proof)) {
         this.#authenticated = true
+        this.#endpoint.live()
         this.#onAuthenticated()
         return
       }
       this.#server.rejected('wrong proof')
     } else {
-      this.#server.rejected(`"${frame.t}" before the handshake finished`)
+      this.#server.rejected(`"${frame.type}" before the handshake finished`)
     }
-    this.#socket.destroy()
+    this.#endpoint.close('handshake failed')
   }
 
   #channel(ch: number): AgentChannel {
@@ -454,97 +457,64 @@ class RunnerConnection {
     return channel
   }
 
-  #receive(chunk: Buffer): void {
-    for (const result of this.#decoder.push(chunk)) {
-      if (this.#socket.destroyed) return
-      if (!this.#authenticated && !result.ok) {
-        this.#server.rejected('an undecodable frame before the handshake finished')
-        this.#socket.destroy()
-        return
-      }
-      if (!result.ok) {
-        this.send({ t: 'error', error: result.error })
-        continue
-      }
-      const parsed = parseFrame(HostFrame, result.frame.header, 't', HOST_FRAME_TYPES)
-      if (!parsed.ok && !this.#authenticated) {
-        this.#server.rejected(`an invalid frame before the handshake finished: ${parsed.error.message}`)
-        this.#socket.destroy()
-        return
-      }
-      if (!parsed.ok) {
-        const id = callId(result.frame.header)
-        this.send(
-          id === undefined ? { t: 'error', error: parsed.error } : { t: 'fail', id, error: parsed.error },
-        )
-        continue
-      }
-      const frame = parsed.value
-      if (!this.#authenticated) {
-        this.#handshake(frame)
-        if (this.#socket.destroyed) return
-        continue
-      }
-      switch (frame.t) {
-        case 'hello':
-        case 'auth':
-          this.send({
-            t: 'error',
-            error: { code: 'BAD_REQUEST', message: `"${frame.t}" is only valid once, at the start` },
-          })
-          break
-        case 'call':
-          void this.#call(frame.id, frame.method, frame.params)
-          break
-        case 'credit':
-          this.#channels.get(frame.ch)?.grant(frame.bytes)
-          break
-        case 'close':
-          this.#channels.get(frame.ch)?.close()
-          break
-        case 'data':
-          this.#channels.get(frame.ch)?.pushUpload(result.frame.payload)
-          break
-        case 'end':
-          this.#channels.get(frame.ch)?.endUpload()
-          break
-        case 'ping':
-          this.send({ t: 'pong', n: frame.n })
-          break
-        case 'pong':
-          break
-      }
+  /** An undecodable or invalid frame: fatal before the handshake, answered after it. */
+  #badFrame(error: WireError, header: unknown): void {
+    if (!this.#authenticated) {
+      this.#server.rejected(
+        header === undefined
+          ? 'an undecodable frame before the handshake finished'
+          : `an invalid frame before the handshake finished: ${error.message}`,
+      )
+      this.#endpoint.close('bad frame before the handshake')
+      return
+    }
+    const id = callId(header)
+    this.send(id === undefined ? { type: 'error', error } : { type: 'fail', id, error })
+  }
+
+  #receive(frame: HostFrame, payload: Uint8Array): void {
+    if (!this.#authenticated) {
+      this.#handshake(frame)
+      return
+    }
+    switch (frame.type) {
+      case 'hello':
+      case 'auth':
+        this.send({
+          type: 'error',
+          error: { code: 'BAD_REQUEST', message: `"${frame.type}" is only valid once, at the start` },
+        })
+        break
+      case 'call':
+        void this.#call(frame)
+        break
+      case 'credit':
+        this.#channels.get(frame.ch)?.grant(frame.bytes)
+        break
+      case 'close':
+        this.#channels.get(frame.ch)?.close()
+        break
+      case 'data':
+        this.#channels.get(frame.ch)?.pushUpload(payload)
+        break
+      case 'end':
+        this.#channels.get(frame.ch)?.endUpload()
+        break
+      case 'ping':
+      case 'pong':
+        // The endpoint answers heartbeats once the link is live.
+        break
     }
   }
 
-  async #call(id: number, method: string, rawParams: unknown): Promise<void> {
-    if (!isAgentMethod(method)) {
-      this.send({
-        t: 'fail',
-        id,
-        error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
-      })
-      return
-    }
-    const parsed = AGENT_METHODS[method].params.safeParse(rawParams ?? {})
-    if (!parsed.success) {
-      const fields = parsed.error.issues
-        .slice(0, 5)
-        .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
-        .join('; ')
-      this.send({
-        t: 'fail',
-        id,
-        error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
-      })
-      return
-    }
-    try {
-      const result = await this.#server.dispatch(method, parsed.data as never, this.#context)
-      this.send({ t: 'result', id, result })
-    } catch (err) {
-      this.send({ t: 'fail', id, error: toWireError(err) })
-    }
+  #call(frame: CallFrame): Promise<void> {
+    return answerCall(
+      AGENT_METHODS,
+      frame,
+      (method, params) => this.#server.dispatch(method, params, this.#context),
+      (answer) => this.send(answer),
+      toWireError,
+    )
   }
 }
 

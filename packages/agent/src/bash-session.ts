@@ -20,7 +20,8 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the active run, or to no run between runs, and recorded in the
 //   session's output log. A full log subscriber pauses reading bash's pipes.
-
+// - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
+//   trap runs), then kills bash and every process in its session.
 import { dirname } from 'node:path'
 import type { Readable } from 'node:stream'
 import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
@@ -146,6 +147,8 @@ export class BashSession {
   #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
   #closing = false
+  /** Set while `dispose` hangs bash up: its exit is then reported by `dispose`, not as its own. */
+  #hangingUp = false
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
@@ -181,7 +184,7 @@ export class BashSession {
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
-    const initFile = this.#files.writeInit(this.#framing.initScript())
+    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPath))
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
       env: this.#opts.env,
@@ -300,11 +303,16 @@ export class BashSession {
     return this.#framing.helperName(kind)
   }
 
-  /** Kills bash and every process in its session, then reports the shell closed. */
+  /**
+   * Hangs up bash as closing a terminal does (SIGHUP, so its EXIT trap runs, for at most the
+   * kill grace period), then kills bash and every process in its session and reports the
+   * shell closed.
+   */
   async dispose(reason = 'session deleted'): Promise<ShellClosedInfo> {
     if (this.#closedInfo !== null) return this.#closedInfo
     const pid = this.#child.pid
     if (pid !== undefined) {
+      await this.#hangUp(pid)
       const members = this.#opts.processTable.sessionMembers(pid, pid)
       sendSignal(pid, 'SIGKILL')
       this.#opts.processTable.signal(members, 'SIGKILL')
@@ -324,6 +332,17 @@ export class BashSession {
     }
     if (bytes !== undefined && bytes.byteLength > 0) pipe.write(bytes)
     if (end) pipe.end()
+  }
+
+  /** SIGHUP to bash, then waits until it exits or the kill grace period ends. */
+  async #hangUp(pid: number): Promise<void> {
+    const child = this.#child
+    if (this.#phase !== 'ready' || this.#closing || child.exitCode !== null || child.signalCode !== null)
+      return
+    this.#hangingUp = true
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    sendSignal(pid, 'SIGHUP')
+    await Promise.race([exited, delay(this.#opts.clock, this.#opts.killGraceMs)])
   }
 
   /** Disposes the session (for `await using`). */
@@ -363,7 +382,9 @@ export class BashSession {
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce))
+    this.#child.stdin?.write(
+      this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce, run.req.internal),
+    )
   }
 
   #onChunk(stream: StreamName, chunk: Buffer): void {
@@ -632,7 +653,7 @@ export class BashSession {
   }
 
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.#closedInfo !== null || this.#closing) return
+    if (this.#closedInfo !== null || this.#closing || this.#hangingUp) return
     void (async () => {
       // Let output still in the pipes arrive before the close is reported.
       if (!(this.#ended.stdout && this.#ended.stderr)) {

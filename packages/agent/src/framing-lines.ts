@@ -1,12 +1,14 @@
 // The lines the agent writes to a session's bash, and the nonces that mark where runs end.
 //
 // Every session gets a random tag: its init script defines `__conch_end_<tag>` (prints a
-// marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`) and
-// two listing helpers, all read-only. A run is one line that sources the command file and
-// then calls the end function with the run's nonce; a sync line calls it alone, with a second
-// nonce, after a SIGINT has aborted the run's own line. Nonces come from the CSPRNG, so a run
-// cannot print a marker that ends another run.
+// marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`),
+// two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
+// and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
+// sources the command file and then calls the end function with the run's nonce; a sync line
+// calls it alone, with a second nonce, after a SIGINT has aborted the run's own line. Nonces
+// come from the CSPRNG, so a run cannot print a marker that ends another run.
 import { randomBytes, randomFillSync } from 'node:crypto'
+import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
 
 const NONCE_BYTES = NONCE_LENGTH / 2
@@ -35,8 +37,11 @@ export class FramingLines {
   /** The random suffix of this shell's helper function names. */
   readonly #tag = randomBytes(4).toString('hex')
 
-  /** The script bash sources first: no prompts or history, saved fds, and the helper functions. */
-  initScript(): string {
+  /**
+   * The script bash sources first: no prompts or history, saved fds, and the helper functions;
+   * `commandPath` is the file every run's line sources.
+   */
+  initScript(commandPath: string): string {
     const t = this.#tag
     return [
       'PS1= PS2= PS0=',
@@ -53,7 +58,8 @@ export class FramingLines {
       `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t}`,
+      trapScript(t, commandPath),
+      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
   }
@@ -67,13 +73,25 @@ export class FramingLines {
    * A run's line: sources the command file with stdin from `stdinRedirect` (an already quoted
    * word) and the real stderr, then marks the run's end with `nonce`.
    */
-  runLine(cmdFile: string, stdinRedirect: string, nonce: string): string {
-    return `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63; __conch_end_${this.#tag} ${nonce} && :\n`
+  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false): string {
+    const t = this.#tag
+    const source = `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
+    if (!internal) return `${source}; __conch_end_${t} ${nonce} && :\n`
+    // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard,
+    // and the end call's argument clears it: expansions, which fire no trap (a prefix
+    // assignment would stay set in POSIX mode), and nothing on the hot path.
+    const set = `\${__conch_int_${t}[(__conch_int_${t}=1)]-}`
+    return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
   syncLine(nonce: string): string {
-    return `\n__conch_end_${this.#tag} ${nonce}\n`
+    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()}\n`
+  }
+
+  /** An empty expansion that clears the internal-run flag (an interrupt may have skipped it). */
+  #clearInternal(): string {
+    return `\${__conch_int_${this.#tag}[(__conch_int_${this.#tag}=0)+1]-}`
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */

@@ -20,14 +20,14 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
   const send = (e: Outgoing): boolean => {
     switch (e.type) {
       case 'data':
-        return channel.data(e.stream, e.runId, e.offset, e.data)
+        return channel.output(e.stream, e.runId, e.offset, e.data)
       case 'run-start':
-        channel.event({ t: 'run_start', run: e.runId, offset: e.offset })
+        channel.event({ type: 'shell_start', id: e.runId, offset: e.offset })
         return true
       case 'run-exit':
         channel.event({
-          t: 'run_exit',
-          run: e.runId,
+          type: 'shell_exit',
+          id: e.runId,
           code: e.exitCode,
           timedOut: e.timedOut,
           durationMs: e.durationMs,
@@ -36,10 +36,10 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
         })
         return true
       case 'replay-end':
-        channel.event({ t: 'replay_end', offset: e.offset })
+        channel.event({ type: 'scrollback_end', offset: e.offset })
         return true
       case 'closed':
-        channel.end({ t: 'closed', session: session.id, ...e.info })
+        channel.end({ type: 'shell_closed', sessionId: session.id, ...e.info })
         return true
       default:
         return assertNever(e)

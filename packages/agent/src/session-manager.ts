@@ -145,7 +145,7 @@ export class SessionManager implements SessionService {
     })
     this.#sessions.set(id, session)
     void session.closed.then((info) => {
-      this.#broadcast({ t: 'session_closed', session: id, ...info })
+      this.#broadcast({ type: 'session_closed', sessionId: id, ...info })
     })
     await session.ready.catch(() => {})
     return session
@@ -168,17 +168,17 @@ export class SessionManager implements SessionService {
       await this.get(DEFAULT_SESSION_ID)
       return { sessions: [...this.#sessions.values()].map(info) }
     },
-    'session.get': async (p) => info(await this.get(p.session)),
+    'session.get': async (p) => info(await this.get(p.sessionId)),
     'session.delete': async (p) => {
-      await this.delete(p.session)
+      await this.delete(p.sessionId)
       return {}
     },
     'session.run': async (p) => {
-      const session = this.#sessions.get(p.session) ?? (await this.get(p.session, true))
+      const session = this.#sessions.get(p.sessionId) ?? (await this.get(p.sessionId, true))
       // An unbuffered run's result is dropped, so it keeps none of its output in memory.
       const outputCapBytes = p.buffer ? p.outputCapBytes : 0
       const running = session.run({
-        runId: p.run,
+        runId: p.id,
         command: p.command,
         ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
         ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
@@ -192,27 +192,27 @@ export class SessionManager implements SessionService {
       return {}
     },
     'session.attach': async (p, context) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       attachChannel(session, context.channel(p.ch), p.offset)
       return info(session)
     },
     'session.stdin': async (p) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       session.writeStdin(
-        p.run,
+        p.id,
         p.data === undefined ? undefined : Buffer.from(p.data, 'base64'),
         p.end === true,
       )
       return {}
     },
     'session.interrupt': async (p) => {
-      const session = await this.get(p.session)
-      session.interrupt(p.run)
+      const session = await this.get(p.sessionId)
+      session.interrupt(p.id)
       return {}
     },
-    'session.env.list': async (p) => ({ env: await this.#env(await this.get(p.session)) }),
+    'session.env.list': async (p) => ({ env: await this.#env(await this.get(p.sessionId)) }),
     'session.env.get': async (p) => {
-      const env = await this.#env(await this.get(p.session))
+      const env = await this.#env(await this.get(p.sessionId))
       return { value: Object.hasOwn(env, p.name) ? env[p.name]! : null }
     },
     'session.env.set': async (p) => {
@@ -222,35 +222,35 @@ export class SessionManager implements SessionService {
           `the value of ${p.name} contains a NUL byte, which bash cannot hold.`,
         )
       }
-      await this.#internal(await this.get(p.session), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
+      await this.#internal(await this.get(p.sessionId), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
       return {}
     },
     'session.env.unset': async (p) => {
-      await this.#internal(await this.get(p.session), `\\builtin unset -v ${p.name}`)
+      await this.#internal(await this.get(p.sessionId), `\\builtin unset -v ${p.name}`)
       return {}
     },
     'session.alias.list': async (p) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       return { aliases: parsePairs(await this.#internal(session, session.helperName('alias'))) }
     },
     'session.alias.add': async (p) => {
-      await this.#internal(await this.get(p.session), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
+      await this.#internal(await this.get(p.sessionId), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
       return {}
     },
     'session.alias.remove': async (p) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       const aliases = parsePairs(await this.#internal(session, session.helperName('alias')))
       if (!Object.hasOwn(aliases, p.name)) {
         throw new AgentError(
           'NOT_FOUND',
-          `session "${p.session}" has no alias "${p.name}"; list aliases to see them.`,
+          `session "${p.sessionId}" has no alias "${p.name}"; list aliases to see them.`,
         )
       }
       await this.#internal(session, `\\builtin unalias ${shellQuote(p.name)}`)
       return {}
     },
     'session.history': async (p) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       return {
         entries: session.history({
           ...(p.prefix === undefined ? {} : { prefix: p.prefix }),
@@ -260,17 +260,17 @@ export class SessionManager implements SessionService {
       }
     },
     'session.history.replay': async (p) => {
-      const session = await this.get(p.session)
+      const session = await this.get(p.sessionId)
       const entry = session.historyEntry(p.index)
       if (entry === null) {
         throw new AgentError(
           'HISTORY_NOT_FOUND',
-          `session "${p.session}" has no history entry ${p.index}; list the history to see valid indexes.`,
+          `session "${p.sessionId}" has no history entry ${p.index}; list the history to see valid indexes.`,
         )
       }
       return toRunResult(
         await session.run({
-          runId: p.run,
+          runId: p.id,
           command: entry.command,
           ...(p.outputCapBytes === undefined ? {} : { outputCapBytes: p.outputCapBytes }),
         }),

@@ -1,4 +1,4 @@
-import type { AgentMethod, AgentParams, AgentResultOf } from '@conch/protocol'
+import type { AgentFrame, AgentMethod, AgentParams, AgentResultOf } from '@conch/protocol'
 import type { AgentChannel } from './agent-channel.ts'
 
 /** The `session.*` methods of the agent protocol. */
@@ -11,7 +11,7 @@ export interface MethodContext {
 }
 
 /** Sends a frame that belongs to no channel (`session_closed`) to the connected runner, if any. */
-export type Broadcast = (frame: Record<string, unknown>) => void
+export type Broadcast = (frame: AgentFrame) => void
 
 /**
  * The sessions of a sandbox as the agent server sees them: it forwards every `session.*`

@@ -1,7 +1,7 @@
 // The terminals of a sandbox: opens programs on ptys, attaches runner channels to them, and
 // answers the `terminal.*` methods.
 //
-// A channel attached to a terminal carries its output (replay from an offset, `replay_end`,
+// A channel attached to a terminal carries its output (replay from an offset, `scrollback_end`,
 // then live data, then `end` with the exit code when the program ends) and, the other way,
 // `data` frames from the runner, which are the terminal's input. Several channels may attach to
 // one terminal: all see the same output and all may type. A channel closing detaches it only;
@@ -196,12 +196,12 @@ function attachTerminalChannel(terminal: PtyTerminal, channel: AgentChannel, fro
   const send = (e: Outgoing): boolean => {
     switch (e.type) {
       case 'data':
-        return channel.data('stdout', null, e.offset, e.data)
+        return channel.data(e.offset, e.data)
       case 'replay-end':
-        channel.event({ t: 'replay_end', offset: e.offset })
+        channel.event({ type: 'scrollback_end', offset: e.offset })
         return true
       case 'closed':
-        channel.end({ t: 'end', exitCode: e.info.code, timedOut: false, durationMs: 0 })
+        channel.end({ type: 'end', exitCode: e.info.code, timedOut: false, durationMs: 0 })
         return true
       case 'run-start':
       case 'run-exit':

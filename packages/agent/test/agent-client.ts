@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net'
-import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { AGENT_FRAME_TYPES, AgentFrame, parseFrame } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 
 /** An agent frame plus its payload, as a test sees it. */
@@ -21,13 +22,13 @@ export class AgentClient {
     socket.on('data', (chunk) => {
       for (const r of this.#decoder.push(chunk)) {
         if (!r.ok) throw new Error(`agent sent an undecodable frame: ${r.error.message}`)
-        const parsed = parseFrame(AgentFrame, r.frame.header, 't', AGENT_FRAME_TYPES)
+        const parsed = parseFrame(AgentFrame, r.frame.header, 'type', AGENT_FRAME_TYPES)
         if (!parsed.ok) throw new Error(`agent sent an invalid frame: ${parsed.error.message}`)
         const frame = parsed.value
-        if (frame.t === 'result' || frame.t === 'fail') {
+        if (frame.type === 'result' || frame.type === 'fail') {
           const p = this.#pending.get(frame.id)
           this.#pending.delete(frame.id)
-          if (frame.t === 'result') p?.resolve(frame.result)
+          if (frame.type === 'result') p?.resolve(frame.result)
           else p?.reject(Object.assign(new Error(frame.error.message), frame.error))
         } else {
           const received = { ...frame, payload: r.frame.payload }
@@ -50,12 +51,12 @@ export class AgentClient {
     })
     const client = new AgentClient(socket)
     const nonce = linkNonce()
-    client.send({ t: 'hello', protocolVersion: 1, nonce })
-    const hello = await client.waitFor((f) => f.t === 'hello')
-    if (hello.t !== 'hello' || !checkLinkProof(secret, 'agent', nonce, hello.proof)) {
+    client.send({ type: 'hello', protocolVersion: 1, nonce })
+    const hello = await client.waitFor((f) => f.type === 'hello')
+    if (hello.type !== 'hello' || !checkLinkProof(secret, 'agent', nonce, hello.proof)) {
       throw new Error('the agent did not prove the link secret')
     }
-    client.send({ t: 'auth', proof: linkProof(secret, 'runner', hello.nonce) })
+    client.send({ type: 'auth', proof: linkProof(secret, 'runner', hello.nonce) })
     return client
   }
 
@@ -69,7 +70,7 @@ export class AgentClient {
     const id = this.#nextId++
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
-      this.send({ t: 'call', id, method, params })
+      this.send({ type: 'call', id, method, params })
     })
   }
 

@@ -89,10 +89,11 @@ describe('bounded memory: the agent under sustained load', () => {
       const { client } = agent
       // An attached channel, granting credit for what it receives, as the runner does.
       client.onFrame = (f) => {
-        if (f.t === 'data') client.send({ t: 'credit', ch: f.ch, bytes: f.payload.byteLength })
+        if (f.type === 'shell_out' || f.type === 'shell_err')
+          client.send({ type: 'credit', ch: f.ch, bytes: f.payload.byteLength })
         return false
       }
-      await client.call('session.attach', { session: 'default', ch: 1 })
+      await client.call('session.attach', { sessionId: 'default', ch: 1 })
       let next = 0
       let mismatches = 0
       const runUntil = async (end: number): Promise<void> => {
@@ -100,8 +101,8 @@ describe('bounded memory: the agent under sustained load', () => {
           while (next < end) {
             const i = next++
             const r = await client.call<RunResultWire>('session.run', {
-              session: 'default',
-              run: `m${i}`,
+              sessionId: 'default',
+              id: `m${i}`,
               command: `echo run-${i}`,
               buffer: true,
             })

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { encodeFrame } from '@conch/protocol'
+import { encodeFrame } from '@conch/link'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import { test as base, describe, expect } from 'vitest'
 import { buildAgent } from '../src/build-agent.ts'
@@ -67,7 +67,13 @@ const text = (r: Result) => ({
 let runs = 0
 async function run(c: AgentClient, session: string, command: string, extra: Record<string, unknown> = {}) {
   return text(
-    await c.call<Result>('session.run', { session, run: `r${++runs}`, command, buffer: true, ...extra }),
+    await c.call<Result>('session.run', {
+      sessionId: session,
+      id: `r${++runs}`,
+      command,
+      buffer: true,
+      ...extra,
+    }),
   )
 }
 
@@ -75,7 +81,7 @@ describe('sessions over the agent socket', () => {
   test('creates default on demand and refuses to delete it', async ({ agent }) => {
     const c = await agent.connect()
     expect((await run(c, 'default', 'echo hi')).out).toBe('hi\n')
-    await expect(c.call('session.delete', { session: 'default' })).rejects.toMatchObject({
+    await expect(c.call('session.delete', { sessionId: 'default' })).rejects.toMatchObject({
       code: 'SESSION_PROTECTED',
     })
     const list = await c.call<{ sessions: { id: string }[] }>('session.list', {})
@@ -86,9 +92,9 @@ describe('sessions over the agent socket', () => {
     const c = await agent.connect()
     await run(c, 'build', 'cd /; X=1')
     expect((await run(c, 'build', 'pwd; echo $X')).out).toBe('/\n1\n')
-    expect(await c.call('session.get', { session: 'build' })).toMatchObject({ id: 'build', status: 'open' })
-    await c.call('session.delete', { session: 'build' })
-    await expect(c.call('session.get', { session: 'build' })).rejects.toMatchObject({
+    expect(await c.call('session.get', { sessionId: 'build' })).toMatchObject({ id: 'build', status: 'open' })
+    await c.call('session.delete', { sessionId: 'build' })
+    await expect(c.call('session.get', { sessionId: 'build' })).rejects.toMatchObject({
       code: 'SESSION_NOT_FOUND',
     })
   })
@@ -108,15 +114,15 @@ describe('sessions over the agent socket', () => {
   test('lists, gets, sets and unsets env, and keeps $? across the queries', async ({ agent }) => {
     const c = await agent.connect()
     await run(c, 's', 'export A=1; false')
-    await c.call('session.env.set', { session: 's', name: 'B', value: 'it\'s "two"' })
-    expect(await c.call('session.env.get', { session: 's', name: 'B' })).toEqual({ value: 'it\'s "two"' })
-    await c.call('session.env.unset', { session: 's', name: 'A' })
-    const env = await c.call<{ env: Record<string, string> }>('session.env.list', { session: 's' })
+    await c.call('session.env.set', { sessionId: 's', name: 'B', value: 'it\'s "two"' })
+    expect(await c.call('session.env.get', { sessionId: 's', name: 'B' })).toEqual({ value: 'it\'s "two"' })
+    await c.call('session.env.unset', { sessionId: 's', name: 'A' })
+    const env = await c.call<{ env: Record<string, string> }>('session.env.list', { sessionId: 's' })
     expect(env.env.A).toBeUndefined()
     expect(env.env.PAGER).toBe('cat')
     expect((await run(c, 's', 'echo $? "$B"')).out).toBe('1 it\'s "two"\n')
     await run(c, 's', 'readonly R=1')
-    await expect(c.call('session.env.set', { session: 's', name: 'R', value: '2' })).rejects.toMatchObject({
+    await expect(c.call('session.env.set', { sessionId: 's', name: 'R', value: '2' })).rejects.toMatchObject({
       code: 'BAD_REQUEST',
     })
   })
@@ -124,13 +130,13 @@ describe('sessions over the agent socket', () => {
   test('adds, lists and removes aliases', async ({ agent }) => {
     const c = await agent.connect()
     await c.call('session.create', { id: 's' })
-    await c.call('session.alias.add', { session: 's', name: 'll', value: 'echo long listing' })
-    expect(await c.call('session.alias.list', { session: 's' })).toEqual({
+    await c.call('session.alias.add', { sessionId: 's', name: 'll', value: 'echo long listing' })
+    expect(await c.call('session.alias.list', { sessionId: 's' })).toEqual({
       aliases: { ll: 'echo long listing' },
     })
     expect((await run(c, 's', 'll')).out).toBe('long listing\n')
-    await c.call('session.alias.remove', { session: 's', name: 'll' })
-    await expect(c.call('session.alias.remove', { session: 's', name: 'll' })).rejects.toMatchObject({
+    await c.call('session.alias.remove', { sessionId: 's', name: 'll' })
+    await expect(c.call('session.alias.remove', { sessionId: 's', name: 'll' })).rejects.toMatchObject({
       code: 'NOT_FOUND',
     })
   })
@@ -141,21 +147,21 @@ describe('sessions over the agent socket', () => {
     await run(c, 'h', 'printf two')
     await run(c, 'h', 'echo three')
     const byPrefix = await c.call<{ entries: { index: number; command: string }[] }>('session.history', {
-      session: 'h',
+      sessionId: 'h',
       prefix: 'echo',
     })
     expect(byPrefix.entries.map((e) => e.command)).toEqual(['echo one', 'echo three'])
     const byText = await c.call<{ entries: { index: number }[] }>('session.history', {
-      session: 'h',
+      sessionId: 'h',
       contains: 'two',
     })
     expect(byText.entries.map((e) => e.index)).toEqual([1])
     const replayed = text(
-      await c.call<Result>('session.history.replay', { session: 'h', index: 1, run: 'again' }),
+      await c.call<Result>('session.history.replay', { sessionId: 'h', index: 1, id: 'again' }),
     )
     expect(replayed.out).toBe('two')
     await expect(
-      c.call('session.history.replay', { session: 'h', index: 99, run: 'x' }),
+      c.call('session.history.replay', { sessionId: 'h', index: 99, id: 'x' }),
     ).rejects.toMatchObject({ code: 'HISTORY_NOT_FOUND' })
   })
 
@@ -163,22 +169,22 @@ describe('sessions over the agent socket', () => {
     agent,
   }) => {
     const c = await agent.connect()
-    await c.call('session.attach', { session: 'default', ch: 1 })
+    await c.call('session.attach', { sessionId: 'default', ch: 1 })
     await c.call('session.run', {
-      session: 'default',
-      run: 'live',
+      sessionId: 'default',
+      id: 'live',
       command: 'echo streamed; exit_after=1',
       buffer: false,
     })
-    const exit = await c.waitFor((f) => f.t === 'run_exit' && f.run === 'live')
-    const data = c.frames.filter((f) => f.t === 'data' && f.ch === 1)
+    const exit = await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'live')
+    const data = c.frames.filter((f) => f.type === 'shell_out' && f.ch === 1)
     expect(Buffer.concat(data.map((f) => f.payload)).toString()).toBe('streamed\n')
     expect(exit).toMatchObject({ code: 0, timedOut: false })
     // A new runner connection replaces the old one; the shell keeps its state and scrollback.
     const c2 = await agent.connect()
-    await c2.call('session.attach', { session: 'default', ch: 7, offset: 3 })
-    await c2.waitFor((f) => f.t === 'replay_end')
-    const replay = c2.frames.filter((f) => f.t === 'data' && f.ch === 7)
+    await c2.call('session.attach', { sessionId: 'default', ch: 7, offset: 3 })
+    await c2.waitFor((f) => f.type === 'scrollback_end')
+    const replay = c2.frames.filter((f) => f.type === 'shell_out' && f.ch === 7)
     expect(Buffer.concat(replay.map((f) => f.payload)).toString()).toBe('eamed\n')
     expect((await run(c2, 'default', 'echo $exit_after')).out).toBe('1\n')
   })
@@ -186,7 +192,7 @@ describe('sessions over the agent socket', () => {
   test('answers an evicted offset with OUTPUT_LOST', async ({ agent }) => {
     const c = await agent.connect()
     await run(c, 'default', 'head -c 9000000 /dev/zero')
-    await expect(c.call('session.attach', { session: 'default', ch: 2, offset: 0 })).rejects.toMatchObject({
+    await expect(c.call('session.attach', { sessionId: 'default', ch: 2, offset: 0 })).rejects.toMatchObject({
       code: 'OUTPUT_LOST',
       details: { earliestOffset: expect.any(Number) },
     })
@@ -194,23 +200,23 @@ describe('sessions over the agent socket', () => {
 
   test('sends closed on attached channels and session_closed when a shell exits', async ({ agent }) => {
     const c = await agent.connect()
-    await c.call('session.attach', { session: 'gone', ch: 3 }).catch(() => {})
+    await c.call('session.attach', { sessionId: 'gone', ch: 3 }).catch(() => {})
     await c.call('session.create', { id: 'gone' })
-    await c.call('session.attach', { session: 'gone', ch: 3 })
+    await c.call('session.attach', { sessionId: 'gone', ch: 3 })
     await expect(run(c, 'gone', 'exit 4')).rejects.toMatchObject({ code: 'SHELL_CLOSED' })
-    expect(await c.waitFor((f) => f.t === 'closed' && f.ch === 3)).toMatchObject({ code: 4 })
-    expect(await c.waitFor((f) => f.t === 'session_closed')).toMatchObject({ session: 'gone', code: 4 })
+    expect(await c.waitFor((f) => f.type === 'shell_closed' && f.ch === 3)).toMatchObject({ code: 4 })
+    expect(await c.waitFor((f) => f.type === 'session_closed')).toMatchObject({ sessionId: 'gone', code: 4 })
     await expect(run(c, 'gone', 'true')).rejects.toMatchObject({ code: 'SHELL_CLOSED' })
   })
 
   test('interrupts a run through the socket', async ({ agent }) => {
     const c = await agent.connect()
-    await c.call('session.attach', { session: 'i', ch: 4 }).catch(() => {})
+    await c.call('session.attach', { sessionId: 'i', ch: 4 }).catch(() => {})
     await c.call('session.create', { id: 'i' })
-    await c.call('session.attach', { session: 'i', ch: 4 })
+    await c.call('session.attach', { sessionId: 'i', ch: 4 })
     const pending = run(c, 'i', 'echo go; sleep 100')
-    await c.waitFor((f) => f.t === 'data' && f.ch === 4)
-    await c.call('session.interrupt', { session: 'i' })
+    await c.waitFor((f) => f.type === 'shell_out' && f.ch === 4)
+    await c.call('session.interrupt', { sessionId: 'i' })
     expect((await pending).exitCode).toBe(130)
   })
 
@@ -227,13 +233,18 @@ describe('sessions over the agent socket', () => {
         const junk = Buffer.alloc(rand() % 64)
         for (let j = 0; j < junk.length; j++) junk[j] = rand() & 0xff
         c.socket.write(
-          encodeFrame({ t: 'call', id: i, method: 'session.run', params: { junk: junk.toString('latin1') } }),
+          encodeFrame({
+            type: 'call',
+            id: i,
+            method: 'session.run',
+            params: { junk: junk.toString('latin1') },
+          }),
         )
       } else if (kind === 1) {
         c.socket.write(encodeFrame({ t: ['call', 'credit', 'nope', 7][rand() % 4], id: -1, ch: 'x' }))
       } else if (kind === 2) {
         const body = Buffer.from(
-          JSON.stringify({ t: 'call', id: i, method: 'session.list' }).slice(0, rand() % 30),
+          JSON.stringify({ type: 'call', id: i, method: 'session.list' }).slice(0, rand() % 30),
         )
         const frame = Buffer.alloc(8 + body.length)
         frame.writeUInt32BE(4 + body.length, 0)
@@ -243,15 +254,15 @@ describe('sessions over the agent socket', () => {
       } else {
         c.socket.write(
           encodeFrame({
-            t: 'call',
+            type: 'call',
             id: i,
             method: 'session.run',
-            params: { session: '../x', run: '', command: 1, buffer: 'no' },
+            params: { sessionId: '../x', id: '', command: 1, buffer: 'no' },
           }),
         )
       }
     }
-    await c.waitFor((f) => f.t === 'error')
+    await c.waitFor((f) => f.type === 'error')
     expect((await run(c, 'default', 'echo alive')).out).toBe('alive\n')
   })
 })

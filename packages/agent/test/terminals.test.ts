@@ -64,18 +64,18 @@ async function attach(c: AgentClient, terminal: string, offset?: number) {
     ...(offset === undefined ? {} : { offset }),
   })
   const screen = () =>
-    Buffer.concat(c.frames.filter((f) => f.t === 'data' && f.ch === ch).map((f) => f.payload)).toString()
+    Buffer.concat(c.frames.filter((f) => f.type === 'data' && f.ch === ch).map((f) => f.payload)).toString()
   return {
     ch,
     info,
     screen,
-    type: (text: string) => c.send({ t: 'data', ch }, Buffer.from(text)),
+    type: (text: string) => c.send({ type: 'data', ch }, Buffer.from(text)),
     until: async (match: RegExp | string) => {
       const seen = () => (typeof match === 'string' ? screen().includes(match) : match.test(screen()))
       await c.waitFor(seen)
       return screen()
     },
-    end: () => c.waitFor((f: Received) => f.t === 'end' && f.ch === ch),
+    end: () => c.waitFor((f: Received) => f.type === 'end' && f.ch === ch),
   }
 }
 
@@ -102,7 +102,7 @@ describe('terminals on the agent', () => {
     await a.until(/after-130/)
     a.type('\x04')
     const end = await a.end()
-    expect(end).toMatchObject({ t: 'end', exitCode: 0 })
+    expect(end).toMatchObject({ type: 'end', exitCode: 0 })
     expect(await c.call('terminal.get', { terminal: t.id })).toMatchObject({ exitCode: 0 })
   })
 

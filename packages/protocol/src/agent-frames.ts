@@ -1,13 +1,16 @@
 import { z } from 'zod'
 import { WireError } from './error-codes.ts'
-import { Offset, RunId, SessionId, StreamName } from './primitives.ts'
+import { Offset, RunId, SessionId } from './primitives.ts'
 
 // Frames on the runner↔agent link: one byte stream (Unix socket or vsock), framed by
-// `frame-codec.ts` as a JSON header plus an optional raw payload. The link is multiplexed:
-// requests carry a numeric `id` and get exactly one `result` or `fail`; streams of output flow
-// on numbered channels (`ch`) that the runner opens, and each channel ends with exactly one
-// terminal frame (`end`, `closed` or `error`). Flow control is per channel: the agent sends at
-// most `LIMITS.channelWindowBytes` of payload beyond the credit the runner has granted.
+// `@conch/link` as a JSON header plus an optional raw payload. Every header is discriminated on
+// `type`, as on the WebSocket, and a shell's events carry the WebSocket's names and fields
+// (`shell_start`, `shell_out`, `shell_err`, `shell_exit`, `scrollback_end`, `shell_closed`;
+// run id `id`, session `sessionId`). The link is multiplexed: requests carry a numeric `id`
+// and get exactly one `result` or `fail`; streams flow on numbered channels (`ch`) that the
+// runner opens, and each channel ends with exactly one terminal frame (`end`, `shell_closed`
+// or `error`). Flow control is per channel: the agent sends at most
+// `LIMITS.channelWindowBytes` of payload beyond the credit the runner has granted.
 
 /** A channel number, chosen by the runner, unique on one connection. */
 export const ChannelId = z
@@ -24,7 +27,7 @@ export const LinkProof = z.string().regex(/^[0-9a-f]{64}$/, 'a link proof is 64 
 
 /** runner → agent: first frame on a connection; carries the runner's challenge. */
 export const HostHello = z.object({
-  t: z.literal('hello'),
+  type: z.literal('hello'),
   /** Protocol version the runner speaks. */
   protocolVersion: z.number().int().positive(),
   /** The challenge the agent must answer with `proof` in its hello. */
@@ -37,14 +40,14 @@ export const HostHello = z.object({
  * handshake, and never lets the connection displace the runner's current one.
  */
 export const HostAuth = z.object({
-  t: z.literal('auth'),
+  type: z.literal('auth'),
   /** HMAC of the agent's challenge (see `linkProof`). */
   proof: LinkProof,
 })
 
 /** runner → agent: a request; the agent answers with `result` or `fail` carrying the same id. */
 export const HostCall = z.object({
-  t: z.literal('call'),
+  type: z.literal('call'),
   /** Request id. */
   id: z.number().int().nonnegative(),
   /** Method name (see `AGENT_METHODS`). */
@@ -55,7 +58,7 @@ export const HostCall = z.object({
 
 /** runner → agent: allows `bytes` more payload on a channel. */
 export const HostCredit = z.object({
-  t: z.literal('credit'),
+  type: z.literal('credit'),
   /** Channel. */
   ch: ChannelId,
   /** Additional bytes allowed. */
@@ -64,32 +67,32 @@ export const HostCredit = z.object({
 
 /** runner → agent: the runner no longer wants a channel (client gone); it detaches, never kills. */
 export const HostCloseChannel = z.object({
-  t: z.literal('close'),
+  type: z.literal('close'),
   /** Channel. */
   ch: ChannelId,
 })
 
 /** runner → agent: payload bytes for an upload channel (file writes); the payload follows the header. */
 export const HostData = z.object({
-  t: z.literal('data'),
+  type: z.literal('data'),
   /** Channel. */
   ch: ChannelId,
 })
 
 /** runner → agent: end of an upload channel. */
 export const HostEnd = z.object({
-  t: z.literal('end'),
+  type: z.literal('end'),
   /** Channel. */
   ch: ChannelId,
 })
 
 /** Heartbeat on the agent link, either direction. */
-export const LinkPing = z.object({ t: z.literal('ping'), n: z.number().int() })
+export const LinkPing = z.object({ type: z.literal('ping'), n: z.number().int() })
 /** Heartbeat answer on the agent link, either direction. */
-export const LinkPong = z.object({ t: z.literal('pong'), n: z.number().int() })
+export const LinkPong = z.object({ type: z.literal('pong'), n: z.number().int() })
 
 /** Everything the runner sends to an agent. */
-export const HostFrame = z.discriminatedUnion('t', [
+export const HostFrame = z.discriminatedUnion('type', [
   HostHello,
   HostAuth,
   HostCall,
@@ -105,7 +108,7 @@ export type HostFrame = z.infer<typeof HostFrame>
 
 /** agent → runner: answer to `hello`. */
 export const AgentHello = z.object({
-  t: z.literal('hello'),
+  type: z.literal('hello'),
   /** Protocol version the agent speaks. */
   protocolVersion: z.number().int().positive(),
   /** Agent package version. */
@@ -122,7 +125,7 @@ export const AgentHello = z.object({
 
 /** agent → runner: successful answer to a call. */
 export const AgentResult = z.object({
-  t: z.literal('result'),
+  type: z.literal('result'),
   /** The call's id. */
   id: z.number().int().nonnegative(),
   /** The method's result, parsed by the runner against the method's schema. */
@@ -131,44 +134,54 @@ export const AgentResult = z.object({
 
 /** agent → runner: failed call. */
 export const AgentFail = z.object({
-  t: z.literal('fail'),
+  type: z.literal('fail'),
   /** The call's id. */
   id: z.number().int().nonnegative(),
   /** What went wrong. */
   error: WireError,
 })
 
-/** agent → runner: output bytes on a channel; the payload follows the header. */
-export const AgentData = z.object({
-  t: z.literal('data'),
+/** agent → runner: stdout bytes of a session, exec or process channel; the payload follows the header. */
+export const AgentShellOut = z.object({
+  type: z.literal('shell_out'),
   /** Channel. */
   ch: ChannelId,
-  /** Which stream. */
-  stream: StreamName,
   /** Run that owns the bytes; null for output between runs and for exec/process channels. */
-  run: RunId.nullable(),
+  id: RunId.nullable(),
   /** Log offset of the first payload byte. */
   offset: Offset,
 })
 
+/** agent → runner: stderr bytes, as `shell_out`. */
+export const AgentShellErr = AgentShellOut.extend({ type: z.literal('shell_err') })
+
+/** agent → runner: bytes of a channel that carries no command output (file reads); the payload follows the header. */
+export const AgentData = z.object({
+  type: z.literal('data'),
+  /** Channel. */
+  ch: ChannelId,
+  /** Offset of the first payload byte in the channel's stream. */
+  offset: Offset,
+})
+
 /** agent → runner: a run started in a session attached on this channel. */
-export const AgentRunStart = z.object({
-  t: z.literal('run_start'),
+export const AgentShellStart = z.object({
+  type: z.literal('shell_start'),
   /** Channel. */
   ch: ChannelId,
   /** Run id. */
-  run: RunId,
+  id: RunId,
   /** Log offset at its start. */
   offset: Offset,
 })
 
 /** agent → runner: a run finished. */
-export const AgentRunExit = z.object({
-  t: z.literal('run_exit'),
+export const AgentShellExit = z.object({
+  type: z.literal('shell_exit'),
   /** Channel. */
   ch: ChannelId,
   /** Run id. */
-  run: RunId,
+  id: RunId,
   /** `$?`. */
   code: z.number().int().min(0).max(255),
   /** True when its timeout stopped it. */
@@ -182,8 +195,8 @@ export const AgentRunExit = z.object({
 })
 
 /** agent → runner: replay on a session channel is done; live output follows. */
-export const AgentReplayEnd = z.object({
-  t: z.literal('replay_end'),
+export const AgentScrollbackEnd = z.object({
+  type: z.literal('scrollback_end'),
   /** Channel. */
   ch: ChannelId,
   /** Offset where live output continues. */
@@ -191,12 +204,12 @@ export const AgentReplayEnd = z.object({
 })
 
 /** agent → runner: the session's bash ended (terminal frame of a session channel). */
-export const AgentClosed = z.object({
-  t: z.literal('closed'),
+export const AgentShellClosed = z.object({
+  type: z.literal('shell_closed'),
   /** Channel. */
   ch: ChannelId,
   /** Session. */
-  session: SessionId,
+  sessionId: SessionId,
   /** bash's exit status. */
   code: z.number().int().nullable(),
   /** Signal that killed bash. */
@@ -205,9 +218,12 @@ export const AgentClosed = z.object({
   reason: z.string(),
 })
 
-/** agent → runner: an exec, process or file-read channel finished (terminal frame). */
+/**
+ * agent → runner: an exec, process or file-read channel finished (terminal frame). Not
+ * `shell_exit`: it ends a channel that has no run id, and its code is null for file reads.
+ */
 export const AgentEnd = z.object({
-  t: z.literal('end'),
+  type: z.literal('end'),
   /** Channel. */
   ch: ChannelId,
   /** Exit code of an exec or process; null for file reads. */
@@ -222,7 +238,7 @@ export const AgentEnd = z.object({
 
 /** agent → runner: a channel failed (terminal frame), or, without `ch`, a frame could not be handled. */
 export const AgentError = z.object({
-  t: z.literal('error'),
+  type: z.literal('error'),
   /** Channel, when the error ends one. */
   ch: ChannelId.optional(),
   /** What went wrong. */
@@ -231,9 +247,9 @@ export const AgentError = z.object({
 
 /** agent → runner: a session's bash ended, sent once even when no channel is attached. */
 export const AgentSessionClosed = z.object({
-  t: z.literal('session_closed'),
+  type: z.literal('session_closed'),
   /** Session. */
-  session: SessionId,
+  sessionId: SessionId,
   /** bash's exit status. */
   code: z.number().int().nullable(),
   /** Signal that killed bash. */
@@ -243,15 +259,17 @@ export const AgentSessionClosed = z.object({
 })
 
 /** Everything an agent sends to the runner. */
-export const AgentFrame = z.discriminatedUnion('t', [
+export const AgentFrame = z.discriminatedUnion('type', [
   AgentHello,
   AgentResult,
   AgentFail,
+  AgentShellOut,
+  AgentShellErr,
   AgentData,
-  AgentRunStart,
-  AgentRunExit,
-  AgentReplayEnd,
-  AgentClosed,
+  AgentShellStart,
+  AgentShellExit,
+  AgentScrollbackEnd,
+  AgentShellClosed,
   AgentEnd,
   AgentError,
   AgentSessionClosed,
@@ -261,7 +279,52 @@ export const AgentFrame = z.discriminatedUnion('t', [
 /** An agent → runner frame. */
 export type AgentFrame = z.infer<typeof AgentFrame>
 
-/** The `t` values a runner may send. */
-export const HOST_FRAME_TYPES: readonly string[] = HostFrame.options.map((o) => o.shape.t.value)
-/** The `t` values an agent may send. */
-export const AGENT_FRAME_TYPES: readonly string[] = AgentFrame.options.map((o) => o.shape.t.value)
+/** The `type` values a runner may send. */
+export const HOST_FRAME_TYPES: readonly string[] = HostFrame.options.map((o) => o.shape.type.value)
+/** The `type` values an agent may send. */
+export const AGENT_FRAME_TYPES: readonly string[] = AgentFrame.options.map((o) => o.shape.type.value)
+
+/** A `HostHello` frame. */
+export type HostHello = z.infer<typeof HostHello>
+/** A `HostAuth` frame. */
+export type HostAuth = z.infer<typeof HostAuth>
+/** A `HostCall` frame. */
+export type HostCall = z.infer<typeof HostCall>
+/** A `HostCredit` frame. */
+export type HostCredit = z.infer<typeof HostCredit>
+/** A `HostCloseChannel` frame. */
+export type HostCloseChannel = z.infer<typeof HostCloseChannel>
+/** A `HostData` frame. */
+export type HostData = z.infer<typeof HostData>
+/** A `HostEnd` frame. */
+export type HostEnd = z.infer<typeof HostEnd>
+/** A `LinkPing` frame. */
+export type LinkPing = z.infer<typeof LinkPing>
+/** A `LinkPong` frame. */
+export type LinkPong = z.infer<typeof LinkPong>
+/** A `AgentHello` frame. */
+export type AgentHello = z.infer<typeof AgentHello>
+/** A `AgentResult` frame. */
+export type AgentResult = z.infer<typeof AgentResult>
+/** A `AgentFail` frame. */
+export type AgentFail = z.infer<typeof AgentFail>
+/** A `AgentShellOut` frame. */
+export type AgentShellOut = z.infer<typeof AgentShellOut>
+/** A `AgentShellErr` frame. */
+export type AgentShellErr = z.infer<typeof AgentShellErr>
+/** A `AgentData` frame. */
+export type AgentData = z.infer<typeof AgentData>
+/** A `AgentShellStart` frame. */
+export type AgentShellStart = z.infer<typeof AgentShellStart>
+/** A `AgentShellExit` frame. */
+export type AgentShellExit = z.infer<typeof AgentShellExit>
+/** A `AgentScrollbackEnd` frame. */
+export type AgentScrollbackEnd = z.infer<typeof AgentScrollbackEnd>
+/** A `AgentShellClosed` frame. */
+export type AgentShellClosed = z.infer<typeof AgentShellClosed>
+/** A `AgentEnd` frame. */
+export type AgentEnd = z.infer<typeof AgentEnd>
+/** A `AgentError` frame. */
+export type AgentError = z.infer<typeof AgentError>
+/** A `AgentSessionClosed` frame. */
+export type AgentSessionClosed = z.infer<typeof AgentSessionClosed>

@@ -12,7 +12,7 @@ import { TerminalId, TerminalInfo, TerminalOptions, TerminalSignal, TerminalSize
 // Byte data inside JSON (stdin, buffered output, small file contents) is base64; large
 // data flows as raw payloads on channels.
 
-const session = { session: SessionId }
+const session = { sessionId: SessionId }
 const empty = z.object({})
 const ok = z.object({})
 
@@ -20,7 +20,7 @@ const ok = z.object({})
 export const SessionRunParams = z.object({
   ...session,
   /** Run id, unique among this session's runs in flight. */
-  run: RunId,
+  id: RunId,
   /** Command text. */
   command: z.string(),
   /** Timeout after clamping by the runner; the agent applies the session default when absent. */
@@ -89,7 +89,7 @@ export const AGENT_METHODS = {
   'session.stdin': {
     params: z.object({
       ...session,
-      run: RunId,
+      id: RunId,
       /** Bytes, base64. */
       data: z
         .string()
@@ -100,7 +100,7 @@ export const AGENT_METHODS = {
     }),
     result: ok,
   },
-  'session.interrupt': { params: z.object({ ...session, run: RunId.optional() }), result: ok },
+  'session.interrupt': { params: z.object({ ...session, id: RunId.optional() }), result: ok },
   'session.env.list': {
     params: z.object(session),
     result: z.object({ env: z.record(z.string(), z.string()) }),
@@ -128,7 +128,7 @@ export const AGENT_METHODS = {
     params: z.object({
       ...session,
       index: z.number().int().nonnegative(),
-      run: RunId,
+      id: RunId,
       outputCapBytes: z.number().int().positive().optional(),
     }),
     result: RunResult,

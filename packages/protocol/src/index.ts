@@ -1,17 +1,19 @@
 export {
   AGENT_FRAME_TYPES,
-  AgentClosed,
   AgentData,
   AgentEnd,
   AgentError,
   AgentFail,
   AgentFrame,
   AgentHello,
-  AgentReplayEnd,
   AgentResult,
-  AgentRunExit,
-  AgentRunStart,
+  AgentScrollbackEnd,
   AgentSessionClosed,
+  AgentShellClosed,
+  AgentShellErr,
+  AgentShellExit,
+  AgentShellOut,
+  AgentShellStart,
   ChannelId,
   HOST_FRAME_TYPES,
   HostAuth,
@@ -75,7 +77,6 @@ export {
 } from './client-frames.ts'
 export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
 export { FileInfo, SandboxPath } from './file.ts'
-export { type DecodedFrame, type DecodeResult, encodeFrame, FrameDecoder } from './frame-codec.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
 export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export { buildOpenApiDocument } from './openapi.ts'

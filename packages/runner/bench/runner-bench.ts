@@ -199,17 +199,17 @@ async function main(): Promise<void> {
     const ch = link.openChannel()
     const exits = new Map<string, () => void>()
     ch.consume((e) => {
-      if (e.t === 'data') ch.release(e.payload.byteLength)
-      else if (e.t === 'run_exit') {
-        exits.get(e.frame.run)?.()
-        exits.delete(e.frame.run)
+      if (e.type === 'shell_out') ch.release(e.payload.byteLength)
+      else if (e.type === 'shell_exit') {
+        exits.get(e.id)?.()
+        exits.delete(e.id)
       }
     })
-    await link.call('session.attach', { session: 'default', ch: ch.id })
+    await link.call('session.attach', { sessionId: 'default', ch: ch.id })
     const agentRun = (id: string, command: string) =>
       new Promise<void>((resolve) => {
         exits.set(id, resolve)
-        void link.call('session.run', { session: 'default', run: id, command, buffer: false })
+        void link.call('session.run', { sessionId: 'default', id, command, buffer: false })
       })
     const samples = {
       wsTrue: [] as number[],

@@ -1,5 +1,5 @@
 // Builds the publishable runner into dist/: `conch.js` (the bin: a Node version check that loads
-// the CLI), the CLI and runner code with @conch/protocol bundled in (npm dependencies stay
+// the CLI), the CLI and runner code with @conch/protocol and @conch/link bundled in (npm dependencies stay
 // imports), and `conch-agent.mjs`, the agent bundle every driver runs. Nothing in dist/ imports
 // a workspace package; `node-pty/` holds node-pty's runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
 //

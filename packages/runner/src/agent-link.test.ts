@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { encodeFrame, FrameDecoder, LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { LIMITS, PROTOCOL_VERSION } from '@conch/protocol'
 import { linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
@@ -31,9 +32,9 @@ class PeerAgent implements AsyncDisposable {
           if (!r.ok) continue
           const frame = r.frame.header as Record<string, unknown>
           this.received.push(frame)
-          if (frame.t === 'hello') {
+          if (frame.type === 'hello') {
             this.send({
-              t: 'hello',
+              type: 'hello',
               protocolVersion: PROTOCOL_VERSION,
               agentVersion: '0.0.0',
               pid: 1,
@@ -41,7 +42,7 @@ class PeerAgent implements AsyncDisposable {
               nonce: '0'.repeat(64),
               proof: linkProof(SECRET, 'agent', String(frame.nonce)),
             })
-          } else if (frame.t === 'credit') {
+          } else if (frame.type === 'credit') {
             this.credit += Number(frame.bytes)
             this.#onCredit?.()
           } else this.handle(this, frame)
@@ -84,15 +85,15 @@ const logger = pino({ level: 'silent' })
 describe('AgentLink', () => {
   it('completes the hello handshake and parses call results with the method schema', async () => {
     await using peer = await PeerAgent.start((p, f) => {
-      if (f.method === 'session.env.get') p.send({ t: 'result', id: f.id, result: { value: 'v' } })
-      else p.send({ t: 'fail', id: f.id, error: { code: 'SESSION_NOT_FOUND', message: 'no session x' } })
+      if (f.method === 'session.env.get') p.send({ type: 'result', id: f.id, result: { value: 'v' } })
+      else p.send({ type: 'fail', id: f.id, error: { code: 'SESSION_NOT_FOUND', message: 'no session x' } })
     })
     const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     expect(link.hello).toMatchObject({ pid: 1, startedAt: 5 })
-    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).resolves.toEqual({
+    await expect(link.call('session.env.get', { sessionId: 'default', name: 'A' })).resolves.toEqual({
       value: 'v',
     })
-    await expect(link.call('session.get', { session: 'x' })).rejects.toMatchObject({
+    await expect(link.call('session.get', { sessionId: 'x' })).rejects.toMatchObject({
       code: 'SESSION_NOT_FOUND',
     })
     link.close()
@@ -100,10 +101,10 @@ describe('AgentLink', () => {
 
   it('rejects a result that does not match the method schema as INTERNAL', async () => {
     await using peer = await PeerAgent.start((p, f) =>
-      p.send({ t: 'result', id: f.id, result: { value: 42 } }),
+      p.send({ type: 'result', id: f.id, result: { value: 42 } }),
     )
     const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
-    await expect(link.call('session.env.get', { session: 'default', name: 'A' })).rejects.toMatchObject({
+    await expect(link.call('session.env.get', { sessionId: 'default', name: 'A' })).rejects.toMatchObject({
       code: 'INTERNAL',
     })
     link.close()
@@ -112,25 +113,25 @@ describe('AgentLink', () => {
   it('ignores malformed and unknown frames and keeps serving calls', async () => {
     await using peer = await PeerAgent.start((p, f) => {
       p.socket?.write(Buffer.from([0, 0, 0, 6, 0, 0, 0, 2, 123, 125]))
-      p.send({ t: 'bogus' })
-      p.send({ t: 'data', ch: 'x' })
-      p.send({ t: 'result', id: f.id, result: {} })
+      p.send({ type: 'bogus' })
+      p.send({ type: 'data', ch: 'x' })
+      p.send({ type: 'result', id: f.id, result: {} })
     })
     const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
-    await expect(link.call('session.delete', { session: 's' })).resolves.toEqual({})
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
     link.close()
   })
 
   it('delivers channel events in order and grants credit as the consumer releases bytes', async () => {
     const chunk = new Uint8Array(LIMITS.maxDataChunkBytes).fill(97)
     await using peer = await PeerAgent.start((p, f) => {
-      if (f.t !== 'call') return
+      if (f.type !== 'call') return
       const ch = (f.params as { ch: number }).ch
-      p.send({ t: 'result', id: f.id, result: {} })
+      p.send({ type: 'result', id: f.id, result: {} })
       for (let i = 0; i < 16; i++) {
-        p.send({ t: 'data', ch, stream: 'stdout', run: 'r', offset: i * chunk.byteLength }, chunk)
+        p.send({ type: 'shell_out', ch, id: 'r', offset: i * chunk.byteLength }, chunk)
       }
-      p.send({ t: 'end', ch, exitCode: 0, timedOut: false, durationMs: 1 })
+      p.send({ type: 'end', ch, exitCode: 0, timedOut: false, durationMs: 1 })
     })
     const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
     const channel = link.openChannel()
@@ -138,16 +139,16 @@ describe('AgentLink', () => {
     const ended = new Promise<void>((resolve) => {
       channel.consume((e) => {
         events.push(e)
-        if (e.t === 'data') channel.release(e.payload.byteLength)
-        if (e.t === 'end') resolve()
+        if (e.type === 'shell_out') channel.release(e.payload.byteLength)
+        if (e.type === 'end') resolve()
       })
     })
     const credited = peer.waitCredit()
     await link.call('exec', { command: 'x', timeoutMs: 1000, ch: channel.id })
     await ended
     await credited
-    expect(events.filter((e) => e.t === 'data')).toHaveLength(16)
-    expect(events.at(-1)?.t).toBe('end')
+    expect(events.filter((e) => e.type === 'shell_out')).toHaveLength(16)
+    expect(events.at(-1)?.type).toBe('end')
     expect(peer.credit).toBeGreaterThan(0)
     expect(channel.done).toBe(true)
     link.close()
@@ -159,8 +160,49 @@ describe('AgentLink', () => {
     const channel = link.openChannel()
     const terminal = new Promise<ChannelEvent>((resolve) => channel.consume(resolve))
     await expect(link.call('agent.info', {})).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
-    await expect(terminal).resolves.toMatchObject({ t: 'error', error: { code: 'CONNECTION_LOST' } })
+    await expect(terminal).resolves.toMatchObject({ type: 'error', error: { code: 'CONNECTION_LOST' } })
     expect(link.open).toBe(false)
+  })
+
+  it('closes a channel whose agent overruns its credit window, and keeps the link serving', async () => {
+    const chunk = new Uint8Array(LIMITS.maxDataChunkBytes).fill(1)
+    const overrun = Math.ceil((LIMITS.channelWindowBytes + 2 * LIMITS.maxDataChunkBytes) / chunk.byteLength)
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.type !== 'call') return
+      const ch = (f.params as { ch?: number }).ch
+      p.send({ type: 'result', id: f.id, result: {} })
+      if (ch === undefined) return
+      for (let i = 0; i < overrun; i++)
+        p.send({ type: 'shell_out', ch, id: null, offset: i * chunk.byteLength }, chunk)
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
+    const channel = link.openChannel()
+    const terminal = new Promise<ChannelEvent>((resolve) =>
+      channel.consume((e) => {
+        if (e.type === 'error') resolve(e)
+      }),
+    )
+    await link.call('exec', { command: 'x', timeoutMs: 1000, ch: channel.id })
+    await expect(terminal).resolves.toMatchObject({ type: 'error', error: { code: 'INVALID_FRAME' } })
+    expect(channel.done).toBe(true)
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
+    expect(link.open).toBe(true)
+    link.close()
+  })
+
+  it('ignores frames for channels it never opened', async () => {
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.type !== 'call') return
+      p.send({ type: 'shell_out', ch: 4242, id: 'r', offset: 0 }, new Uint8Array(10))
+      p.send({ type: 'shell_exit', ch: 4242, id: 'r', code: 0, timedOut: false, durationMs: 1, offset: 10 })
+      p.send({ type: 'end', ch: 2 ** 31, exitCode: 0, timedOut: false, durationMs: 1 })
+      p.send({ type: 'error', ch: 7, error: { code: 'INTERNAL', message: 'x' } })
+      p.send({ type: 'result', id: f.id, result: {} })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
+    expect(link.open).toBe(true)
+    link.close()
   })
 
   it('answers agent pings with pongs', async () => {
@@ -169,11 +211,11 @@ describe('AgentLink', () => {
       pong = resolve
     })
     await using peer = await PeerAgent.start((_p, f) => {
-      if (f.t === 'pong') pong(f)
+      if (f.type === 'pong') pong(f)
     })
     const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
-    peer.send({ t: 'ping', n: 7 })
-    await expect(ponged).resolves.toEqual({ t: 'pong', n: 7 })
+    peer.send({ type: 'ping', n: 7 })
+    await expect(ponged).resolves.toEqual({ type: 'pong', n: 7 })
     link.close()
   })
 })

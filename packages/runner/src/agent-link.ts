@@ -12,23 +12,27 @@
 // the consumer grants credit with `release(n)` as it hands bytes on. Everything the agent sends
 // is parsed against the protocol schemas: the agent shares its sandbox with user code.
 import type { Duplex } from 'node:stream'
+import { LinkCalls, LinkEndpoint } from '@conch/link'
 import {
+  AGENT_FRAME_TYPES,
   AGENT_METHODS,
-  type AgentClosed,
   type AgentData,
   type AgentEnd,
   AgentFrame,
   type AgentHello,
   type AgentMethod,
   type AgentParams,
-  type AgentReplayEnd,
   type AgentResultOf,
-  type AgentRunExit,
-  type AgentRunStart,
+  type AgentScrollbackEnd,
   type AgentSessionClosed,
+  type AgentShellClosed,
+  type AgentShellErr,
+  type AgentShellExit,
+  type AgentShellOut,
+  type AgentShellStart,
   assertNever,
-  encodeFrame,
-  FrameDecoder,
+  type ErrorCode,
+  type HostFrame,
   LIMITS,
   PROTOCOL_VERSION,
   type WireError,
@@ -38,25 +42,28 @@ import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { RunnerError } from './runner-error.ts'
 
-/** A data event on a channel: the parsed header and its raw payload. */
-export interface ChannelData {
-  /** Event kind. */
-  t: 'data'
-  /** The frame header. */
-  frame: z.infer<typeof AgentData>
-  /** Raw bytes. */
+/** A frame that carries bytes, with its raw payload attached. */
+export type WithPayload<F> = F & {
+  /** Raw bytes (a view into the link's read buffer: copy to keep past the handler). */
   payload: Uint8Array
 }
 
-/** Everything a channel consumer may receive; `closed`, `end` and `error` are terminal. */
+/** Command output on a channel: `shell_out` or `shell_err`, as on the WebSocket. */
+export type ChannelOutput = WithPayload<AgentShellOut> | WithPayload<AgentShellErr>
+
+/**
+ * Everything a channel consumer may receive: the agent's channel frames as parsed, byte frames
+ * with their payload; `shell_closed`, `end` and `error` are terminal.
+ */
 export type ChannelEvent =
-  | ChannelData
-  | { t: 'run_start'; frame: z.infer<typeof AgentRunStart> }
-  | { t: 'run_exit'; frame: z.infer<typeof AgentRunExit> }
-  | { t: 'replay_end'; frame: z.infer<typeof AgentReplayEnd> }
-  | { t: 'closed'; frame: z.infer<typeof AgentClosed> }
-  | { t: 'end'; frame: z.infer<typeof AgentEnd> }
-  | { t: 'error'; error: WireError }
+  | ChannelOutput
+  | WithPayload<AgentData>
+  | AgentShellStart
+  | AgentShellExit
+  | AgentScrollbackEnd
+  | AgentShellClosed
+  | AgentEnd
+  | { type: 'error'; ch?: number; error: WireError }
 
 /** Options of an agent link. */
 export interface AgentLinkOptions {
@@ -91,19 +98,12 @@ export interface CallOptions<M extends AgentMethod> {
   result?: z.ZodType<AgentResultOf<M>>
 }
 
-interface Pending {
-  method: AgentMethod
-  result: z.ZodType
-  resolve: (value: unknown) => void
-  reject: (error: RunnerError) => void
-  timer: NodeJS.Timeout | undefined
+const CALL_ERRORS = {
+  make: (code: ErrorCode, message: string) => new RunnerError(code, message),
+  fromWire: (error: WireError) => RunnerError.fromWire(error),
 }
 
 const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
-/** One schema per agent frame type: a frame is parsed against its own type only. */
-const FRAME_SCHEMAS: ReadonlyMap<string, z.ZodType<AgentFrame>> = new Map(
-  AgentFrame.options.map((o) => [o.shape.t.value, o as z.ZodType<AgentFrame>]),
-)
 const NO_HANDLER = (): void => {}
 
 /** One multiplexed channel on an agent link. */
@@ -155,24 +155,24 @@ export class LinkChannel {
     const bytes = this.#unsent
     this.#granted += bytes
     this.#unsent = 0
-    this.#link.send({ t: 'credit', ch: this.id, bytes })
+    this.#link.send({ type: 'credit', ch: this.id, bytes })
   }
 
   /** Sends upload bytes (file writes); resolves when the link can take more. */
   write(payload: Uint8Array): Promise<void> {
-    return this.#link.sendWithBackpressure({ t: 'data', ch: this.id }, payload)
+    return this.#link.sendWithBackpressure({ type: 'data', ch: this.id }, payload)
   }
 
   /** Ends an upload channel. */
   end(): void {
-    if (!this.#done) this.#link.send({ t: 'end', ch: this.id })
+    if (!this.#done) this.#link.send({ type: 'end', ch: this.id })
   }
 
   /** Tells the agent the runner no longer wants this channel (detaches; never kills anything). */
   close(): void {
     if (this.#done) return
     this.#done = true
-    this.#link.send({ t: 'close', ch: this.id })
+    this.#link.send({ type: 'close', ch: this.id })
     this.#link.forget(this.id)
     this.#handler = null
     this.#backlog = []
@@ -181,7 +181,7 @@ export class LinkChannel {
   /** Delivers an event from the link; a channel that overruns its credit window is closed with an error. */
   deliver(event: ChannelEvent): void {
     if (this.#done) return
-    if (event.t === 'data') {
+    if (event.type === 'shell_out' || event.type === 'shell_err' || event.type === 'data') {
       this.#received += event.payload.byteLength
       if (this.#received - this.#granted > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
         this.#link.logger.warn(
@@ -191,7 +191,7 @@ export class LinkChannel {
         const handler = this.#handler
         this.close()
         handler?.({
-          t: 'error',
+          type: 'error',
           error: {
             code: 'INVALID_FRAME',
             message: 'the agent sent more output than the flow-control window allows',
@@ -200,7 +200,7 @@ export class LinkChannel {
         return
       }
     }
-    const terminal = event.t === 'closed' || event.t === 'end' || event.t === 'error'
+    const terminal = event.type === 'shell_closed' || event.type === 'end' || event.type === 'error'
     if (terminal) {
       this.#done = true
       this.#link.forget(this.id)
@@ -221,38 +221,36 @@ export class AgentLink {
   hello: AgentHelloInfo | null = null
   /** The link's logger. */
   readonly logger: Logger
-  readonly #stream: Duplex
-  readonly #decoder = new FrameDecoder()
-  readonly #pending = new Map<number, Pending>()
+  readonly #endpoint: LinkEndpoint<HostFrame, AgentFrame>
+  readonly #calls: LinkCalls<typeof AGENT_METHODS>
   readonly #channels = new Map<number, LinkChannel>()
   readonly #events: AgentLinkEvents = {}
   readonly #onBytes: (n: number) => void
-  #nextCall = 1
   #nextChannel = 1
   #closed: RunnerError | null = null
-  #heartbeat: NodeJS.Timeout | undefined
-  #pingOutstanding = 0
-  #pingSeq = 0
   #helloWaiter: ((hello: AgentHelloInfo) => void) | null = null
-  #corked = false
-  readonly #uncork = (): void => {
-    this.#corked = false
-    this.#stream.uncork()
-  }
 
   private constructor(stream: Duplex, options: AgentLinkOptions) {
-    this.#stream = stream
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
-    stream.on('data', (chunk: Buffer) => this.#onChunk(chunk))
-    stream.on('error', (error) =>
-      this.#fail(new RunnerError('CONNECTION_LOST', `agent link failed: ${error.message}`)),
-    )
-    stream.on('close', () => this.#fail(new RunnerError('CONNECTION_LOST', 'the agent closed the link')))
-    const interval = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
-    this.#heartbeat = setInterval(() => this.#beat(), interval)
-    this.#heartbeat.unref()
+    this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
+      schema: AgentFrame,
+      types: AGENT_FRAME_TYPES,
+      onFrame: (frame, payload) => this.#dispatch(frame, payload),
+      onBadFrame: (error, header) => this.#bad(header, error),
+      onClose: (reason) =>
+        this.#fail(
+          new RunnerError(
+            'CONNECTION_LOST',
+            reason === 'the peer closed the link' ? 'the agent closed the link' : `agent link: ${reason}`,
+          ),
+        ),
+    })
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? LIMITS.heartbeatIntervalMs
+    this.#calls = new LinkCalls(AGENT_METHODS, (frame) => this.send(frame), CALL_ERRORS)
   }
+
+  readonly #heartbeatIntervalMs: number
 
   /** Sends `hello` on `stream` and resolves once the agent answers with a compatible hello. */
   static async open(stream: Duplex, options: AgentLinkOptions): Promise<AgentLink> {
@@ -276,7 +274,7 @@ export class AgentLink {
           clearTimeout(timer)
           reject(error)
         }
-        link.send({ t: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
+        link.send({ type: 'hello', protocolVersion: PROTOCOL_VERSION, nonce })
       })
     } catch (error) {
       link.close()
@@ -297,7 +295,8 @@ export class AgentLink {
         "the process on the agent socket could not prove it is this sandbox's agent; the sandbox cannot be reached",
       )
     }
-    link.send({ t: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
+    link.send({ type: 'auth', proof: linkProof(options.secret, 'runner', link.hello.nonce) })
+    link.#endpoint.live(link.#heartbeatIntervalMs)
     return link
   }
 
@@ -317,25 +316,7 @@ export class AgentLink {
     params: AgentParams<M>,
     options: CallOptions<M> = {},
   ): Promise<AgentResultOf<M>> {
-    if (this.#closed) return Promise.reject(this.#closed)
-    const id = this.#nextCall++
-    return new Promise<AgentResultOf<M>>((resolve, reject) => {
-      const timer =
-        options.timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => {
-              this.#pending.delete(id)
-              reject(
-                new RunnerError(
-                  'DEADLINE_EXCEEDED',
-                  `the agent did not answer ${method} within ${options.timeoutMs} ms`,
-                ),
-              )
-            }, options.timeoutMs)
-      const result = options.result ?? AGENT_METHODS[method].result
-      this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
-      this.send({ t: 'call', id, method, params })
-    })
+    return this.#calls.call(method, params, options)
   }
 
   /** Allocates a channel; pass its `id` to the method that streams on it. */
@@ -344,45 +325,24 @@ export class AgentLink {
     if (this.#nextChannel > 2 ** 31) this.#nextChannel = 1
     const channel = new LinkChannel(this, id)
     this.#channels.set(id, channel)
-    if (this.#closed) channel.deliver({ t: 'error', error: this.#closed.toWire() })
+    if (this.#closed) channel.deliver({ type: 'error', error: this.#closed.toWire() })
     return channel
   }
 
   /** Writes one frame (no-op after close). */
-  send(header: unknown, payload?: Uint8Array): void {
+  send(frame: HostFrame, payload?: Uint8Array): void {
     if (this.#closed) return
-    this.#write(encodeFrame(header, payload))
+    this.#endpoint.send(frame, payload)
   }
 
   /** Writes one frame and resolves when the stream has room for more. */
-  sendWithBackpressure(header: unknown, payload: Uint8Array): Promise<void> {
+  sendWithBackpressure(frame: HostFrame, payload: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(this.#closed)
-    if (this.#write(encodeFrame(header, payload))) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      const onDrain = (): void => {
-        this.#stream.off('close', onClose)
-        resolve()
-      }
-      const onClose = (): void => {
-        this.#stream.off('drain', onDrain)
-        reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed'))
-      }
-      this.#stream.once('drain', onDrain)
-      this.#stream.once('close', onClose)
-    })
-  }
-
-  /**
-   * Frames written in one tick (the calls of pipelined runs, credit) leave in one write: the
-   * stream is corked on the first write of a tick and uncorked on the next.
-   */
-  #write(frame: Uint8Array): boolean {
-    if (!this.#corked) {
-      this.#corked = true
-      this.#stream.cork()
-      process.nextTick(this.#uncork)
-    }
-    return this.#stream.write(frame)
+    return this.#endpoint
+      .sendWhenWritable(frame, payload)
+      .catch(() =>
+        Promise.reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed')),
+      )
   }
 
   /** Drops a finished channel from the table. */
@@ -395,91 +355,46 @@ export class AgentLink {
     this.#fail(new RunnerError('CONNECTION_LOST', 'the runner closed the agent link'))
   }
 
-  #onChunk(chunk: Buffer): void {
-    const results = this.#decoder.push(chunk)
-    for (const result of results) {
-      if (!result.ok) {
-        this.logger.warn(
-          { code: result.error.code },
-          `dropped a bad frame from the agent: ${result.error.message}`,
-        )
-        continue
-      }
-      this.#onFrame(result.frame.header, result.frame.payload)
-      if (this.#closed) return
-    }
-  }
-
-  #onFrame(header: unknown, payload: Uint8Array): void {
-    const kind = typeof header === 'object' && header !== null ? (header as { t?: unknown }).t : undefined
-    const schema = typeof kind === 'string' ? FRAME_SCHEMAS.get(kind) : undefined
-    if (!schema) {
-      this.logger.warn({ t: String(kind).slice(0, 32) }, 'unknown frame type from the agent; ignored')
-      return
-    }
-    const parsed = schema.safeParse(header)
-    if (!parsed.success) {
-      this.#bad(String(kind), parsed.error)
-      return
-    }
-    this.#dispatch(parsed.data, payload)
-  }
-
   #dispatch(frame: AgentFrame, payload: Uint8Array): void {
-    switch (frame.t) {
+    switch (frame.type) {
+      case 'shell_out':
+      case 'shell_err':
       case 'data':
         this.#onBytes(payload.byteLength)
-        this.#toChannel(frame.ch, { t: 'data', frame, payload })
+        // The parsed header is a fresh object: the payload rides on it rather than on a wrapper.
+        ;(frame as WithPayload<typeof frame>).payload = payload
+        this.#toChannel(frame.ch, frame as ChannelEvent)
         return
-      case 'result': {
-        const pending = this.#settle(frame.id)
-        if (!pending) return
-        const parsed = pending.result.safeParse(frame.result)
-        if (parsed.success) pending.resolve(parsed.data)
-        else {
+      case 'result':
+      case 'fail': {
+        const invalid = this.#calls.settle(frame)
+        if (invalid)
           this.logger.warn(
-            { method: pending.method, fields: parsed.error.issues.slice(0, 3).map((i) => i.path.join('.')) },
+            { method: invalid.method, fields: invalid.issues },
             'invalid result from the agent',
           )
-          pending.reject(
-            new RunnerError('INTERNAL', `the agent sent an invalid result for ${pending.method}`),
-          )
-        }
         return
       }
-      case 'fail':
-        this.#settle(frame.id)?.reject(RunnerError.fromWire(frame.error))
-        return
-      case 'run_start':
-        this.#toChannel(frame.ch, { t: 'run_start', frame })
-        return
-      case 'run_exit':
-        this.#toChannel(frame.ch, { t: 'run_exit', frame })
-        return
-      case 'replay_end':
-        this.#toChannel(frame.ch, { t: 'replay_end', frame })
-        return
-      case 'closed':
-        this.#toChannel(frame.ch, { t: 'closed', frame })
-        return
+      case 'shell_start':
+      case 'shell_exit':
+      case 'scrollback_end':
+      case 'shell_closed':
       case 'end':
-        this.#toChannel(frame.ch, { t: 'end', frame })
+        this.#toChannel(frame.ch, frame)
         return
       case 'error':
         if (frame.ch === undefined) {
           this.logger.warn({ code: frame.error.code }, `agent reported: ${frame.error.message}`)
           return
         }
-        this.#toChannel(frame.ch, { t: 'error', error: frame.error })
+        this.#toChannel(frame.ch, frame)
         return
       case 'session_closed':
         this.#events.sessionClosed?.(frame)
         return
       case 'ping':
-        this.send({ t: 'pong', n: frame.n })
-        return
       case 'pong':
-        this.#pingOutstanding = 0
+        // Answered by the endpoint once the link is live; before the hello they mean nothing.
         return
       case 'hello':
         this.#helloWaiter?.(frame)
@@ -490,10 +405,12 @@ export class AgentLink {
     }
   }
 
-  #bad(kind: string, error: z.ZodError): void {
+  #bad(header: unknown, error: WireError): void {
+    const kind =
+      typeof header === 'object' && header !== null ? (header as { type?: unknown }).type : undefined
     this.logger.warn(
-      { t: kind, issues: error.issues.slice(0, 3).map((i) => i.path.join('.')) },
-      'invalid frame from the agent; ignored',
+      { type: String(kind).slice(0, 32), code: error.code },
+      `dropped a bad frame from the agent: ${error.message.slice(0, 200)}`,
     )
   }
 
@@ -502,34 +419,13 @@ export class AgentLink {
     if (channel) channel.deliver(event)
   }
 
-  #settle(id: number): Pending | undefined {
-    const pending = this.#pending.get(id)
-    if (!pending) return undefined
-    this.#pending.delete(id)
-    if (pending.timer) clearTimeout(pending.timer)
-    return pending
-  }
-
-  #beat(): void {
-    if (this.#pingOutstanding >= 2) {
-      this.#fail(new RunnerError('CONNECTION_LOST', 'the agent stopped answering heartbeats'))
-      return
-    }
-    this.#pingOutstanding += 1
-    this.send({ t: 'ping', n: ++this.#pingSeq })
-  }
-
   #fail(error: RunnerError): void {
     if (this.#closed) return
     this.#closed = error
-    clearInterval(this.#heartbeat)
-    this.#stream.destroy()
-    for (const pending of this.#pending.values()) {
-      if (pending.timer) clearTimeout(pending.timer)
-      pending.reject(error)
-    }
-    this.#pending.clear()
-    for (const channel of [...this.#channels.values()]) channel.deliver({ t: 'error', error: error.toWire() })
+    this.#endpoint.close(error.message)
+    this.#calls.failAll(error)
+    for (const channel of [...this.#channels.values()])
+      channel.deliver({ type: 'error', error: error.toWire() })
     this.#channels.clear()
     this.#events.close?.(error)
   }

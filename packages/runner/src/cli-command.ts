@@ -4,7 +4,11 @@ import { parseArgs } from 'node:util'
 import { ConfigError } from './config-error.ts'
 
 /** The command line's request. */
-export type CliCommand = { kind: 'help' } | { kind: 'version' } | { kind: 'runner'; args: string[] }
+export type CliCommand =
+  | { kind: 'help' }
+  | { kind: 'version' }
+  | { kind: 'runner'; args: string[] }
+  | { kind: 'mcp'; args: string[] }
 
 /** The options every command takes. */
 const GLOBAL_OPTIONS = {
@@ -29,11 +33,14 @@ function globalFlag(args: readonly string[]): CliCommand | null {
 
 /**
  * Reads the command: nothing, `help`, `-h` or `--help` (anywhere) is the help; `-v` or
- * `--version` the version; `runner [flags]` a runner. Throws ConfigError for anything else.
+ * `--version` the version; `runner [flags]` a runner; `mcp [flags]` the MCP server. Throws
+ * ConfigError for anything else.
  */
 export function parseCommand(argv: readonly string[]): CliCommand {
   const [command, ...rest] = argv
   if (command === undefined || command === 'help') return { kind: 'help' }
+  // `conch mcp` parses its own flags, its --help included.
+  if (command === 'mcp') return { kind: 'mcp', args: rest }
   const global = globalFlag(argv)
   if (global) return global
   if (command === 'runner') return { kind: 'runner', args: rest }
@@ -43,6 +50,6 @@ export function parseCommand(argv: readonly string[]): CliCommand {
     )
   }
   throw new ConfigError(
-    `unknown command "${command}"; the command is runner (conch runner --help lists its flags)`,
+    `unknown command "${command}"; the commands are runner and mcp (conch runner --help, conch mcp --help)`,
   )
 }

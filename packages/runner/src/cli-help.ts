@@ -46,6 +46,7 @@ export function cliHelp(version: string): string {
   return `conch ${version}: persistent shell sessions for AI agents, in sandboxes you run yourself.
 
 usage: conch runner [flags]     serve the conch API (REST + WebSocket) and run sandboxes
+       conch mcp [flags]        serve conch's shells as MCP tools (conch mcp --help)
        conch --help, -h         print this help
        conch --version, -v      print the version
 

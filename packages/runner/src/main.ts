@@ -13,6 +13,7 @@ import { chooseDrivers, type DriverChoice } from './driver-choice.ts'
 import { GvisorDriver } from './drivers/gvisor-driver.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
+import { startEmbeddedRunner } from './embedded-runner.ts'
 import { prettyLogStream } from './pretty-log-stream.ts'
 import { parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
 import { RUNNER_VERSION } from './runner-version.ts'
@@ -74,6 +75,7 @@ async function main(argv: string[]): Promise<void> {
       process.stdout.write(`${RUNNER_VERSION}\n`)
       return
     }
+    if (command.kind === 'mcp') return await runMcp(command.args)
     rest = command.args
   } catch (error) {
     if (error instanceof ConfigError) fail(error.message)
@@ -172,6 +174,17 @@ async function main(argv: string[]): Promise<void> {
   const url = `http://${host}:${port}`
   process.stdout.write(`conch runner listening on ${url}\n`)
   if (newKey || process.stdout.isTTY) process.stdout.write(`${howTo(url, newKey, config.stateDir)}\n`)
+}
+
+/** `conch mcp`: the MCP server, against --url or a runner it starts. */
+async function runMcp(args: string[]): Promise<void> {
+  const { McpUsageError, runMcpCli } = await import('@conch/mcp')
+  try {
+    await runMcpCli(args, { startEmbeddedRunner, version: RUNNER_VERSION })
+  } catch (error) {
+    if (error instanceof McpUsageError) fail(error.message)
+    throw error
+  }
 }
 
 main(process.argv.slice(2)).catch((error) => {

@@ -10,7 +10,7 @@ import { OutputDecoder } from './output-decoder.ts'
 export interface NdjsonOptions {
   /** Encoding of `data`. */
   encoding: Encoding
-  /** Only this run's output, ending at its `run_exit` (session channels); absent for exec/process channels. */
+  /** Only this run's output, ending at its `shell_exit` (session channels); absent for exec/process channels. */
   run?: string
   /** Called once with the terminal event (or null when the client went away first). */
   onDone?: (event: ExecEvent | null) => void
@@ -52,47 +52,50 @@ export function channelToNdjson(channel: LinkChannel, options: NdjsonOptions): R
   }
   channel.consume((event) => {
     if (finished) return
-    switch (event.t) {
-      case 'data': {
+    switch (event.type) {
+      case 'shell_out':
+      case 'shell_err': {
         const n = event.payload.byteLength
-        if (options.run !== undefined && event.frame.run !== options.run) {
+        if (options.run !== undefined && event.id !== options.run) {
           channel.release(n)
           return
         }
-        lastOffset[event.frame.stream] = event.frame.offset
-        const data = decoder.decode(event.frame.stream, event.payload)
-        const more = data ? push({ type: event.frame.stream, data, offset: event.frame.offset }) : true
+        const stream = event.type === 'shell_out' ? 'stdout' : 'stderr'
+        lastOffset[stream] = event.offset
+        const data = decoder.decode(stream, event.payload)
+        const more = data ? push({ type: stream, data, offset: event.offset }) : true
         if (more) channel.release(n)
         else owed += n
         return
       }
-      case 'run_exit':
-        if (options.run === undefined || event.frame.run !== options.run) return
+      case 'shell_exit':
+        if (options.run === undefined || event.id !== options.run) return
         finish({
           type: 'exit',
-          exitCode: event.frame.code,
-          timedOut: event.frame.timedOut,
-          durationMs: event.frame.durationMs,
-          ...(event.frame.oomKilled === true ? { oomKilled: true } : {}),
+          exitCode: event.code,
+          timedOut: event.timedOut,
+          durationMs: event.durationMs,
+          ...(event.oomKilled === true ? { oomKilled: true } : {}),
         })
         return
       case 'end':
         finish({
           type: 'exit',
-          exitCode: event.frame.exitCode ?? 0,
-          timedOut: event.frame.timedOut,
-          durationMs: event.frame.durationMs,
-          ...(event.frame.oomKilled === true ? { oomKilled: true } : {}),
+          exitCode: event.exitCode ?? 0,
+          timedOut: event.timedOut,
+          durationMs: event.durationMs,
+          ...(event.oomKilled === true ? { oomKilled: true } : {}),
         })
         return
-      case 'closed':
-        finish({ type: 'error', code: 'SHELL_CLOSED', message: `the shell closed: ${event.frame.reason}` })
+      case 'shell_closed':
+        finish({ type: 'error', code: 'SHELL_CLOSED', message: `the shell closed: ${event.reason}` })
         return
       case 'error':
         finish({ type: 'error', code: event.error.code, message: event.error.message })
         return
-      case 'run_start':
-      case 'replay_end':
+      case 'data':
+      case 'shell_start':
+      case 'scrollback_end':
         return
     }
   })

@@ -475,10 +475,10 @@ export class SandboxManager {
     link.on({
       sessionClosed: (frame) => {
         this.#o.logger.info(
-          { sandboxId: runtime.id, sessionId: frame.session, reason: frame.reason },
+          { sandboxId: runtime.id, sessionId: frame.sessionId, reason: frame.reason },
           'shell closed',
         )
-        this.#o.store.deleteSession(runtime.id, frame.session)
+        this.#o.store.deleteSession(runtime.id, frame.sessionId)
       },
       close: () => {
         if (runtime.currentLink !== null || this.#closing || !this.#sandboxes.has(runtime.id)) return

@@ -208,7 +208,7 @@ export class ShellConnection {
     this.#channel = channel
     const attach = () =>
       link.call('session.attach', {
-        session: sessionId,
+        sessionId: sessionId,
         ch: channel.id,
         ...(this.#query.offset === undefined ? {} : { offset: this.#query.offset }),
       })
@@ -244,11 +244,18 @@ export class ShellConnection {
     channel.consume((event) => this.#onChannel(event))
   }
 
+  /**
+   * Forwards the agent's channel events to the client. The link uses the WebSocket's names and
+   * fields, so each event maps to the frame of the same name; what is left here is the run id
+   * shown to this client, output decoding, and the runner's own bookkeeping.
+   */
   #onChannel(event: ChannelEvent): void {
-    switch (event.t) {
-      case 'data': {
-        const { stream, run, offset } = event.frame
-        const n = event.payload.byteLength
+    switch (event.type) {
+      case 'shell_out':
+      case 'shell_err': {
+        const { id: run, offset, payload } = event
+        const stream = event.type === 'shell_out' ? 'stdout' : 'stderr'
+        const n = payload.byteLength
         if (this.#lastRun[stream] !== run) {
           this.#flush(stream)
           this.#lastRun[stream] = run
@@ -258,62 +265,61 @@ export class ShellConnection {
         if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
         if (this.#binary) {
           this.#sendData(
-            Buffer.concat([encodeOutputHeader(stream, this.#lastRunShown[stream], offset), event.payload]),
+            Buffer.concat([encodeOutputHeader(stream, this.#lastRunShown[stream], offset), payload]),
           )
           this.#credit(n)
           return
         }
-        const data = this.#decoder.decode(stream, event.payload)
+        const data = this.#decoder.decode(stream, payload)
         if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
         return
       }
-      case 'run_start': {
-        const id = this.#shownId(event.frame.run)
-        if (id) this.#send({ type: 'shell_start', id, offset: event.frame.offset })
+      case 'shell_start': {
+        const id = this.#shownId(event.id)
+        if (id) this.#send({ type: 'shell_start', id, offset: event.offset })
         return
       }
-      case 'run_exit': {
-        const f = event.frame
+      case 'shell_exit': {
         this.#flush('stdout')
         this.#flush('stderr')
-        const id = this.#shownId(f.run)
+        const id = this.#shownId(event.id)
         if (id) {
           this.#send({
             type: 'shell_exit',
             id,
-            code: f.code,
-            timedOut: f.timedOut,
-            durationMs: f.durationMs,
-            offset: f.offset,
-            ...(f.oomKilled === true ? { oomKilled: true } : {}),
+            code: event.code,
+            timedOut: event.timedOut,
+            durationMs: event.durationMs,
+            offset: event.offset,
+            ...(event.oomKilled === true ? { oomKilled: true } : {}),
           })
         }
-        const own = this.#forgetRun(f.run)
+        const own = this.#forgetRun(event.id)
         if (own) {
-          this.#ctx.metrics.runs.inc({ via: 'shell', outcome: f.timedOut ? 'timeout' : 'exit' })
+          this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
           this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
         } else if (this.#sessionId) {
-          this.#sessions.releaseRun(this.#sandbox.id, this.#sessionId, f.run, this)
+          this.#sessions.releaseRun(this.#sandbox.id, this.#sessionId, event.id, this)
         }
         return
       }
-      case 'replay_end':
-        this.#send({ type: 'scrollback_end', offset: event.frame.offset })
+      case 'scrollback_end':
+        this.#send({ type: 'scrollback_end', offset: event.offset })
         return
-      case 'closed': {
-        const f = event.frame
+      case 'shell_closed': {
         this.#flush('stdout')
         this.#flush('stderr')
         this.#shellClosed = {
           code: 'SHELL_CLOSED',
-          message: `session ${this.#sessionId} is closed: ${f.reason}`,
+          message: `session ${this.#sessionId} is closed: ${event.reason}`,
         }
-        this.#send({ type: 'shell_closed', code: f.code, signal: f.signal, reason: f.reason })
+        this.#send({ type: 'shell_closed', code: event.code, signal: event.signal, reason: event.reason })
         this.#releaseRuns('closed')
         if (this.#sessionId) this.#sessions.dropDetached(this.#sandbox.id, this.#sessionId)
         return
       }
+      case 'data':
       case 'end':
         return
       case 'error': {
@@ -476,7 +482,7 @@ export class ShellConnection {
       case 'shell_interrupt': {
         const run = frame.id === undefined ? undefined : (this.#clientRuns.get(frame.id) ?? frame.id)
         this.#link
-          ?.call('session.interrupt', { session: this.#sessionId!, ...(run ? { run } : {}) })
+          ?.call('session.interrupt', { sessionId: this.#sessionId!, ...(run ? { id: run } : {}) })
           .catch((error) => this.#sendFailure(frame.id ?? null, error))
         return
       }
@@ -545,8 +551,8 @@ export class ShellConnection {
     this.#link!.call(
       'session.run',
       {
-        session: sessionId,
-        run: runId,
+        sessionId: sessionId,
+        id: runId,
         command: frame.command,
         timeoutMs: clampCallTimeout(frame.timeoutMs, this.#ctx.limits),
         stdin,
@@ -576,8 +582,8 @@ export class ShellConnection {
     }
     this.#link
       ?.call('session.stdin', {
-        session: this.#sessionId!,
-        run,
+        sessionId: this.#sessionId!,
+        id: run,
         ...(data === undefined ? {} : { data }),
         ...(frame.end === true ? { end: true } : {}),
       })

@@ -96,21 +96,21 @@ export class TerminalSocket {
 
   #onChannel(event: ChannelEvent): void {
     const { ws } = this.#o
-    switch (event.t) {
+    switch (event.type) {
       case 'data': {
         const bytes = event.payload.byteLength
         // The payload is a view into the link's read buffer: the frame copies it.
-        ws.send(encodeTerminalOutput(event.frame.offset, event.payload), { binary: true }, (err) => {
+        ws.send(encodeTerminalOutput(event.offset, event.payload), { binary: true }, (err) => {
           if (!err) this.#channel?.release(bytes)
         })
         return
       }
-      case 'replay_end':
-        this.#sendJson({ type: 'replay_end', offset: event.frame.offset })
+      case 'scrollback_end':
+        this.#sendJson({ type: 'replay_end', offset: event.offset })
         this.#channel?.flushCredit()
         return
       case 'end': {
-        const code = event.frame.exitCode
+        const code = event.exitCode
         const exit = (info: TerminalInfo | null) => {
           this.#sendJson({
             type: 'terminal_exit',
@@ -129,9 +129,11 @@ export class TerminalSocket {
         this.#sendError(event.error.code, event.error.message, event.error.details)
         this.#close(1011, event.error.code)
         return
-      case 'closed':
-      case 'run_start':
-      case 'run_exit':
+      case 'shell_out':
+      case 'shell_err':
+      case 'shell_start':
+      case 'shell_exit':
+      case 'shell_closed':
         return
     }
   }

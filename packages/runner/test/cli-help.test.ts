@@ -88,8 +88,19 @@ function expectMistake(run: SpawnSyncReturns<string>, pattern: RegExp): void {
 }
 
 describe('a mistake on the command line', () => {
-  it('names an unknown command and the one there is', () => {
-    expectMistake(conch(['start']), /unknown command "start"; the command is runner/)
+  it('names an unknown command and the ones there are', () => {
+    expectMistake(conch(['start']), /unknown command "start"; the commands are runner and mcp/)
+  })
+
+  it('says what conch mcp --transport accepts', () => {
+    expectMistake(
+      conch(['mcp', '--transport', 'carrier-pigeon']),
+      /--transport is stdio or http, not "carrier-pigeon"/,
+    )
+  })
+
+  it('names an unknown conch mcp flag and points at its help', () => {
+    expectMistake(conch(['mcp', '--shell', 'zsh']), /Unknown option '--shell'.*conch mcp --help/)
   })
 
   it('says that flags go after the command', () => {

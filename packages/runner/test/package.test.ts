@@ -11,6 +11,8 @@ import { DatabaseSync } from 'node:sqlite'
 import { fileURLToPath } from 'node:url'
 import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { Sandbox } from '@conch/sdk'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 import { descendantsOf } from '../src/drivers/proc-stat.ts'
@@ -192,6 +194,31 @@ describe('the packed @conch/runner', () => {
     const help = spawnSync(NODE, [bin!], { encoding: 'utf8' })
     expect(help.status).toBe(0)
     expect(help.stdout).toMatch(/--log-format <format> +env CONCH_LOG_FORMAT/)
+  })
+
+  it('serves conch mcp over stdio from the installed package, with the MCP server bundled in', async () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const bin = readdirSync(installs)
+      .map((d) => join(installs, d, 'node_modules', '@conch', 'runner', 'dist', 'conch.js'))
+      .find((b) => existsSync(b))
+    const transport = new StdioClientTransport({
+      command: NODE,
+      args: [bin!, 'mcp', '--url', url],
+      env: { PATH: process.env.PATH ?? '', CONCH_API_KEY: apiKey },
+      stderr: 'pipe',
+    })
+    const client = new Client({ name: 'package-test', version: '1.0.0' })
+    await client.connect(transport)
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('shell_run')
+      const created = await client.callTool({ name: 'sandbox_create', arguments: {} })
+      const sandbox = (created.structuredContent as { sandbox: string }).sandbox
+      const r = await client.callTool({ name: 'shell_run', arguments: { sandbox, command: 'echo from-mcp' } })
+      expect((r.structuredContent as { stdout: string }).stdout).toBe('from-mcp\n')
+      await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox } })
+    } finally {
+      await client.close()
+    }
   })
 
   it('runs a command through the SDK in a namespace sandbox whose runtime is Node and the agent bundle', async () => {

@@ -8,7 +8,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { encodeFrame, FrameDecoder, PROTOCOL_VERSION } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { type AgentFrame, PROTOCOL_VERSION, type WireError } from '@conch/protocol'
 import { linkProof } from '@conch/protocol/link-proof'
 import {
   type DriverSandbox,
@@ -52,7 +53,7 @@ export class PeerAgent {
     return new Promise((resolve) => this.server.close(() => resolve()))
   }
 
-  #send(header: unknown, payload?: Uint8Array): void {
+  #send(header: AgentFrame, payload?: Uint8Array): void {
     this.socket?.write(encodeFrame(header, payload))
   }
 
@@ -64,10 +65,15 @@ export class PeerAgent {
     socket.on('data', (chunk) => {
       for (const r of decoder.push(chunk)) {
         if (!r.ok) continue
-        const f = r.frame.header as { t: string; id: number; method: string; params: Record<string, never> }
-        if (f.t === 'hello') {
+        const f = r.frame.header as {
+          type: string
+          id: number
+          method: string
+          params: Record<string, never>
+        }
+        if (f.type === 'hello') {
           this.#send({
-            t: 'hello',
+            type: 'hello',
             protocolVersion: PROTOCOL_VERSION,
             agentVersion: 'peer',
             pid: process.pid,
@@ -75,17 +81,17 @@ export class PeerAgent {
             nonce: '0'.repeat(64),
             proof: linkProof(this.#secret, 'agent', String((f as unknown as { nonce: string }).nonce)),
           })
-        } else if (f.t === 'call') {
+        } else if (f.type === 'call') {
           try {
             const result = this.#call(f.method, f.params)
-            this.#send({ t: 'result', id: f.id, result })
+            this.#send({ type: 'result', id: f.id, result })
           } catch (error) {
-            this.#send({ t: 'fail', id: f.id, error: error as object })
+            this.#send({ type: 'fail', id: f.id, error: error as WireError })
           }
-        } else if (f.t === 'close') {
+        } else if (f.type === 'close') {
           for (const s of this.sessions.values()) s.channels.delete((f as unknown as { ch: number }).ch)
-        } else if (f.t === 'ping') {
-          this.#send({ t: 'pong', n: (f as unknown as { n: number }).n })
+        } else if (f.type === 'ping') {
+          this.#send({ type: 'pong', n: (f as unknown as { n: number }).n })
         }
       }
     })
@@ -127,7 +133,7 @@ export class PeerAgent {
       case 'session.list':
         return { sessions: [...this.sessions.values()].map((s) => this.#info(s)) }
       case 'session.attach': {
-        const s = this.#session(String(p.session), false)
+        const s = this.#session(String(p.sessionId), false)
         const ch = Number(p.ch)
         const from = p.offset === undefined ? s.offset : Number(p.offset)
         const earliest = s.log[0]?.offset ?? s.offset
@@ -139,18 +145,18 @@ export class PeerAgent {
             if (e.offset + e.bytes.byteLength <= from) continue
             const cut = Math.max(0, from - e.offset)
             this.#send(
-              { t: 'data', ch, stream: e.stream, run: e.run, offset: e.offset + cut },
+              { type: output(e.stream), ch, id: e.run, offset: e.offset + cut },
               e.bytes.subarray(cut),
             )
           }
-          this.#send({ t: 'replay_end', ch, offset: s.offset })
+          this.#send({ type: 'scrollback_end', ch, offset: s.offset })
           s.channels.add(ch)
         })
         return this.#info(s)
       }
       case 'session.run': {
-        const s = this.#session(String(p.session), true)
-        const run = String(p.run)
+        const s = this.#session(String(p.sessionId), true)
+        const run = String(p.id)
         s.queue = s.queue.then(() => this.#exec(s, run, String(p.command)))
         return {}
       }
@@ -165,11 +171,12 @@ export class PeerAgent {
     return new Promise((resolve) => {
       const started = Date.now()
       s.running = run
-      for (const ch of s.channels) this.#send({ t: 'run_start', ch, run, offset: s.offset })
+      for (const ch of s.channels) this.#send({ type: 'shell_start', ch, id: run, offset: s.offset })
       const child = spawn('bash', ['-c', command], { cwd: this.root, stdio: ['ignore', 'pipe', 'pipe'] })
       const emit = (stream: 'stdout' | 'stderr') => (bytes: Buffer) => {
         s.log.push({ stream, run, offset: s.offset, bytes })
-        for (const ch of s.channels) this.#send({ t: 'data', ch, stream, run, offset: s.offset }, bytes)
+        for (const ch of s.channels)
+          this.#send({ type: output(stream), ch, id: run, offset: s.offset }, bytes)
         s.offset += bytes.byteLength
       }
       child.stdout.on('data', emit('stdout'))
@@ -178,9 +185,9 @@ export class PeerAgent {
         s.running = null
         for (const ch of s.channels) {
           this.#send({
-            t: 'run_exit',
+            type: 'shell_exit',
             ch,
-            run,
+            id: run,
             code: code ?? 1,
             timedOut: false,
             durationMs: Date.now() - started,
@@ -191,6 +198,11 @@ export class PeerAgent {
       })
     })
   }
+}
+
+/** The link frame that carries a stream's output. */
+function output(stream: 'stdout' | 'stderr'): 'shell_out' | 'shell_err' {
+  return stream === 'stdout' ? 'shell_out' : 'shell_err'
 }
 
 /** A driver whose sandboxes are PeerAgents in this process. */

@@ -26,6 +26,8 @@ export interface ProcessOutputChunk {
   stderr: string
   /** Status at the time of the poll. */
   status: ProcessInfo['status']
+  /** Log offset after this output: pass it as `since` to read only what follows. */
+  nextOffset: number
 }
 
 /**
@@ -81,16 +83,19 @@ export class BackgroundProcess {
   }
 
   /**
-   * Output written since the previous call (the first call returns everything still kept).
+   * Output written since the previous call (the first call returns everything still kept), or
+   * since the log offset `since` (a `nextOffset` of an earlier chunk), e.g. from another process.
    *
    * @example
    * ```ts
-   * const { stdout, status } = await proc.output()
+   * const { stdout, status, nextOffset } = await proc.output()
+   * const later = await proc.output({ since: nextOffset })
    * ```
    */
-  async output(): Promise<ProcessOutputChunk> {
+  async output(options: { since?: number } = {}): Promise<ProcessOutputChunk> {
+    const since = options.since ?? this.#since
     const chunk = await this.#http.json('GET', `${this.#path}/output`, processOutput, {
-      query: { since: this.#since, encoding: 'base64' },
+      query: { since, encoding: 'base64' },
     })
     this.#since = chunk.nextOffset
     const text = (decoder: InstanceType<typeof TextDecoder>, data: string) =>
@@ -99,6 +104,7 @@ export class BackgroundProcess {
       stdout: text(this.#out, chunk.stdout),
       stderr: text(this.#err, chunk.stderr),
       status: chunk.status,
+      nextOffset: chunk.nextOffset,
     }
   }
 

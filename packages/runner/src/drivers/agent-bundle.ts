@@ -1,8 +1,8 @@
-// The agent as one JavaScript file: the agent, the protocol and zod bundled by esbuild, with no
+// The agent as one JavaScript file: the agent, the link, the protocol and zod bundled by esbuild, with no
 // imports but Node's own. Every driver runs this file, so a sandbox needs only a Node binary and
 // it. The published package ships it as `conch-agent.mjs` beside the runner's code. Running
 // from source (a checkout, the tests), it is built on first use into a cache named by a hash of
-// what it is built from (the agent's and the protocol's sources by relative path, zod's version,
+// what it is built from (the agent's, the link's and the protocol's sources by relative path, zod's version,
 // the build options), so an edited agent is rebuilt, an unchanged one costs only the hash, and a
 // copy of the checkout elsewhere (the VM tier) finds the same file without esbuild.
 import { createHash } from 'node:crypto'
@@ -82,9 +82,12 @@ function agentSourceKey(entry: string): string {
   const agentDir = packageRoot(entry, '@conch/agent')
   const agentManifest = join(agentDir, 'package.json')
   const protocolDir = packageRoot(createRequire(agentManifest).resolve('@conch/protocol'), '@conch/protocol')
+  const linkDir = packageRoot(createRequire(agentManifest).resolve('@conch/link'), '@conch/link')
   const hash = createHash('sha256')
   hash.update('agent\0')
   hashTree(hash, join(agentDir, 'src'))
+  hash.update('link\0')
+  hashTree(hash, join(linkDir, 'src'))
   hash.update('protocol\0')
   hashTree(hash, join(protocolDir, 'src'))
   hash.update(`zod@${versionOf('zod', join(protocolDir, 'package.json'))}\0`)

@@ -31,8 +31,8 @@ export async function execPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
       const result = bufferedResult(
         body.sessionId
           ? await agent.call('session.run', {
-              session: body.sessionId,
-              run: randomId('exec_', 12),
+              sessionId: body.sessionId,
+              id: randomId('exec_', 12),
               command: body.command,
               timeoutMs: clampCallTimeout(body.timeoutMs, ctx.limits),
               stdin,
@@ -70,10 +70,10 @@ export async function execPlugin(app: FastifyInstance, ctx: RunnerContext): Prom
     try {
       const stdin = stdinToBase64(body.stdin, body.stdinEncoding)
       if (body.sessionId) {
-        await agent.call('session.attach', { session: body.sessionId, ch: channel.id })
+        await agent.call('session.attach', { sessionId: body.sessionId, ch: channel.id })
         await agent.call('session.run', {
-          session: body.sessionId,
-          run: run!,
+          sessionId: body.sessionId,
+          id: run!,
           command: body.command,
           timeoutMs: clampCallTimeout(body.timeoutMs, ctx.limits),
           stdin,

@@ -29,11 +29,11 @@ function rawBody(channel: LinkChannel): Readable {
     },
   })
   channel.consume((event: ChannelEvent) => {
-    if (event.t === 'data') {
+    if (event.type === 'data') {
       if (out.push(event.payload)) channel.release(event.payload.byteLength)
       else owed += event.payload.byteLength
-    } else if (event.t === 'end' || event.t === 'closed') out.push(null)
-    else if (event.t === 'error') out.destroy(RunnerError.fromWire(event.error))
+    } else if (event.type === 'end' || event.type === 'shell_closed') out.push(null)
+    else if (event.type === 'error') out.destroy(RunnerError.fromWire(event.error))
   })
   return out
 }
@@ -43,7 +43,7 @@ function collect(channel: LinkChannel): Promise<Buffer> {
     const parts: Uint8Array[] = []
     let size = 0
     channel.consume((event) => {
-      if (event.t === 'data') {
+      if (event.type === 'data') {
         size += event.payload.byteLength
         if (size > MAX_JSON_READ_BYTES) {
           channel.close()
@@ -57,8 +57,8 @@ function collect(channel: LinkChannel): Promise<Buffer> {
         }
         parts.push(event.payload)
         channel.release(event.payload.byteLength)
-      } else if (event.t === 'end' || event.t === 'closed') resolve(Buffer.concat(parts))
-      else if (event.t === 'error') reject(RunnerError.fromWire(event.error))
+      } else if (event.type === 'end' || event.type === 'shell_closed') resolve(Buffer.concat(parts))
+      else if (event.type === 'error') reject(RunnerError.fromWire(event.error))
     })
   })
 }

@@ -66,7 +66,7 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     if (ctx.store.hasSession(sandbox.id, DEFAULT_SESSION_ID)) return agent.call('session.list', {})
     const found = await Promise.all(
       ctx.store.listSessionIds(sandbox.id).map((session) =>
-        agent.call('session.get', { session }).catch((error: unknown) => {
+        agent.call('session.get', { sessionId: session }).catch((error: unknown) => {
           if (error instanceof RunnerError && error.code === 'SESSION_NOT_FOUND') return null
           throw error
         }),
@@ -79,10 +79,10 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     createSession: async ({ params, body }) => ctx.manager.createSession(ctx.manager.get(params.id), body),
     listSessions: async ({ params }) => listSessions(params.id),
     getSession: async ({ params }) =>
-      (await sessionLink(params.id, params.sessionId)).call('session.get', { session: params.sessionId }),
+      (await sessionLink(params.id, params.sessionId)).call('session.get', { sessionId: params.sessionId }),
     deleteSession: async ({ params }) => {
       const sandbox = ctx.manager.get(params.id)
-      await (await sandbox.link()).call('session.delete', { session: params.sessionId })
+      await (await sandbox.link()).call('session.delete', { sessionId: params.sessionId })
       ctx.manager.forgetSession(sandbox, params.sessionId)
       return OK
     },
@@ -94,8 +94,8 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
       const result = await timedRun(sandbox, async () =>
         bufferedResult(
           await agent.call('session.run', {
-            session: params.sessionId,
-            run: randomId('rest_', 12),
+            sessionId: params.sessionId,
+            id: randomId('rest_', 12),
             command: body.command,
             timeoutMs: clampCallTimeout(body.timeoutMs, ctx.limits),
             stdin: stdinToBase64(body.stdin, body.stdinEncoding),
@@ -108,24 +108,24 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     },
     interruptSession: async ({ params }) => {
       await (await sessionLink(params.id, params.sessionId)).call('session.interrupt', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
       })
       return OK
     },
     listEnv: async ({ params }) =>
       (await sessionLink(params.id, params.sessionId)).call('session.env.list', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
       }),
     getEnv: async ({ params }) => {
       const { value } = await (await sessionLink(params.id, params.sessionId)).call('session.env.get', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         name: params.name,
       })
       return { name: params.name, value }
     },
     setEnv: async ({ params, body }) => {
       await (await sessionLink(params.id, params.sessionId)).call('session.env.set', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         name: params.name,
         value: body.value,
       })
@@ -133,18 +133,18 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     },
     unsetEnv: async ({ params }) => {
       await (await sessionLink(params.id, params.sessionId)).call('session.env.unset', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         name: params.name,
       })
       return OK
     },
     listAliases: async ({ params }) =>
       (await sessionLink(params.id, params.sessionId)).call('session.alias.list', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
       }),
     addAlias: async ({ params, body }) => {
       await (await sessionLink(params.id, params.sessionId)).call('session.alias.add', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         name: params.name,
         value: body.value,
       })
@@ -152,14 +152,14 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
     },
     removeAlias: async ({ params }) => {
       await (await sessionLink(params.id, params.sessionId)).call('session.alias.remove', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         name: params.name,
       })
       return OK
     },
     history: async ({ params, query }) =>
       (await sessionLink(params.id, params.sessionId)).call('session.history', {
-        session: params.sessionId,
+        sessionId: params.sessionId,
         ...query,
       }),
     replayHistory: async ({ params }) => {
@@ -167,9 +167,9 @@ export async function sessionsPlugin(app: FastifyInstance, ctx: RunnerContext): 
       const agent = await sessionLink(params.id, params.sessionId)
       const result = await timedRun(sandbox, () =>
         agent.call('session.history.replay', {
-          session: params.sessionId,
+          sessionId: params.sessionId,
           index: params.index,
-          run: randomId('rest_', 12),
+          id: randomId('rest_', 12),
           outputCapBytes: ctx.limits.outputCapBytes,
         }),
       )

@@ -5,7 +5,8 @@
 import { lstatSync, renameSync, rmSync, symlinkSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
-import { AGENT_FRAME_TYPES, AgentFrame, encodeFrame, FrameDecoder, parseFrame } from '@conch/protocol'
+import { encodeFrame, FrameDecoder } from '@conch/link'
+import { AGENT_FRAME_TYPES, AgentFrame, parseFrame } from '@conch/protocol'
 import { linkNonce, linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import { describe, expect, it, vi } from 'vitest'
 import { exec, nsRunner } from '../namespace-runner.ts'
@@ -32,7 +33,7 @@ async function rawLink(
   socket.on('data', (chunk) => {
     for (const r of decoder.push(chunk)) {
       if (!r.ok) continue
-      const parsed = parseFrame(AgentFrame, r.frame.header, 't', AGENT_FRAME_TYPES)
+      const parsed = parseFrame(AgentFrame, r.frame.header, 'type', AGENT_FRAME_TYPES)
       if (parsed.ok) frames.push(parsed.value)
     }
   })
@@ -67,20 +68,22 @@ describe('attack: redirect or hijack the agent link', () => {
 
     // A call before the handshake: dropped without an answer.
     const early = await rawLink(path)
-    early.socket.write(encodeFrame({ t: 'call', id: 1, method: 'session.list', params: {} }))
+    early.socket.write(encodeFrame({ type: 'call', id: 1, method: 'session.list', params: {} }))
     await early.closed
     expect(early.frames).toEqual([])
 
     // A full handshake with the wrong secret: the agent answers hello, then drops the proof.
     const forger = await rawLink(path)
-    forger.socket.write(encodeFrame({ t: 'hello', protocolVersion: 1, nonce: linkNonce() }))
+    forger.socket.write(encodeFrame({ type: 'hello', protocolVersion: 1, nonce: linkNonce() }))
     await expect.poll(() => forger.frames.length).toBe(1)
     const hello = forger.frames[0]
-    if (hello?.t !== 'hello') throw new Error('expected the agent hello')
-    forger.socket.write(encodeFrame({ t: 'auth', proof: linkProof(mintLinkSecret(), 'runner', hello.nonce) }))
-    forger.socket.write(encodeFrame({ t: 'call', id: 2, method: 'session.list', params: {} }))
+    if (hello?.type !== 'hello') throw new Error('expected the agent hello')
+    forger.socket.write(
+      encodeFrame({ type: 'auth', proof: linkProof(mintLinkSecret(), 'runner', hello.nonce) }),
+    )
+    forger.socket.write(encodeFrame({ type: 'call', id: 2, method: 'session.list', params: {} }))
     await forger.closed
-    expect(forger.frames.map((f) => f.t)).toEqual(['hello'])
+    expect(forger.frames.map((f) => f.type)).toEqual(['hello'])
 
     // The runner's own link was never displaced.
     expect(runner.app.conch.manager.get(id).currentLink?.open).toBe(true)

@@ -1,4 +1,5 @@
-// Length-prefixed framing for the runner↔agent byte stream.
+// Length-prefixed framing for the runner↔agent byte stream: the one encoder and decoder of
+// the link, used by both roles.
 //
 //   u32be length (of everything after this field)
 //   u32be headerLength
@@ -7,10 +8,9 @@
 //
 // The decoder never throws on bad input: an oversized frame is skipped byte-exactly and
 // reported, a frame with a bad header is reported, and decoding continues with the next frame.
-import type { WireError } from './error-codes.ts'
-import { LIMITS } from './limits.ts'
+import { Buffer } from 'node:buffer'
+import { LIMITS, type WireError } from '@conch/protocol'
 
-const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
 const EMPTY = new Uint8Array(0)
 
@@ -25,27 +25,36 @@ export interface DecodedFrame {
 /** What the decoder yields: a frame, or an error for a frame it had to drop. */
 export type DecodeResult = { ok: true; frame: DecodedFrame } | { ok: false; error: WireError }
 
-/** Encodes a header and optional payload into one frame. */
+/**
+ * The length prefix and JSON header of a frame whose payload has `payloadBytes` bytes. The
+ * endpoint writes this and the payload as two chunks of one writev, so a payload is never
+ * copied into a frame.
+ */
+export function encodeFrameHead(header: unknown, payloadBytes: number): Buffer {
+  const json = JSON.stringify(header)
+  // A UTF-16 code unit takes at most 3 UTF-8 bytes.
+  const head = Buffer.allocUnsafe(8 + json.length * 3)
+  const headerBytes = head.write(json, 8)
+  head.writeUInt32BE(4 + headerBytes + payloadBytes, 0)
+  head.writeUInt32BE(headerBytes, 4)
+  return head.subarray(0, 8 + headerBytes)
+}
+
+/**
+ * Encodes a header and optional payload into one contiguous frame. For tests and hostile peers
+ * that write raw bytes; the endpoint uses `encodeFrameHead`.
+ */
 export function encodeFrame(header: unknown, payload: Uint8Array = EMPTY): Uint8Array {
-  const head = encoder.encode(JSON.stringify(header))
-  const out = new Uint8Array(8 + head.byteLength + payload.byteLength)
-  writeU32(out, 0, 4 + head.byteLength + payload.byteLength)
-  writeU32(out, 4, head.byteLength)
-  out.set(head, 8)
-  if (payload.byteLength > 0) out.set(payload, 8 + head.byteLength)
+  const head = encodeFrameHead(header, payload.byteLength)
+  const out = new Uint8Array(head.byteLength + payload.byteLength)
+  out.set(head, 0)
+  if (payload.byteLength > 0) out.set(payload, head.byteLength)
   return out
 }
 
 /** The big-endian u32 at `at` (the caller checked that four bytes are there). */
 function readU32(bytes: Uint8Array, at: number): number {
   return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
-}
-
-function writeU32(bytes: Uint8Array, at: number, value: number): void {
-  bytes[at] = value >>> 24
-  bytes[at + 1] = value >>> 16
-  bytes[at + 2] = value >>> 8
-  bytes[at + 3] = value
 }
 
 /** Incremental decoder: feed it chunks as they arrive, collect complete frames. */

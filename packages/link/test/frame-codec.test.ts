@@ -1,23 +1,23 @@
 import { describe, expect, it } from 'vitest'
-import { encodeFrame, FrameDecoder } from './frame-codec.ts'
+import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
 describe('frame codec', () => {
   it('round-trips a header and a binary payload', () => {
     const payload = new Uint8Array([0, 255, 10, 13, 0xc3])
-    const [r] = new FrameDecoder().push(encodeFrame({ t: 'data', ch: 1 }, payload))
-    expect(r).toEqual({ ok: true, frame: { header: { t: 'data', ch: 1 }, payload } })
+    const [r] = new FrameDecoder().push(encodeFrame({ type: 'data', ch: 1 }, payload))
+    expect(r).toEqual({ ok: true, frame: { header: { type: 'data', ch: 1 }, payload } })
   })
 
   it('reassembles frames split at every byte boundary', () => {
-    const a = encodeFrame({ t: 'a' }, bytes('hello'))
-    const b = encodeFrame({ t: 'b' })
+    const a = encodeFrame({ type: 'a' }, bytes('hello'))
+    const b = encodeFrame({ type: 'b' })
     const all = new Uint8Array([...a, ...b])
     const decoder = new FrameDecoder()
     const out = []
     for (const byte of all) out.push(...decoder.push(new Uint8Array([byte])))
-    expect(out.map((r) => r.ok && r.frame.header)).toEqual([{ t: 'a' }, { t: 'b' }])
+    expect(out.map((r) => r.ok && r.frame.header)).toEqual([{ type: 'a' }, { type: 'b' }])
     expect(decoder.bufferedBytes).toBe(0)
   })
 
@@ -32,15 +32,15 @@ describe('frame codec', () => {
 
   it('skips an oversized frame exactly and keeps decoding', () => {
     const decoder = new FrameDecoder(64)
-    const big = encodeFrame({ t: 'big' }, new Uint8Array(1000))
-    const next = encodeFrame({ t: 'next' })
+    const big = encodeFrame({ type: 'big' }, new Uint8Array(1000))
+    const next = encodeFrame({ type: 'next' })
     const results = [
       ...decoder.push(big.subarray(0, 10)),
       ...decoder.push(big.subarray(10)),
       ...decoder.push(next),
     ]
     expect(results[0]).toMatchObject({ ok: false, error: { code: 'FRAME_TOO_LARGE' } })
-    expect(results[1]).toMatchObject({ ok: true, frame: { header: { t: 'next' } } })
+    expect(results[1]).toMatchObject({ ok: true, frame: { header: { type: 'next' } } })
   })
 
   it('reports a header that is not JSON and keeps decoding', () => {

@@ -1,0 +1,26 @@
+// @conch/link: the runner↔agent link, shared by both roles. See README.md.
+export {
+  type DecodedFrame,
+  type DecodeResult,
+  encodeFrame,
+  encodeFrameHead,
+  FrameDecoder,
+} from './frame-codec.ts'
+export {
+  type AnswerFrame,
+  answerCall,
+  type CallErrors,
+  type CallFrame,
+  type CallOptions,
+  type HandlerTable,
+  LinkCalls,
+  type MethodTable,
+  type ParamsOf,
+  type ResultOf,
+} from './link-calls.ts'
+export {
+  type HeartbeatFrame,
+  LinkEndpoint,
+  type LinkEndpointOptions,
+  type LinkFrame,
+} from './link-endpoint.ts'

@@ -1,0 +1,182 @@
+// Requests over the link, typed by a method table (`AGENT_METHODS`: name → params and result
+// schemas). The caller side numbers calls, settles each on exactly one `result` or `fail`,
+// parses the result with the method's schema before resolving, and fails calls on timeout or
+// link loss. The answering side parses params with the method's schema, runs the handler from
+// a table with one typed handler per method, and answers. Neither side trusts the other: a
+// bad result is INTERNAL on the caller, bad params are BAD_REQUEST to the caller.
+import type { ErrorCode, WireError } from '@conch/protocol'
+import type { z } from 'zod'
+
+/** Method name → params and result schemas. */
+export type MethodTable = Readonly<Record<string, { params: z.ZodType; result: z.ZodType }>>
+
+/** The params of method `M`. */
+export type ParamsOf<T extends MethodTable, M extends keyof T> = z.infer<T[M]['params']>
+/** The result of method `M`. */
+export type ResultOf<T extends MethodTable, M extends keyof T> = z.infer<T[M]['result']>
+
+/** A call frame on the link. */
+export interface CallFrame {
+  /** Discriminator. */
+  type: 'call'
+  /** Request id. */
+  id: number
+  /** Method name. */
+  method: string
+  /** Method params, parsed by the answering side. */
+  params: unknown
+}
+
+/** The answer to a call. */
+export type AnswerFrame =
+  | { type: 'result'; id: number; result: unknown }
+  | { type: 'fail'; id: number; error: WireError }
+
+/** Options of one call. */
+export interface CallOptions<R> {
+  /** Fail with DEADLINE_EXCEEDED when no answer came in this time. */
+  timeoutMs?: number
+  /** A narrower result schema than the method's (e.g. `{}` for a run that streams). */
+  result?: z.ZodType<R>
+}
+
+/** How the caller's role makes its errors (the runner's RunnerError, say). */
+export interface CallErrors {
+  /** An error for `code` with `message`. */
+  make(code: ErrorCode, message: string): Error
+  /** The error a `fail` frame carries. */
+  fromWire(error: WireError): Error
+}
+
+interface Pending {
+  method: string
+  result: z.ZodType
+  resolve: (value: unknown) => void
+  reject: (error: Error) => void
+  timer: NodeJS.Timeout | undefined
+}
+
+/** The calling side: typed `call`, settled by the role handing it `result` and `fail` frames. */
+export class LinkCalls<T extends MethodTable> {
+  readonly #methods: T
+  readonly #send: (frame: CallFrame) => void
+  readonly #errors: CallErrors
+  readonly #pending = new Map<number, Pending>()
+  #nextId = 1
+  #failed: Error | null = null
+
+  /** `send` writes a call frame on the link. */
+  constructor(methods: T, send: (frame: CallFrame) => void, errors: CallErrors) {
+    this.#methods = methods
+    this.#send = send
+    this.#errors = errors
+  }
+
+  /** Calls `method`; resolves with its parsed result, rejects with the peer's error. */
+  call<M extends keyof T & string>(
+    method: M,
+    params: ParamsOf<T, M>,
+    options: CallOptions<ResultOf<T, M>> = {},
+  ): Promise<ResultOf<T, M>> {
+    if (this.#failed) return Promise.reject(this.#failed)
+    const schema = Object.hasOwn(this.#methods, method) ? this.#methods[method] : undefined
+    if (!schema) return Promise.reject(this.#errors.make('BAD_REQUEST', `unknown method "${method}"`))
+    const id = this.#nextId++
+    return new Promise<ResultOf<T, M>>((resolve, reject) => {
+      const timer =
+        options.timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.#pending.delete(id)
+              reject(
+                this.#errors.make(
+                  'DEADLINE_EXCEEDED',
+                  `the agent did not answer ${method} within ${options.timeoutMs} ms`,
+                ),
+              )
+            }, options.timeoutMs)
+      const result = options.result ?? schema.result
+      this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
+      this.#send({ type: 'call', id, method, params })
+    })
+  }
+
+  /**
+   * Settles the call a `result` or `fail` frame answers (an unknown id is ignored). Returns the
+   * method and the result's schema issues when a result did not match its schema, for the log.
+   */
+  settle(frame: AnswerFrame): { method: string; issues: string[] } | undefined {
+    const pending = this.#pending.get(frame.id)
+    if (!pending) return undefined
+    this.#pending.delete(frame.id)
+    if (pending.timer) clearTimeout(pending.timer)
+    if (frame.type === 'fail') {
+      pending.reject(this.#errors.fromWire(frame.error))
+      return undefined
+    }
+    const parsed = pending.result.safeParse(frame.result)
+    if (parsed.success) {
+      pending.resolve(parsed.data)
+      return undefined
+    }
+    pending.reject(this.#errors.make('INTERNAL', `the agent sent an invalid result for ${pending.method}`))
+    return { method: pending.method, issues: parsed.error.issues.slice(0, 3).map((i) => i.path.join('.')) }
+  }
+
+  /** Fails every pending call and every later one with `error` (the link is gone). */
+  failAll(error: Error): void {
+    this.#failed = error
+    for (const pending of this.#pending.values()) {
+      if (pending.timer) clearTimeout(pending.timer)
+      pending.reject(error)
+    }
+    this.#pending.clear()
+  }
+}
+
+/** One handler per method of `T`, typed by its schemas; `C` is what the role hands each call. */
+export type HandlerTable<T extends MethodTable, C> = {
+  [M in keyof T]: (params: ParamsOf<T, M>, context: C) => Promise<ResultOf<T, M>>
+}
+
+/**
+ * Answers one call: parses its params against the method's schema, runs `handle`, and sends
+ * `result` or `fail`. An unknown method or bad params fail with BAD_REQUEST naming the fields;
+ * a thrown error becomes the `fail` that `toWire` makes of it.
+ */
+export async function answerCall<T extends MethodTable>(
+  methods: T,
+  frame: CallFrame,
+  handle: <M extends keyof T & string>(method: M, params: ParamsOf<T, M>) => Promise<ResultOf<T, M>>,
+  reply: (frame: AnswerFrame) => void,
+  toWire: (error: unknown) => WireError,
+): Promise<void> {
+  const { id, method } = frame
+  if (!Object.hasOwn(methods, method)) {
+    reply({
+      type: 'fail',
+      id,
+      error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
+    })
+    return
+  }
+  const parsed = methods[method]!.params.safeParse(frame.params ?? {})
+  if (!parsed.success) {
+    const fields = parsed.error.issues
+      .slice(0, 5)
+      .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
+      .join('; ')
+    reply({
+      type: 'fail',
+      id,
+      error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
+    })
+    return
+  }
+  try {
+    const result = await handle(method, parsed.data as ParamsOf<T, typeof method>)
+    reply({ type: 'result', id, result })
+  } catch (err) {
+    reply({ type: 'fail', id, error: toWire(err) })
+  }
+}

@@ -1,0 +1,194 @@
+// One end of the runner↔agent link, the same class in both roles.
+//
+// It owns the byte stream: it decodes incoming frames with the one codec and parses each
+// against the role's incoming schema (the peer is untrusted: the agent shares its sandbox with
+// user code, and anything may connect to the agent's socket), writes typed outgoing frames,
+// batches writes, and keeps the heartbeat. What the frames mean (calls, channels, the
+// handshake) belongs to the role built on top of it.
+//
+// Writes: frames without a payload (calls, results, credit, events) written in one tick leave
+// in one writev: the stream is corked on the first of them and uncorked on the next tick. A
+// frame with a payload flushes at once, header and payload as two chunks of one writev, so a
+// chunk of output is never copied into a frame and a producer learns at once whether the
+// kernel took it.
+//
+// Heartbeats: once `live()` is called (after the handshake), the endpoint answers `ping` with
+// `pong` itself and, given an interval, sends a `ping` each interval and closes the link when
+// two go unanswered. Before that, `ping` and `pong` reach `onFrame` like any other frame, so a
+// role can refuse them before its handshake.
+import type { Duplex } from 'node:stream'
+import { LIMITS, parseFrame, type WireError } from '@conch/protocol'
+import type { z } from 'zod'
+import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+
+/** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
+export interface LinkFrame {
+  /** The frame type. */
+  type: string
+}
+
+/** A heartbeat frame, which both roles' unions contain. */
+export type HeartbeatFrame = { type: 'ping'; n: number } | { type: 'pong'; n: number }
+
+/** What a role hands its endpoint. */
+export interface LinkEndpointOptions<In extends LinkFrame> {
+  /** The discriminated union of frames the peer may send (e.g. `HostFrame` on the agent). */
+  schema: z.ZodType<In>
+  /** The `t` values of `schema`. */
+  types: readonly string[]
+  /** Largest frame accepted; larger ones are skipped and reported as FRAME_TOO_LARGE. */
+  maxFrameBytes?: number
+  /** A parsed frame and its payload (a view into the read buffer: copy it to keep it). */
+  onFrame: (frame: In, payload: Uint8Array) => void
+  /** A frame that could not be decoded or parsed; `header` is its raw JSON when it had one. */
+  onBadFrame: (error: WireError, header: unknown) => void
+  /** The stream ended or failed, or the heartbeat found the peer dead; called once. */
+  onClose?: (reason: string) => void
+  /** The stream's buffer drained after a send returned false. */
+  onDrain?: () => void
+}
+
+/** One end of a link: typed frames out (`Out`), parsed frames in (`In`). */
+export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
+  readonly #stream: Duplex
+  readonly #decoder: FrameDecoder
+  readonly #options: LinkEndpointOptions<In>
+  #closed: string | null = null
+  #corked = false
+  #live = false
+  #heartbeat: NodeJS.Timeout | undefined
+  #pingOutstanding = 0
+  #pingSeq = 0
+  readonly #uncork = (): void => {
+    if (!this.#corked) return
+    this.#corked = false
+    this.#stream.uncork()
+  }
+
+  /** Takes over `stream`: from now on every chunk it delivers is decoded here. */
+  constructor(stream: Duplex, options: LinkEndpointOptions<In>) {
+    this.#stream = stream
+    this.#options = options
+    this.#decoder = new FrameDecoder(options.maxFrameBytes ?? LIMITS.maxAgentFrameBytes)
+    stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    stream.on('drain', () => options.onDrain?.())
+    stream.on('error', (error) => this.#finish(`link failed: ${error.message}`))
+    stream.on('close', () => this.#finish('the peer closed the link'))
+  }
+
+  /** True until the stream closes. */
+  get open(): boolean {
+    return this.#closed === null
+  }
+
+  /** Why the link closed; null while it is open. */
+  get closeReason(): string | null {
+    return this.#closed
+  }
+
+  /**
+   * Writes one frame. Returns false when the link is closed or the stream's buffer is full
+   * (`writableHighWaterMark`): a producer then pauses until `onDrain`.
+   */
+  send(frame: Out, payload?: Uint8Array): boolean {
+    const stream = this.#stream
+    if (this.#closed !== null || stream.destroyed) return false
+    const size = payload?.byteLength ?? 0
+    const head = encodeFrameHead(frame, size)
+    if (size > 0) {
+      if (!this.#corked) stream.cork()
+      stream.write(head)
+      stream.write(payload)
+      this.#corked = false
+      stream.uncork()
+    } else {
+      if (!this.#corked) {
+        this.#corked = true
+        stream.cork()
+        process.nextTick(this.#uncork)
+      }
+      stream.write(head)
+    }
+    return !stream.destroyed && stream.writableLength < stream.writableHighWaterMark
+  }
+
+  /** Writes one frame and resolves when the stream can take more; rejects if the link closes first. */
+  sendWhenWritable(frame: Out, payload?: Uint8Array): Promise<void> {
+    if (this.send(frame, payload)) return Promise.resolve()
+    if (this.#closed !== null) return Promise.reject(new Error(this.#closed))
+    return new Promise((resolve, reject) => {
+      const onDrain = (): void => {
+        this.#stream.off('close', onClose)
+        resolve()
+      }
+      const onClose = (): void => {
+        this.#stream.off('drain', onDrain)
+        reject(new Error(this.#closed ?? 'the link closed'))
+      }
+      this.#stream.once('drain', onDrain)
+      this.#stream.once('close', onClose)
+    })
+  }
+
+  /**
+   * The handshake is done: answer pings from now on and, given `heartbeatIntervalMs`, ping
+   * the peer each interval and close the link when two pings in a row go unanswered.
+   */
+  live(heartbeatIntervalMs?: number): void {
+    this.#live = true
+    if (heartbeatIntervalMs === undefined || this.#heartbeat || this.#closed !== null) return
+    this.#heartbeat = setInterval(() => this.#beat(), heartbeatIntervalMs)
+    this.#heartbeat.unref()
+  }
+
+  /** Closes the link (destroys the stream); `onClose` gets `reason`. */
+  close(reason = 'closed by this end'): void {
+    this.#finish(reason)
+  }
+
+  #beat(): void {
+    if (this.#pingOutstanding >= 2) {
+      this.#finish('the peer stopped answering heartbeats')
+      return
+    }
+    this.#pingOutstanding += 1
+    this.#sendHeartbeat({ type: 'ping', n: ++this.#pingSeq })
+  }
+
+  /** Both roles' outgoing unions contain the heartbeat frames (checked by the endpoint tests). */
+  #sendHeartbeat(frame: HeartbeatFrame): void {
+    this.send(frame as unknown as Out)
+  }
+
+  #receive(chunk: Buffer): void {
+    for (const result of this.#decoder.push(chunk)) {
+      if (this.#closed !== null) return
+      if (!result.ok) {
+        this.#options.onBadFrame(result.error, undefined)
+        continue
+      }
+      const { header, payload } = result.frame
+      const parsed = parseFrame(this.#options.schema, header, 'type', this.#options.types)
+      if (!parsed.ok) {
+        this.#options.onBadFrame(parsed.error, header)
+        continue
+      }
+      const frame = parsed.value as In
+      if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
+        const beat = frame as unknown as HeartbeatFrame
+        if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
+        else this.#pingOutstanding = 0
+        continue
+      }
+      this.#options.onFrame(frame, payload)
+    }
+  }
+
+  #finish(reason: string): void {
+    if (this.#closed !== null) return
+    this.#closed = reason
+    clearInterval(this.#heartbeat)
+    this.#stream.destroy()
+    this.#options.onClose?.(reason)
+  }
+}

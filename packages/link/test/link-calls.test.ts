@@ -1,0 +1,134 @@
+// Calls over a real Unix socket: the runner's end calls through LinkCalls, the agent's end
+// answers through answerCall with a typed handler table, both on LinkEndpoints.
+import {
+  AGENT_FRAME_TYPES,
+  AgentFrame,
+  type ErrorCode,
+  HOST_FRAME_TYPES,
+  HostFrame,
+  type WireError,
+} from '@conch/protocol'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { z } from 'zod'
+import { answerCall, type HandlerTable, LinkCalls } from '../src/link-calls.ts'
+import { LinkEndpoint } from '../src/link-endpoint.ts'
+import { type SocketPair, socketPair } from './socket-pair.ts'
+
+const METHODS = {
+  add: { params: z.object({ a: z.number(), b: z.number() }), result: z.object({ sum: z.number() }) },
+  boom: { params: z.object({}), result: z.object({}) },
+  lie: { params: z.object({}), result: z.object({ n: z.number() }) },
+  slow: { params: z.object({}), result: z.object({}) },
+} as const
+
+class CallError extends Error {
+  readonly code: ErrorCode
+  constructor(code: ErrorCode, message: string) {
+    super(message)
+    this.code = code
+  }
+}
+const errors = {
+  make: (code: ErrorCode, message: string) => new CallError(code, message),
+  fromWire: (e: WireError) => new CallError(e.code, e.message),
+}
+
+let pair: SocketPair | undefined
+afterEach(() => {
+  pair?.close()
+  pair = undefined
+})
+
+async function linked(handlers: HandlerTable<typeof METHODS, null>) {
+  pair = await socketPair()
+  const answering: LinkEndpoint<AgentFrame, HostFrame> = new LinkEndpoint<AgentFrame, HostFrame>(pair.b, {
+    schema: HostFrame,
+    types: HOST_FRAME_TYPES,
+    onFrame: (frame) => {
+      if (frame.type !== 'call') return
+      void answerCall(
+        METHODS,
+        frame,
+        (method, params) => (handlers[method] as (p: unknown, c: null) => Promise<never>)(params, null),
+        (answer) => answering.send(answer),
+        (error) => ({ code: 'INTERNAL', message: String((error as Error).message) }),
+      )
+    },
+    onBadFrame: () => {},
+  })
+  let calls: LinkCalls<typeof METHODS> | undefined
+  const answers: AgentFrame[] = []
+  const caller = new LinkEndpoint<HostFrame, AgentFrame>(pair.a, {
+    schema: AgentFrame,
+    types: AGENT_FRAME_TYPES,
+    onFrame: (frame) => {
+      answers.push(frame)
+      if (frame.type === 'result' || frame.type === 'fail') calls?.settle(frame)
+    },
+    onBadFrame: () => {},
+    onClose: (reason) => calls?.failAll(new CallError('CONNECTION_LOST', reason)),
+  })
+  calls = new LinkCalls(METHODS, (frame) => caller.send(frame), errors)
+  return { calls, caller, answering, answers }
+}
+
+const handlers: HandlerTable<typeof METHODS, null> = {
+  add: async ({ a, b }) => ({ sum: a + b }),
+  boom: async () => {
+    throw new Error('it broke')
+  },
+  lie: async () => ({ n: 'not a number' }) as never,
+  slow: () => new Promise(() => {}),
+}
+
+describe('calls over the link', () => {
+  it('resolves with the parsed result, many calls in flight at once', async () => {
+    const { calls } = await linked(handlers)
+    const sums = await Promise.all(Array.from({ length: 200 }, (_, i) => calls.call('add', { a: i, b: 1 })))
+    expect(sums.map((r) => r.sum)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1))
+  })
+
+  it('types params and results from the method table', async () => {
+    const { calls } = await linked(handlers)
+    // @ts-expect-error `c` is not a param of `add`.
+    await expect(calls.call('add', { a: 1, c: 2 })).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    // @ts-expect-error `nope` is not a method.
+    await expect(calls.call('nope', {})).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+  })
+
+  it('fails with BAD_REQUEST naming the field for bad params, and an unknown method', async () => {
+    const { calls, caller, answers } = await linked(handlers)
+    await expect(calls.call('add', { a: 1, b: 'x' as never })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('b:'),
+    })
+    caller.send({ type: 'call', id: 999, method: 'ghost', params: {} })
+    await vi.waitFor(() =>
+      expect(answers.find((f) => f.type === 'fail' && f.id === 999)).toMatchObject({
+        error: { code: 'BAD_REQUEST', message: 'unknown method "ghost"' },
+      }),
+    )
+  })
+
+  it('turns a thrown handler error into a fail, and an invalid result into INTERNAL', async () => {
+    const { calls } = await linked(handlers)
+    await expect(calls.call('boom', {})).rejects.toMatchObject({ code: 'INTERNAL', message: 'it broke' })
+    await expect(calls.call('lie', {})).rejects.toMatchObject({ code: 'INTERNAL' })
+    await expect(calls.call('add', { a: 2, b: 2 })).resolves.toEqual({ sum: 4 })
+  })
+
+  it('fails a call that gets no answer in time with DEADLINE_EXCEEDED', async () => {
+    const { calls } = await linked(handlers)
+    await expect(calls.call('slow', {}, { timeoutMs: 20 })).rejects.toMatchObject({
+      code: 'DEADLINE_EXCEEDED',
+    })
+  })
+
+  it('fails pending and later calls with CONNECTION_LOST when the peer dies', async () => {
+    const { calls, answering } = await linked(handlers)
+    const pending = calls.call('slow', {})
+    answering.close()
+    await expect(pending).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
+    await expect(calls.call('add', { a: 1, b: 1 })).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
+  })
+})
