@@ -84,6 +84,7 @@ export default defineConfig({
             'guides/reattach-from-another-process',
             'guides/sessions',
             'guides/background-servers',
+            'guides/terminals',
             'guides/files',
             'guides/browser-token',
             'guides/production',
