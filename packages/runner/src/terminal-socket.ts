@@ -121,7 +121,10 @@ export class TerminalSocket {
           this.#close(1000, 'terminal exited')
         }
         const link = this.#link
-        if (!link) return exit(null)
+        if (!link) {
+          exit(null)
+          return
+        }
         link.call('terminal.get', { terminal: this.#o.terminalId }).then(exit, () => exit(null))
         return
       }
