@@ -137,6 +137,34 @@ describe('terminals through the runner', () => {
     expect(await late.refused).toBe(401)
   })
 
+  it('attacks: a socket opened with a sandbox token closes with 4401 when the token expires', async () => {
+    await using runner = await startRunner({ listen: true })
+    const url = baseUrl(runner.app)
+    const id = await createSandbox(runner)
+    const opened = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/terminals`,
+      headers: runner.auth,
+      payload: { command: ['bash', '--norc'] },
+    })
+    const t = (opened.json() as { id: string }).id
+    const shortLived = await token(runner, id, 1_500)
+    const sock = rawSocket(
+      `${url.replace('http', 'ws')}/v1/sandboxes/${id}/terminals/${t}/socket`,
+      shortLived,
+    )
+    await sock.frame((f) => f.type === 'terminal_ready')
+    expect(await sock.closed).toBe(4401)
+    expect(sock.frames.find((f) => f.type === 'error')).toMatchObject({ code: 'UNAUTHORIZED' })
+    // The terminal itself lives on for holders of a valid credential.
+    const info = await runner.app.inject({
+      method: 'GET',
+      url: `/v1/sandboxes/${id}/terminals/${t}`,
+      headers: runner.auth,
+    })
+    expect(info.json()).toMatchObject({ id: t, exitCode: null })
+  })
+
   it('attacks: hostile resizes, NaN, huge input, unknown frames keep the socket open; input after close is refused', async () => {
     await using runner = await startRunner({ listen: true })
     const url = baseUrl(runner.app)
