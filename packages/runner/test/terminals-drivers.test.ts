@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { nsRunner } from './namespace-runner.ts'
+import { rootlessRunner } from './rootless-runner.ts'
 import { baseUrl } from './runner-fixture.ts'
 
 // A terminal inside an isolated sandbox: node-pty's addon loads from /opt/conch/node-pty. In a
@@ -63,6 +64,23 @@ describe('terminals in a gVisor sandbox', () => {
     term.write('echo "size=$(stty size) uid=$(id -u) tty=$(tty)"\r')
     const screen = await until(/size=\d+ \d+ uid=\d+ tty=\S+\r\n/)
     expect(screen).toMatch(/size=20 90 uid=[1-9]\d* tty=\/dev\/pts\/\d+\r\n/)
+    await term.close()
+  })
+})
+
+describe('terminals in a rootless namespace sandbox', () => {
+  it('loads node-pty from the runtime image and gives the sandbox its own devpts', async () => {
+    await using runner = await rootlessRunner()
+    await using sb = await Sandbox.connect((await runner.create()).id, {
+      url: runner.url,
+      apiKey: runner.apiKey,
+      WebSocket,
+    })
+    const term = await sb.terminal({ command: ['bash', '--norc'], cols: 70, rows: 15 })
+    const until = screenOf(term)
+    term.write('echo "size=$(stty size) tty=$(tty) pts=$(ls /dev/pts | tr "\\n" ,)"\r')
+    const screen = await until(/size=\d+ \d+ tty=\S+ pts=\S*\r\n/)
+    expect(screen).toMatch(/size=15 70 tty=\/dev\/pts\/0 pts=0,ptmx,\r\n/)
     await term.close()
   })
 })
