@@ -246,14 +246,14 @@ describe('terminals through the runner', () => {
         headers: runner.auth,
         payload: { command },
       })
-    const flood = (await open(['yes', 'flood-flood-flood'])).json() as { id: string }
     for (let i = 1; i < 16; i++) expect((await open(['sleep', '600'])).statusCode).toBe(200)
+    const flood = (await open(['yes', 'flood-flood-flood'])).json() as { id: string }
     const refused = await open(['sleep', '600'])
     expect(refused.statusCode).toBe(429)
     expect(refused.json()).toMatchObject({ error: { code: 'TOO_MANY_TERMINALS', details: { limit: 16 } } })
 
     const sock = rawSocket(
-      `${url.replace('http', 'ws')}/v1/sandboxes/${id}/terminals/${flood.id}/socket?offset=0`,
+      `${url.replace('http', 'ws')}/v1/sandboxes/${id}/terminals/${flood.id}/socket`,
       runner.apiKey,
     )
     await sock.frame((f) => f.type === 'terminal_ready')
@@ -284,5 +284,5 @@ describe('terminals through the runner', () => {
     // what the channel window, the sockets' buffers and the pty hold.
     expect(current).toBeLessThan(32 * 1024 * 1024)
     sock.ws.terminate()
-  })
+  }, 120_000)
 })
