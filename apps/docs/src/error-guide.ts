@@ -167,6 +167,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: 'Name a file, or use `sb.files.list()` for a directory.',
     sdkClass: 'ConchError',
   },
+  TERMINAL_NOT_FOUND: {
+    when: 'No terminal with this id exists in the sandbox: it was closed, its program exited and it was closed, or the id is wrong.',
+    fix: 'List live terminals with `sb.listTerminals()` and open a new one with `sb.terminal()`.',
+    sdkClass: 'ConchError',
+  },
   FILE_EXISTS: {
     when: 'A `mkdir` or `rename` would overwrite something that already exists.',
     fix: 'Remove the target first, or choose another name.',
@@ -200,6 +205,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
   TOO_MANY_PROCESSES: {
     when: 'The sandbox already has as many background processes as its limit allows (64 by default).',
     fix: 'Kill processes you no longer need with `p.kill()`.',
+    sdkClass: 'RateLimitError',
+  },
+  TOO_MANY_TERMINALS: {
+    when: 'The sandbox already has as many terminals as its limit allows (16 by default).',
+    fix: 'Close terminals you no longer need with `term.close()` or `DELETE /v1/sandboxes/:id/terminals/:terminalId`.',
     sdkClass: 'RateLimitError',
   },
   RATE_LIMITED: {

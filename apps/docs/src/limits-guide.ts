@@ -139,6 +139,24 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: '[`TOO_MANY_PROCESSES`](/reference/errors/#too_many_processes)',
     unit: 'count',
   },
+  maxTerminalsPerSandbox: {
+    what: 'Terminals running in one sandbox',
+    setting: null,
+    effect: '[`TOO_MANY_TERMINALS`](/reference/errors/#too_many_terminals)',
+    unit: 'count',
+  },
+  maxTerminalInputBytes: {
+    what: 'One input message on a terminal socket',
+    setting: null,
+    effect: 'an `error` frame with `FRAME_TOO_LARGE`; the socket stays open',
+    unit: 'bytes',
+  },
+  terminalScrollbackBytes: {
+    what: "A terminal's output kept for reattach (within the agent's scrollback budget)",
+    setting: null,
+    effect: 'older output is evicted; reattaching before it gives `OUTPUT_LOST`',
+    unit: 'bytes',
+  },
   maxQueuedRunsPerSandbox: {
     what: 'Runs running or waiting in one sandbox',
     setting: 'max-queued-runs-per-sandbox',

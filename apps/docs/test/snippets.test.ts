@@ -19,6 +19,7 @@ const RUN: Record<string, string[]> = {
   timeouts: ['true 130 started\n', 'test in /tmp\n', '130 false'],
   files: ['write the docs', 'todo.txt file 15', '\n1\n'],
   sessions: ['0 0', 'build open'],
+  terminals: ['{ code: 0, signal: null }', 'hi bob\n'],
   // The probe in this sample uses curl; without it only the server's own output is checked.
   'background-servers': existsSync('/usr/bin/curl') ? ['ok\n', 'listening\n'] : ['listening\n'],
   reattach: ['compiling 10', 'build finished with 0'],

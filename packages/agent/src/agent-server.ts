@@ -44,6 +44,7 @@ import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
 import { dialLoopback, relaySocket } from './tcp-connector.ts'
+import type { TerminalManager, TerminalMethod } from './terminal-manager.ts'
 import type { WorkspaceFiles } from './workspace-files.ts'
 import type { WorkspacePaths } from './workspace-paths.ts'
 
@@ -62,6 +63,8 @@ export interface AgentServerOptions {
   sessions: SessionService
   /** Snapshot capture and restore of the shells and processes. */
   state: SandboxState
+  /** Terminals (ptys). */
+  terminals: TerminalManager
   /** The sandbox's base environment (for exec and processes). */
   baseEnv: Readonly<Record<string, string>>
   /** Builds a process's environment from the base, `cleanEnv` and extras. */
@@ -129,6 +132,7 @@ export class AgentServer {
     this.#egress.close()
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()))
     this.#options.processes.killAll()
+    this.#options.terminals.closeAll()
     await this.#options.sessions.closeAll()
   }
 
@@ -180,11 +184,15 @@ export class AgentServer {
   ): Promise<AgentResultOf<M>> {
     if (isSessionMethod(method))
       return this.#options.sessions.handle(method, params as AgentParams<typeof method>, context)
-    const handler = this.#handlers[method as Exclude<AgentMethod, SessionMethod>] as unknown as Handler<M>
+    if (isTerminalMethod(method))
+      return this.#options.terminals.handle(method, params as AgentParams<typeof method>, context)
+    const handler = this.#handlers[
+      method as Exclude<AgentMethod, SessionMethod | TerminalMethod>
+    ] as unknown as Handler<M>
     return handler(params, context)
   }
 
-  readonly #handlers: { [M in Exclude<AgentMethod, SessionMethod>]: Handler<M> } = {
+  readonly #handlers: { [M in Exclude<AgentMethod, SessionMethod | TerminalMethod>]: Handler<M> } = {
     'agent.info': async (_p, context) => ({
       pid: process.pid,
       agentVersion: AGENT_VERSION,
@@ -396,6 +404,10 @@ function heapUsedAfterGc(): number {
 
 function isSessionMethod(method: AgentMethod): method is SessionMethod {
   return method.startsWith('session.')
+}
+
+function isTerminalMethod(method: AgentMethod): method is TerminalMethod {
+  return method.startsWith('terminal.')
 }
 
 /** One runner connection: the handshake, calls and channels, over a link endpoint. */

@@ -22,6 +22,7 @@
 //   session's output log. A full log subscriber pauses reading bash's pipes.
 // - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
 //   trap runs), then kills bash and every process in its session.
+import { dirname } from 'node:path'
 import type { Readable } from 'node:stream'
 import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
 import { AgentError, ShellClosedError } from './agent-error.ts'
@@ -33,6 +34,7 @@ import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import { RunQueue } from './run-queue.ts'
+import { RunStdinPipe } from './run-stdin-pipe.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { SessionFiles } from './session-files.ts'
 import { type HistoryQuery, SessionHistory } from './session-history.ts'
@@ -131,6 +133,8 @@ export class BashSession {
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
   #active: Run | null = null
+  /** The active run's stdin pipe, when it asked for one. */
+  #stdinPipe: RunStdinPipe | null = null
   #pendingSync: SyncLine | null = null
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
@@ -326,6 +330,19 @@ export class BashSession {
     return this.#closedInfo ?? { code: null, signal: 'SIGKILL', reason }
   }
 
+  /** Writes to (or ends) the stdin pipe of run `runId`, which must be running with `stdinPipe`. */
+  writeStdin(runId: string, bytes: Uint8Array | undefined, end: boolean): void {
+    const pipe = this.#active?.req.runId === runId ? this.#stdinPipe : null
+    if (!pipe) {
+      throw new AgentError(
+        'BAD_REQUEST',
+        `run "${runId}" in session "${this.id}" is not running with a stdin pipe; start it with stdin: 'pipe' and write once it has started`,
+      )
+    }
+    if (bytes !== undefined && bytes.byteLength > 0) pipe.write(bytes)
+    if (end) pipe.end()
+  }
+
   /** SIGHUP to bash, then waits until it exits or the kill grace period ends. */
   async #hangUp(pid: number): Promise<void> {
     const child = this.#child
@@ -353,7 +370,15 @@ export class BashSession {
     if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
     this.#files.writeCommand(text)
     let stdinRedirect = '/dev/null'
-    if (run.req.stdin !== undefined) {
+    if (run.req.stdinPipe === true) {
+      this.#stdinPipe = new RunStdinPipe(
+        dirname(this.#files.commandPath),
+        run.req.runId,
+        this.#opts.sandboxGid,
+        this.#child.pid,
+      )
+      stdinRedirect = shellQuote(this.#stdinPipe.path)
+    } else if (run.req.stdin !== undefined) {
       stdinRedirect = shellQuote(this.#files.writeStdin(run.req.stdin))
     }
     this.#active = run
@@ -443,6 +468,8 @@ export class BashSession {
     this.#opts.clock.clearTimer(run.timer)
     for (const s of STREAMS) this.#forget(s, run.nonce)
     this.#active = null
+    this.#stdinPipe?.close()
+    this.#stdinPipe = null
     this.#inFlight.delete(run.req.runId)
     const sync = run.sync
     if (sync !== null && !(sync.seen.stdout && sync.seen.stderr)) {
@@ -661,6 +688,8 @@ export class BashSession {
     const err = new ShellClosedError(this.id, info)
     const active = this.#active
     this.#active = null
+    this.#stdinPipe?.close()
+    this.#stdinPipe = null
     if (active !== null) {
       this.#opts.clock.clearTimer(active.timer)
       active.wake?.()

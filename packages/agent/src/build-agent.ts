@@ -9,6 +9,7 @@ import { ScrollbackBudget } from './scrollback-budget.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { SessionManager } from './session-manager.ts'
 import type { SandboxUser, Spawn } from './spawner.ts'
+import { TerminalManager } from './terminal-manager.ts'
 import { WorkspaceFiles } from './workspace-files.ts'
 import { WorkspacePaths } from './workspace-paths.ts'
 
@@ -42,6 +43,10 @@ export interface AgentDeps {
   sandboxUser?: SandboxUser
   /** Tells whether a command's exit code was the sandbox's memory limit; never, when absent. */
   oomCheck?: OomCheck
+  /** cgroup.procs files every terminal's program is moved into (`spawn` does it for the rest). */
+  workCgroups?: readonly string[]
+  /** Most terminals running at once. */
+  maxTerminals?: number
 }
 
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
@@ -77,6 +82,17 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     processes,
     sessions,
     state: new SandboxState(sessions, processes, paths.root),
+    terminals: new TerminalManager({
+      baseEnv: deps.baseEnv,
+      root: deps.root,
+      resolveDir: (dir) => server.hostDir(dir),
+      ...(deps.sandboxUser === undefined ? {} : { user: deps.sandboxUser }),
+      workCgroups: deps.workCgroups ?? [],
+      ...(deps.maxTerminals === undefined ? {} : { maxTerminals: deps.maxTerminals }),
+      budget,
+      clock: deps.clock,
+      logger: deps.logger,
+    }),
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,
     spawn: deps.spawn,

@@ -57,15 +57,13 @@ const sandboxUser =
     ? undefined
     : { uid: args.sandboxUid, gid: args.sandboxGid ?? args.sandboxUid }
 
+const workCgroups = [args.workCgroup, args.workPidsCgroup].filter((path) => path !== undefined)
+
 const { server } = buildAgent({
   root: args.root,
   baseEnv,
-  spawn: sandboxSpawn(
-    nodeSpawn,
-    sandboxUser,
-    [args.workCgroup, args.workPidsCgroup].filter((path) => path !== undefined),
-    logger,
-  ),
+  spawn: sandboxSpawn(nodeSpawn, sandboxUser, workCgroups, logger),
+  workCgroups,
   clock: systemClock,
   logger,
   tempRoot: chooseTempRoot(),

@@ -187,6 +187,7 @@ export class SessionManager implements SessionService {
         command: p.command,
         ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
         ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
+        ...(p.stdinPipe === true ? { stdinPipe: true } : {}),
         ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
       })
       if (p.buffer) return toRunResult(await running)
@@ -199,6 +200,15 @@ export class SessionManager implements SessionService {
       const session = await this.get(p.sessionId)
       attachChannel(session, context.channel(p.ch), p.offset)
       return info(session)
+    },
+    'session.stdin': async (p) => {
+      const session = await this.get(p.sessionId)
+      session.writeStdin(
+        p.id,
+        p.data === undefined ? undefined : Buffer.from(p.data, 'base64'),
+        p.end === true,
+      )
+      return {}
     },
     'session.interrupt': async (p) => {
       const session = await this.get(p.sessionId)

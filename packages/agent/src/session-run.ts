@@ -13,6 +13,8 @@ export interface RunRequest {
   timeoutMs?: number
   /** Bytes for the command's stdin; /dev/null when absent. */
   stdin?: Buffer
+  /** stdin is a pipe the client writes while the run is in flight (`session.stdin`). */
+  stdinPipe?: boolean
   /** Cap per stream of the buffered result. */
   outputCapBytes?: number
   /** Internal runs (state queries) are kept out of the output log and the history. */

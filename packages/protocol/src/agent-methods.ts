@@ -1,12 +1,14 @@
 import { z } from 'zod'
 import { ChannelId } from './agent-frames.ts'
 import { FileInfo, SandboxPath } from './file.ts'
+import { LIMITS } from './limits.ts'
 import { ListeningPort, PortNumber } from './network.ts'
 import { type Encoding, Env, EnvName, Offset, RunId, SessionId, TimeoutMs } from './primitives.ts'
 import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
 import { HistoryEntry, HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
 import { RestoredSession, SandboxShellState } from './snapshot.ts'
+import { TerminalId, TerminalInfo, TerminalOptions, TerminalSignal, TerminalSize } from './terminal.ts'
 
 // The methods a runner may call on an agent, each with its params and result schemas.
 // Byte data inside JSON (stdin, buffered output, small file contents) is base64; large
@@ -31,6 +33,8 @@ export const SessionRunParams = z.object({
   buffer: z.boolean(),
   /** Output cap per stream for a buffered result. */
   outputCapBytes: z.number().int().positive().optional(),
+  /** stdin is a pipe fed by `session.stdin` while the run is in flight (instead of `stdin` or /dev/null). */
+  stdinPipe: z.boolean().optional(),
 })
 /** Session run parameters. */
 export type SessionRunParams = z.infer<typeof SessionRunParams>
@@ -87,6 +91,21 @@ export const AGENT_METHODS = {
   'session.delete': { params: z.object(session), result: ok },
   'session.run': { params: SessionRunParams, result: z.union([RunResult, ok]) },
   'session.attach': { params: SessionAttachParams, result: SessionInfo },
+  /** Writes to (or ends) the stdin pipe of a running run started with `stdinPipe`. */
+  'session.stdin': {
+    params: z.object({
+      ...session,
+      id: RunId,
+      /** Bytes, base64. */
+      data: z
+        .string()
+        .max(Math.ceil(LIMITS.maxStdinBytes / 3) * 4)
+        .optional(),
+      /** Close the pipe after the data: the command reads EOF. */
+      end: z.boolean().optional(),
+    }),
+    result: ok,
+  },
   'session.interrupt': { params: z.object({ ...session, id: RunId.optional() }), result: ok },
   'session.env.list': {
     params: z.object(session),
@@ -158,6 +177,21 @@ export const AGENT_METHODS = {
     }),
     result: z.object({ sessions: z.array(RestoredSession) }),
   },
+  'terminal.open': { params: TerminalOptions, result: TerminalInfo },
+  'terminal.list': { params: empty, result: z.object({ terminals: z.array(TerminalInfo) }) },
+  'terminal.get': { params: z.object({ terminal: TerminalId }), result: TerminalInfo },
+  /** Attach a channel: output from `offset` (default: the scrollback's start), then live; `data` frames on the channel are input. */
+  'terminal.attach': {
+    params: z.object({ terminal: TerminalId, ch: ChannelId, offset: Offset.optional() }),
+    result: TerminalInfo,
+  },
+  'terminal.resize': {
+    params: z.object({ terminal: TerminalId, ...TerminalSize.shape }),
+    result: TerminalInfo,
+  },
+  'terminal.signal': { params: z.object({ terminal: TerminalId, signal: TerminalSignal }), result: ok },
+  /** Ends the program (SIGHUP, then SIGKILL) and forgets the terminal. */
+  'terminal.close': { params: z.object({ terminal: TerminalId }), result: ok },
   'file.read': { params: z.object({ path: SandboxPath, ch: ChannelId }), result: FileInfo },
   'file.write': {
     params: z.object({ path: SandboxPath, ch: ChannelId, mode: z.number().int().optional() }),

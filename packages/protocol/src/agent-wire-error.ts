@@ -39,8 +39,10 @@ export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SESSION_NOT_FOUND',
   'SESSION_PROTECTED',
   'SHELL_CLOSED',
+  'TERMINAL_NOT_FOUND',
   'TOO_MANY_PROCESSES',
   'TOO_MANY_SESSIONS',
+  'TOO_MANY_TERMINALS',
 ])
 
 /**

@@ -38,6 +38,14 @@ import { RunResult } from './run-result.ts'
 import { AccessToken, CreateSandboxRequest, CreateTokenRequest, SandboxInfo } from './sandbox.ts'
 import { HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
 import { SnapshotInfo } from './snapshot.ts'
+import {
+  TerminalInfo,
+  TerminalList,
+  TerminalOptions,
+  TerminalParams,
+  TerminalSignalRequest,
+  TerminalSize,
+} from './terminal.ts'
 
 /** One REST route: the runner registers it, and the OpenAPI document is generated from it. */
 export interface ApiRoute {
@@ -457,6 +465,57 @@ export const API_ROUTES = [
     operationId: 'deleteSnapshot',
     summary: 'Delete a snapshot (and the stored data only it used)',
     params: SnapshotParams,
+    response: Ok,
+  },
+  {
+    method: 'POST',
+    path: `${S}/terminals`,
+    operationId: 'createTerminal',
+    summary: 'Open a terminal (a program on a pty); attach to it on its socket',
+    params: SandboxParams,
+    body: TerminalOptions,
+    response: TerminalInfo,
+  },
+  {
+    method: 'GET',
+    path: `${S}/terminals`,
+    operationId: 'listTerminals',
+    summary: 'List terminals',
+    params: SandboxParams,
+    response: TerminalList,
+  },
+  {
+    method: 'GET',
+    path: `${S}/terminals/:terminalId`,
+    operationId: 'getTerminal',
+    summary: 'Get a terminal',
+    params: TerminalParams,
+    response: TerminalInfo,
+  },
+  {
+    method: 'DELETE',
+    path: `${S}/terminals/:terminalId`,
+    operationId: 'deleteTerminal',
+    summary: 'Close a terminal (SIGHUP, then SIGKILL)',
+    params: TerminalParams,
+    response: Ok,
+  },
+  {
+    method: 'POST',
+    path: `${S}/terminals/:terminalId/resize`,
+    operationId: 'resizeTerminal',
+    summary: 'Resize a terminal',
+    params: TerminalParams,
+    body: TerminalSize,
+    response: TerminalInfo,
+  },
+  {
+    method: 'POST',
+    path: `${S}/terminals/:terminalId/signal`,
+    operationId: 'signalTerminal',
+    summary: "Send a signal to a terminal's program",
+    params: TerminalParams,
+    body: TerminalSignalRequest,
     response: Ok,
   },
 ] as const satisfies readonly ApiRoute[]

@@ -41,9 +41,29 @@ export const ShellRun = z.object({
   stdin: z.string().optional(),
   /** How `stdin` is encoded; default `utf8`. */
   stdinEncoding: Encoding.optional(),
+  /** stdin is a pipe the client feeds with `shell_stdin` while the run is in flight (capability `stdin_pipe`). */
+  stdinPipe: z.boolean().optional(),
 })
 /** A run request. */
 export type ShellRun = z.infer<typeof ShellRun>
+
+/**
+ * client → runner (capability `stdin_pipe`): input for a run started with `stdinPipe`, once it
+ * has started (`shell_start`); `end` closes the pipe after `data`, and the command reads EOF.
+ */
+export const ShellStdin = z.object({
+  type: z.literal('shell_stdin'),
+  /** The run. */
+  id: RunId,
+  /** Input bytes in `encoding`. */
+  data: z.string().optional(),
+  /** How `data` is encoded; default `utf8`. */
+  encoding: Encoding.optional(),
+  /** Close the pipe after `data`. */
+  end: z.boolean().optional(),
+})
+/** Run input. */
+export type ShellStdin = z.infer<typeof ShellStdin>
 
 /** client → runner: Ctrl-C for the running command (SIGINT to it and to a builtin loop in bash). */
 export const ShellInterrupt = z.object({
@@ -90,6 +110,7 @@ export type Pong = z.infer<typeof Pong>
 export const ClientFrame = z.discriminatedUnion('type', [
   ClientHello,
   ShellRun,
+  ShellStdin,
   ShellInterrupt,
   ShellAck,
   Ping,
@@ -98,7 +119,15 @@ export const ClientFrame = z.discriminatedUnion('type', [
 /** A client frame. */
 export type ClientFrame = z.infer<typeof ClientFrame>
 /** The `type` values a client may send. */
-export const CLIENT_FRAME_TYPES = ['hello', 'shell_run', 'shell_interrupt', 'ack', 'ping', 'pong'] as const
+export const CLIENT_FRAME_TYPES = [
+  'hello',
+  'shell_run',
+  'shell_stdin',
+  'shell_interrupt',
+  'ack',
+  'ping',
+  'pong',
+] as const
 
 /** runner → client: first frame on every connection. */
 export const ServerHello = z.object({

@@ -205,6 +205,8 @@ export const ERROR_DETAILS = {
   TOO_MANY_SNAPSHOTS: SnapshotLimitDetails,
   SESSION_BUSY: SessionDetails,
   PORT_NOT_LISTENING: PortDetails.partial(),
+  TERMINAL_NOT_FOUND: z.object({ terminal: z.string().max(64) }).partial(),
+  TOO_MANY_TERMINALS: LimitDetails.partial(),
   SESSION_EXISTS: SessionDetails,
   SESSION_PROTECTED: SessionDetails,
   SHELL_CLOSED: ShellClosedDetails,

@@ -28,6 +28,8 @@ export const ERROR_SUGGESTIONS: Readonly<Record<ErrorCode, string>> = {
   TOO_MANY_SNAPSHOTS: 'delete snapshots you no longer need',
   SESSION_BUSY: 'wait for the run to finish or interrupt it, then try again',
   PORT_NOT_LISTENING: 'start the server on 127.0.0.1 inside the sandbox, then retry',
+  TERMINAL_NOT_FOUND: 'list the terminals to see which are open',
+  TOO_MANY_TERMINALS: 'close terminals you no longer need',
   SESSION_EXISTS: 'pick another id, or attach to the session',
   SESSION_PROTECTED: 'create another session for separate state',
   SHELL_CLOSED: 'open a new shell to continue',

@@ -81,6 +81,7 @@ export {
   ShellReady,
   ShellRun,
   ShellStart,
+  ShellStdin,
 } from './client-frames.ts'
 export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
 export {
@@ -216,4 +217,28 @@ export {
   SnapshotInfo,
   SnapshotProcess,
 } from './snapshot.ts'
+export {
+  decodeTerminalOutput,
+  encodeTerminalOutput,
+  TERMINAL_OUTPUT_HEADER_BYTES,
+  TERMINAL_SIZE_LIMITS,
+  TERMINAL_SUBPROTOCOL,
+  TerminalClientFrame,
+  TerminalCols,
+  TerminalExitFrame,
+  TerminalId,
+  TerminalInfo,
+  TerminalList,
+  TerminalOptions,
+  TerminalParams,
+  TerminalPongFrame,
+  TerminalQuery,
+  TerminalReadyFrame,
+  TerminalReplayEndFrame,
+  TerminalRows,
+  TerminalSignal,
+  TerminalSignalRequest,
+  TerminalSize,
+} from './terminal.ts'
+
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

@@ -42,6 +42,12 @@ export const LIMITS = {
   maxSandboxes: 32,
   /** Default cap on sessions per sandbox. */
   maxSessionsPerSandbox: 64,
+  /** Default cap on terminals per sandbox. */
+  maxTerminalsPerSandbox: 16,
+  /** Largest input message a terminal client may send, in bytes. */
+  maxTerminalInputBytes: 65_536,
+  /** Output kept per terminal for reattach, in bytes (within the agent's scrollback budget). */
+  terminalScrollbackBytes: 1_048_576,
   /** Default cap on background processes per sandbox. */
   maxProcessesPerSandbox: 64,
   /** Default cap on runs waiting or running per sandbox before `RATE_LIMITED`. */

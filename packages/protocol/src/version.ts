@@ -18,6 +18,8 @@ export const Capability = z.enum([
   'credit',
   'output_ack',
   'binary_output',
+  'stdin_pipe',
+  'terminals',
 ])
 /** One capability name. */
 export type Capability = z.infer<typeof Capability>

@@ -1,7 +1,7 @@
 // Builds the publishable runner into dist/: `conch.js` (the bin: a Node version check that loads
 // the CLI), the CLI and runner code with @conch/protocol and @conch/link bundled in (npm dependencies stay
 // imports), and `conch-agent.mjs`, the agent bundle every driver runs. Nothing in dist/ imports
-// a workspace package. Run by `pnpm build` (turbo) and before `pnpm pack`.
+// a workspace package; `node-pty/` holds node-pty's runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
 //
 //   node --conditions=source scripts/build.ts
 import { readFileSync, rmSync } from 'node:fs'
@@ -13,6 +13,7 @@ import {
   resolveAgentEntry,
   writeAgentBundle,
 } from '../src/drivers/agent-bundle.ts'
+import { nodePtyPackageDir, PTY_RUNTIME_DIR, writePtyRuntime } from '../src/drivers/pty-runtime.ts'
 
 const root = join(import.meta.dirname, '..')
 const dist = join(root, 'dist')
@@ -41,3 +42,6 @@ await build({
   logLevel: 'warning',
 })
 await writeAgentBundle(resolveAgentEntry(), join(dist, AGENT_BUNDLE_FILE))
+// node-pty's runtime (its JavaScript and the addon built at install) beside the agent bundle,
+// so terminals work in every driver without node-pty being installed beside the runner.
+writePtyRuntime(nodePtyPackageDir(resolveAgentEntry()), join(dist, PTY_RUNTIME_DIR))

@@ -10,6 +10,7 @@ import { AddressScreen, systemResolver } from './egress-resolver.ts'
 import type { NetworkOptions } from './network-options.ts'
 import { connectionCap, readOpenFileLimit } from './open-file-limit.ts'
 import { authPlugin } from './plugins/auth-plugin.ts'
+import { consolePlugin } from './plugins/console-plugin.ts'
 import { corsPlugin } from './plugins/cors-plugin.ts'
 import { execPlugin } from './plugins/exec-plugin.ts'
 import { filesPlugin } from './plugins/files-plugin.ts'
@@ -22,6 +23,7 @@ import { sandboxesPlugin } from './plugins/sandboxes-plugin.ts'
 import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
 import { snapshotsPlugin } from './plugins/snapshots-plugin.ts'
+import { terminalsPlugin } from './plugins/terminals-plugin.ts'
 import { previewRewrite } from './preview-host.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import { listeningAddresses } from './runner-addresses.ts'
@@ -229,6 +231,8 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
   void app.register(metricsPlugin, ctx)
   void app.register(sandboxesPlugin, ctx)
   void app.register(sessionsPlugin, ctx)
+  void app.register(terminalsPlugin, ctx)
+  void app.register(consolePlugin)
   void app.register(execPlugin, ctx)
   void app.register(processesPlugin, ctx)
   void app.register(filesPlugin, ctx)

@@ -35,6 +35,7 @@ import {
   type ServerFrame,
   type ShellQuery,
   type ShellRun,
+  type ShellStdin,
   type StreamName,
   type WireError,
 } from '@conch/protocol'
@@ -479,6 +480,9 @@ export class ShellConnection {
       case 'shell_run':
         this.#run(frame)
         return
+      case 'shell_stdin':
+        this.#stdin(frame)
+        return
       case 'shell_interrupt': {
         const run = frame.id === undefined ? undefined : (this.#clientRuns.get(frame.id) ?? frame.id)
         this.#link
@@ -536,6 +540,9 @@ export class ShellConnection {
     try {
       checkCommand(frame.command, this.#ctx.limits)
       stdin = stdinToBase64(frame.stdin, frame.stdinEncoding)
+      if (frame.stdinPipe === true && stdin !== undefined) {
+        throw new RunnerError('BAD_REQUEST', 'give stdin data or stdinPipe, not both')
+      }
       release = this.#sandbox.acquireRun(this.#ctx.limits.maxQueuedRunsPerSandbox)
     } catch (error) {
       this.#sendFailure(frame.id, error)
@@ -553,6 +560,7 @@ export class ShellConnection {
         command: frame.command,
         timeoutMs: clampCallTimeout(frame.timeoutMs, this.#ctx.limits),
         stdin,
+        ...(frame.stdinPipe === true ? { stdinPipe: true } : {}),
         buffer: false,
       },
       STREAMED_RUN,
@@ -560,6 +568,30 @@ export class ShellConnection {
       this.#forgetRun(runId)
       this.#sendFailure(frame.id, error)
     })
+  }
+
+  /** Forwards input for one of this client's runs to its stdin pipe. */
+  #stdin(frame: ShellStdin): void {
+    const run = this.#clientRuns.get(frame.id)
+    if (run === undefined) {
+      this.#sendError(frame.id, 'BAD_REQUEST', `run id ${frame.id} is not in flight on this connection`)
+      return
+    }
+    let data: string | undefined
+    try {
+      data = stdinToBase64(frame.data, frame.encoding)
+    } catch (error) {
+      this.#sendFailure(frame.id, error)
+      return
+    }
+    this.#link
+      ?.call('session.stdin', {
+        sessionId: this.#sessionId!,
+        id: run,
+        ...(data === undefined ? {} : { data }),
+        ...(frame.end === true ? { end: true } : {}),
+      })
+      .catch((error) => this.#sendFailure(frame.id, error))
   }
 
   #sendFailure(id: string | null, error: unknown): void {

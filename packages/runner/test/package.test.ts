@@ -235,9 +235,11 @@ describe('the packed @conch/runner', () => {
     ])
     const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
     expect(version(agent.exe)).toBe(version(NODE))
+    // node-pty's runtime (dist/node-pty) for terminals is the third, read-only too.
     expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
       '/opt/conch/conch-agent.mjs',
       '/opt/conch/node',
+      '/opt/conch/node-pty',
     ])
     // The agent's code cannot be changed or replaced from inside: the next agent start would run it.
     const tamper = await shell.run(
@@ -245,6 +247,8 @@ describe('the packed @conch/runner', () => {
         ': >> /opt/conch/conch-agent.mjs 2>/dev/null && echo appended',
         'rm -f /opt/conch/conch-agent.mjs 2>/dev/null && echo removed',
         'mv /opt/conch/conch-agent.mjs /tmp/x 2>/dev/null && echo moved',
+        ': >> /opt/conch/node-pty/build/Release/pty.node 2>/dev/null && echo addon-appended',
+        'rm -rf /opt/conch/node-pty/lib 2>/dev/null && echo lib-removed',
         'echo done',
       ].join('; '),
     )

@@ -34,6 +34,8 @@ import {
   SessionList,
   SnapshotInfo,
   SnapshotList,
+  TerminalInfo,
+  TerminalList,
 } from '@conch/protocol'
 import { z } from 'zod'
 
@@ -61,6 +63,8 @@ const REST = {
   portList: PortList,
   exposedPort: ExposedPort,
   portEvent: PortEvent,
+  terminalInfo: TerminalInfo,
+  terminalList: TerminalList,
 } satisfies Record<string, z.ZodType>
 
 /** JSON Schema keywords the SDK's checker implements; anything else fails generation. */

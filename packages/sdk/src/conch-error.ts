@@ -157,7 +157,12 @@ export class AuthError extends ConchError<'UNAUTHORIZED' | 'FORBIDDEN'> {
 }
 
 /** The codes of a limit that was hit. */
-type RateLimitCode = 'RATE_LIMITED' | 'TOO_MANY_SANDBOXES' | 'TOO_MANY_SESSIONS' | 'TOO_MANY_PROCESSES'
+type RateLimitCode =
+  | 'RATE_LIMITED'
+  | 'TOO_MANY_SANDBOXES'
+  | 'TOO_MANY_SESSIONS'
+  | 'TOO_MANY_PROCESSES'
+  | 'TOO_MANY_TERMINALS'
 
 /**
  * A limit was hit: too many queued runs, sandboxes, sessions or processes. Retry later or

@@ -123,6 +123,8 @@ export interface ErrorDetails {
   SESSION_PROTECTED: SessionDetails
   SESSION_BUSY: SessionDetails
   PORT_NOT_LISTENING: { port?: number | undefined }
+  TERMINAL_NOT_FOUND: { terminal?: string | undefined }
+  TOO_MANY_TERMINALS: Partial<LimitDetails>
   SHELL_CLOSED: ShellClosedDetails
   SANDBOX_NOT_RUNNING: AgentUnavailableDetails
   PATH_OUTSIDE_SANDBOX: PathDetails

@@ -24,6 +24,7 @@ const EXPECTED_CLASS: Partial<Record<ErrorCode, new (...args: never[]) => ConchE
   TOO_MANY_SANDBOXES: RateLimitError,
   TOO_MANY_SESSIONS: RateLimitError,
   TOO_MANY_PROCESSES: RateLimitError,
+  TOO_MANY_TERMINALS: RateLimitError,
   OUTPUT_LOST: OutputLostError,
   CONNECTION_LOST: ConnectionError,
   AGENT_UNAVAILABLE: ConnectionError,

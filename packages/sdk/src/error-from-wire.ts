@@ -72,6 +72,7 @@ export function errorFromWire(
     case 'TOO_MANY_SANDBOXES':
     case 'TOO_MANY_SESSIONS':
     case 'TOO_MANY_PROCESSES':
+    case 'TOO_MANY_TERMINALS':
       return new RateLimitError(code, message, opts(code))
     case 'OUTPUT_LOST':
       return new OutputLostError(message, opts(code))
@@ -107,6 +108,7 @@ export function errorFromWire(
     case 'FILE_EXISTS':
     case 'DIRECTORY_NOT_EMPTY':
     case 'PORT_NOT_LISTENING':
+    case 'TERMINAL_NOT_FOUND':
     case 'INTERNAL':
       return new ConchError(code, message, opts(code))
     default:

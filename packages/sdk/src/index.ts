@@ -61,8 +61,15 @@ export { SandboxFiles } from './sandbox-files.ts'
 export { type ExecOptions, type HistoryQuery, Session } from './session.ts'
 export { SessionAliases } from './session-aliases.ts'
 export { SessionEnv } from './session-env.ts'
-export { Shell } from './shell.ts'
+export { type PipedRun, Shell } from './shell.ts'
 export type { ConnectionPolicy } from './shell-connection.ts'
 export type { ShellResumed } from './shell-frame-router.ts'
 export type { ShellEvent, ShellOutput, ShellRunOptions } from './shell-run-options.ts'
+export {
+  Terminal,
+  type TerminalExit,
+  type TerminalInfo,
+  type TerminalOptions,
+  type TerminalSignalName,
+} from './terminal.ts'
 export type { FetchLike, WebSocketConstructor, WebSocketLike } from './web-socket-like.ts'

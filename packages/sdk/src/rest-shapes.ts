@@ -11,6 +11,7 @@ import type {
   SessionInfo,
   SnapshotInfo,
 } from './resource-info.ts'
+import type { TerminalInfo } from './terminal.ts'
 import { EXEC_EVENT_SCHEMAS, REST_SCHEMAS } from './wire-schemas.ts'
 import { type JsonSchema, type Shape, ShapeError, shapeOf } from './wire-shape.ts'
 
@@ -102,3 +103,8 @@ export const snapshotInfo: Shape<SnapshotInfo> = shapeOf(REST_SCHEMAS.snapshotIn
 
 /** `SnapshotList`. */
 export const snapshotList: Shape<{ snapshots: SnapshotInfo[] }> = shapeOf(REST_SCHEMAS.snapshotList)
+/** `TerminalInfo`. */
+export const terminalInfo: Shape<TerminalInfo> = shapeOf(REST_SCHEMAS.terminalInfo)
+
+/** `TerminalList`. */
+export const terminalList: Shape<{ terminals: TerminalInfo[] }> = shapeOf(REST_SCHEMAS.terminalList)

@@ -52,6 +52,8 @@ export interface Run {
   deadlineAt: number
   /** Rejected already; later frames are ignored. */
   abandoned: boolean
+  /** `shell_stdin` frames of a piped run written before it started; null once sent. */
+  stdinQueue: string[] | null
   /** Resolves the caller's promise. */
   resolve: (result: CommandResult<string | Uint8Array>) => void
   /** Rejects the caller's promise. */
@@ -122,7 +124,7 @@ export class RunLedger {
     if (signal?.aborted) return { id, promise: Promise.reject(signal.reason) }
     // The id is [a-z0-9.] only, so the common frame is built without an intermediate object.
     const frame =
-      options.stdin === undefined && options.timeoutMs === undefined
+      options.stdin === undefined && options.timeoutMs === undefined && options.stdinPipe !== true
         ? `{"type":"shell_run","id":"${id}","command":${JSON.stringify(command)}}`
         : JSON.stringify({
             type: 'shell_run',
@@ -130,6 +132,7 @@ export class RunLedger {
             command,
             timeoutMs: options.timeoutMs,
             ...stdinFields(options.stdin, encodeBase64),
+            ...(options.stdinPipe === true ? { stdinPipe: true } : {}),
           })
     let run!: Run
     const promise = new Promise<CommandResult<string | Uint8Array>>((resolve, reject) => {
@@ -149,6 +152,7 @@ export class RunLedger {
         errDecoder: null,
         deadlineAt: 0,
         abandoned: false,
+        stdinQueue: [],
         resolve,
         reject,
       }
@@ -266,9 +270,34 @@ export class RunLedger {
     run.chain = chain
   }
 
+  /**
+   * Input for a piped run: sent at once when it has started, else when it starts (the runner
+   * takes input only for a running command).
+   */
+  stdin(id: string, data: string | Uint8Array | undefined, end: boolean): void {
+    const run = this.#runs.get(id)
+    if (!run || run.state === 'done') return
+    const frame = JSON.stringify({
+      type: 'shell_stdin',
+      id,
+      ...(data === undefined
+        ? {}
+        : {
+            data: encodeBase64(typeof data === 'string' ? new TextEncoder().encode(data) : data),
+            encoding: 'base64',
+          }),
+      ...(end ? { end: true } : {}),
+    })
+    if (run.stdinQueue) run.stdinQueue.push(frame)
+    else this.#init.send(frame)
+  }
+
   /** The run left the runner's queue: its client-side deadline starts. */
   started(run: Run): void {
     run.state = 'started'
+    const queued = run.stdinQueue
+    run.stdinQueue = null
+    for (const frame of queued ?? []) this.#init.send(frame)
     run.deadlineAt =
       performance.now() + commandDeadlineMs(run.timeoutMs, this.#init.sessionTimeoutMs(), this.#init.graceMs)
     // One sweep per shell instead of a timer per run keeps the hot path to a field write.

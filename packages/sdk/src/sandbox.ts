@@ -32,6 +32,8 @@ import {
   sessionList,
   snapshotInfo,
   snapshotList,
+  terminalInfo,
+  terminalList,
 } from './rest-shapes.ts'
 import { type RetryPolicy, retryPolicy } from './retry-policy.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
@@ -40,6 +42,7 @@ import { type ExecOptions, Session } from './session.ts'
 import { Shell } from './shell.ts'
 import { type ConnectionPolicy, DEFAULT_CONNECTION_POLICY } from './shell-connection.ts'
 import type { ShellOutput } from './shell-run-options.ts'
+import { Terminal, type TerminalInfo, type TerminalOptions } from './terminal.ts'
 import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './web-socket-like.ts'
 
 /**
@@ -486,6 +489,65 @@ export class Sandbox {
       processInfo,
     )
     return new BackgroundProcess(this.#http, this.#path, info)
+  }
+
+  /**
+   * Opens a terminal: an interactive bash (or `command`) on a pseudo-terminal in the sandbox,
+   * attached over a WebSocket. The terminal outlives this client; others attach by its id.
+   *
+   * @example
+   * ```ts
+   * await using term = await sb.terminal({ cols: 100, rows: 30 })
+   * term.onData((bytes) => process.stdout.write(bytes))
+   * term.write('python3\r')
+   * ```
+   */
+  async terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    const info = await this.#http.json('POST', `${this.#path}/terminals`, terminalInfo, { json: options })
+    return this.attachTerminal(info.id, { offset: info.startOffset })
+  }
+
+  /**
+   * Attaches to a terminal by id, replaying its screen from `offset` (default: as far back as
+   * the scrollback reaches). Fails with OUTPUT_LOST when `offset` was evicted.
+   *
+   * @example
+   * ```ts
+   * const term = await sb.attachTerminal(savedId, { offset: savedOffset })
+   * ```
+   */
+  async attachTerminal(id: string, options: { offset?: number } = {}): Promise<Terminal> {
+    const info = await this.#http.json(
+      'GET',
+      `${this.#path}/terminals/${encodeURIComponent(id)}`,
+      terminalInfo,
+    )
+    this.#WebSocket ??= resolveWebSocket(this.#options.WebSocket)
+    const term = new Terminal(
+      {
+        http: this.#http,
+        path: this.#path,
+        baseUrl: this.#http.baseUrl,
+        secret: this.#secret,
+        WebSocket: await this.#WebSocket,
+      },
+      info,
+      options.offset ?? info.startOffset,
+    )
+    await term.connect()
+    return term
+  }
+
+  /**
+   * The sandbox's terminals, running and ended (until closed).
+   *
+   * @example
+   * ```ts
+   * const running = (await sb.listTerminals()).filter((t) => t.exitCode === null)
+   * ```
+   */
+  async listTerminals(): Promise<TerminalInfo[]> {
+    return (await this.#http.json('GET', `${this.#path}/terminals`, terminalList)).terminals
   }
 
   /**

@@ -15,7 +15,11 @@ import type { OutputEncoding, OutputOf } from './command-result.ts'
 export interface ShellRunOptions<E extends OutputEncoding = 'utf8'> {
   /** Timeout; the runner clamps it between 1 s and its maximum. Default: the session's. */
   timeoutMs?: number
-  /** Data for the command's stdin; without it stdin is /dev/null. */
+  /**
+   * Data for the command's stdin; without it stdin is /dev/null. `'pipe'` makes stdin a pipe
+   * you feed while the run is in flight: `run` then returns a `PipedRun` with `write` and `end`
+   * (to send the four letters "pipe" as data, pass them as a Uint8Array).
+   */
   stdin?: string | Uint8Array
   /** Aborts the run: it is interrupted (Ctrl-C) and the call rejects with the signal's reason. */
   signal?: AbortSignal
@@ -69,6 +73,7 @@ export interface ShellOutput {
 export interface StartOptions {
   timeoutMs?: number | undefined
   stdin?: string | Uint8Array | undefined
+  stdinPipe?: boolean | undefined
   signal?: AbortSignal | undefined
   binary: boolean
   onStdout?: OutputCallback | undefined
@@ -82,7 +87,8 @@ export type OutputCallback = (chunk: string | Uint8Array) => unknown
 export function toStartOptions(options: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'>): StartOptions {
   return {
     timeoutMs: options.timeoutMs,
-    stdin: options.stdin,
+    stdin: options.stdin === 'pipe' ? undefined : options.stdin,
+    stdinPipe: options.stdin === 'pipe',
     signal: options.signal,
     binary: options.encoding === 'binary',
     onStdout: options.onStdout as StartOptions['onStdout'],

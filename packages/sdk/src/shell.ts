@@ -61,6 +61,24 @@ export interface ShellInit {
 }
 
 /**
+ * A run started with `stdin: 'pipe'`: its result, plus its stdin. Writes before the run has
+ * started are held and sent when it starts.
+ *
+ * @example
+ * ```ts
+ * const run = sh.run("read -p 'name? ' n; echo hi $n", { stdin: 'pipe' })
+ * run.write('bob\n')
+ * console.log((await run).stdout) // "hi bob\n"
+ * ```
+ */
+export type PipedRun<T extends string | Uint8Array> = Promise<CommandResult<T>> & {
+  /** Sends input to the command. */
+  write(data: string | Uint8Array): void
+  /** Sends the last input (if any) and closes stdin: the command reads EOF. */
+  end(data?: string | Uint8Array): void
+}
+
+/**
  * A live bash session over a WebSocket. `run` executes in the same bash every time, so `cd`,
  * `export` and functions persist. Concurrent runs are pipelined and execute in call order.
  * Dispose it (`await using`) to close the socket; a shell made by `sb.shell()` also deletes
@@ -254,6 +272,11 @@ export class Shell {
    */
   run(
     command: string,
+    options: ShellRunOptions<'binary'> & { encoding: 'binary'; stdin: 'pipe' },
+  ): PipedRun<Uint8Array>
+  run(command: string, options: ShellRunOptions<'utf8'> & { stdin: 'pipe' }): PipedRun<string>
+  run(
+    command: string,
     options: ShellRunOptions<'binary'> & { encoding: 'binary' },
   ): Promise<CommandResult<Uint8Array>>
   run(command: string, options?: ShellRunOptions<'utf8'>): Promise<CommandResult<string>>
@@ -261,9 +284,14 @@ export class Shell {
     command: string,
     options: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'> = {},
   ): Promise<CommandResult<string> | CommandResult<Uint8Array>> {
-    return this.#start(command, toStartOptions(options), true).promise as Promise<
-      CommandResult<string> | CommandResult<Uint8Array>
-    >
+    const started = this.#start(command, toStartOptions(options), true)
+    const promise = started.promise as Promise<CommandResult<string> | CommandResult<Uint8Array>>
+    if (options.stdin !== 'pipe') return promise
+    const ledger = this.#ledger
+    return Object.assign(promise, {
+      write: (data: string | Uint8Array) => ledger.stdin(started.id, data, false),
+      end: (data?: string | Uint8Array) => ledger.stdin(started.id, data, true),
+    })
   }
 
   /**

@@ -143,6 +143,7 @@ describe('public API values', () => {
       'SessionNotFoundError',
       'Shell',
       'ShellClosedError',
+      'Terminal',
     ])
   })
 })

@@ -20,6 +20,7 @@ import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { BuildOptions, Plugin } from 'esbuild'
 import { RunnerError } from '../runner-error.ts'
+import { ensurePtyRuntime } from './pty-runtime.ts'
 
 /** The bundle's file name: beside the runner's code in the package, and in sandboxes (`/opt/conch/`). */
 export const AGENT_BUNDLE_FILE = 'conch-agent.mjs'
@@ -170,6 +171,11 @@ export async function locateAgentBundle(agentEntry?: string): Promise<string> {
     const entry = agentEntry ?? resolveAgentEntry()
     const cached = join(devCacheDir(), `conch-agent-${agentSourceKey(entry)}.mjs`)
     if (!existsSync(cached)) await writeAgentBundle(entry, cached)
+    // Terminals need node-pty beside the bundle; shells work without it, so a failure here
+    // only surfaces when a terminal is opened (the agent then says what is missing).
+    try {
+      ensurePtyRuntime(devCacheDir(), entry)
+    } catch {}
     return cached
   } catch (error) {
     throw new RunnerError(

@@ -1,9 +1,12 @@
 // What a sandbox needs of the host to run the agent, and where it appears inside: the Node
-// binary and the agent bundle (agent-bundle.ts: the agent, the protocol and zod in one file
-// with no imports but Node's own), each bound read-only under /opt/conch. Nothing of the
+// binary, the agent bundle (agent-bundle.ts: the agent, the protocol and zod in one file
+// with no imports but Node's own) and node-pty's runtime for terminals (pty-runtime.ts), each
+// bound read-only under /opt/conch. Nothing of the
 // runner's node_modules enters a sandbox.
-import { realpathSync } from 'node:fs'
+import { existsSync, realpathSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { AGENT_BUNDLE_FILE, locateAgentBundle } from './agent-bundle.ts'
+import { PTY_RUNTIME_DIR } from './pty-runtime.ts'
 
 /** Where the agent's files appear inside a sandbox. */
 export const GUEST_RUNTIME_DIR = '/opt/conch'
@@ -37,10 +40,13 @@ export interface AgentRuntime {
 export async function locateAgentRuntime(nodePath: string, agentEntry?: string): Promise<AgentRuntime> {
   const bundle = realpathSync(await locateAgentBundle(agentEntry))
   const g = GUEST_RUNTIME_DIR
+  // node-pty's runtime (pty-runtime.ts) beside the bundle, where the agent loads it for terminals.
+  const pty = join(dirname(bundle), PTY_RUNTIME_DIR)
   return {
     mounts: [
       { host: realpathSync(nodePath), guest: `${g}/node` },
       { host: bundle, guest: `${g}/${AGENT_BUNDLE_FILE}` },
+      ...(existsSync(pty) ? [{ host: realpathSync(pty), guest: `${g}/${PTY_RUNTIME_DIR}` }] : []),
     ],
     symlinks: [],
     node: `${g}/node`,

@@ -1,4 +1,4 @@
-import { SHELL_SUBPROTOCOL, ShellQuery } from '@conch/protocol'
+import { SHELL_SUBPROTOCOL, ShellQuery, TERMINAL_SUBPROTOCOL } from '@conch/protocol'
 import websocket, { type WebsocketPluginOptions } from '@fastify/websocket'
 import type { FastifyInstance } from 'fastify'
 import type { RunnerContext } from '../runner-context.ts'
@@ -6,6 +6,7 @@ import { RunnerError } from '../runner-error.ts'
 import { ShellConnection } from '../shell-connection.ts'
 import { ShellSessionRegistry } from '../shell-session-registry.ts'
 import { ShellWebSocket } from '../shell-web-socket.ts'
+import { terminalSocketRoute } from './terminals-plugin.ts'
 
 /** The WebSocket class ws's server options take. */
 type WebSocketClass = NonNullable<NonNullable<WebsocketPluginOptions['options']>['WebSocket']>
@@ -20,7 +21,11 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
     options: {
       maxPayload: ctx.limits.maxClientFrameBytes + FRAME_SLACK_BYTES,
       handleProtocols: (protocols: Set<string>) =>
-        protocols.has(SHELL_SUBPROTOCOL) ? SHELL_SUBPROTOCOL : false,
+        protocols.has(SHELL_SUBPROTOCOL)
+          ? SHELL_SUBPROTOCOL
+          : protocols.has(TERMINAL_SUBPROTOCOL)
+            ? TERMINAL_SUBPROTOCOL
+            : false,
       // The connection checks UTF-8 itself and answers a bad frame with an error frame; ws
       // would close the socket.
       skipUTF8Validation: true,
@@ -91,4 +96,5 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
       void connection.start()
     },
   )
+  terminalSocketRoute(app, ctx)
 }

@@ -73,7 +73,8 @@ describe('port relay (real agent)', () => {
     expect(sse.headers.get('content-type')).toBe('text/event-stream')
     const events: string[] = []
     const decoder = new TextDecoder()
-    for await (const chunk of sse.body as AsyncIterable<Uint8Array>) events.push(decoder.decode(chunk))
+    for await (const chunk of sse.body as unknown as AsyncIterable<Uint8Array>)
+      events.push(decoder.decode(chunk))
     expect(events.join('')).toBe('data: tick 1\n\ndata: tick 2\n\ndata: tick 3\n\n')
   })
 
@@ -262,7 +263,7 @@ describe('port discovery events', () => {
     const events: PortEvent[] = []
     const reader = (async () => {
       let buffer = ''
-      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
         buffer += Buffer.from(chunk).toString()
         const lines = buffer.split('\n')
         buffer = lines.pop() ?? ''

@@ -1,0 +1,85 @@
+// Finds node-pty, the agent's one native dependency. The agent runs as a single bundled file
+// with no node_modules (see the runner's agent-bundle.ts), so node-pty is not bundled: drivers
+// place its runtime files (its JavaScript, package.json and the compiled `pty.node`) in a
+// `node-pty` folder beside the bundle (`/opt/conch/node-pty` in a sandbox; `dist/node-pty` in
+// the published runner). Run from source, the agent's own dependency is used. It is loaded on
+// the first terminal, so an agent without it still serves shells, and a terminal then fails
+// with a message that says what is missing.
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import { AgentError } from './agent-error.ts'
+
+/** The part of node-pty's process handle the agent uses. */
+export interface PtyProcess {
+  /** Program pid (a session leader: its process group is its pid). */
+  readonly pid: number
+  /** Output; a Buffer because the agent opens ptys with `encoding: null`. */
+  onData(listener: (data: Buffer | string) => void): unknown
+  /** The program ended. */
+  onExit(listener: (e: { exitCode: number; signal?: number }) => void): unknown
+  /** Input bytes. */
+  write(data: string | Buffer): void
+  /** New size (TIOCSWINSZ; the program gets SIGWINCH). */
+  resize(cols: number, rows: number): void
+  /** Sends a signal to the program. */
+  kill(signal?: string): void
+  /** Stops reading output (the pty's buffer then blocks the program). */
+  pause(): void
+  /** Reads output again. */
+  resume(): void
+}
+
+/** Options node-pty's spawn takes. */
+export interface PtySpawnOptions {
+  /** TERM. */
+  name: string
+  /** Columns. */
+  cols: number
+  /** Rows. */
+  rows: number
+  /** Working directory. */
+  cwd: string
+  /** The whole environment. */
+  env: Record<string, string>
+  /** Bytes in and out. */
+  encoding: null
+  /** User to run as. */
+  uid?: number
+  /** Group to run as. */
+  gid?: number
+}
+
+/** node-pty's spawn. */
+export type PtySpawn = (file: string, args: string[], options: PtySpawnOptions) => PtyProcess
+
+/** Where the drivers put node-pty: beside the agent's own file. */
+function besideAgent(): string {
+  return fileURLToPath(new URL('./node-pty', import.meta.url))
+}
+
+let loaded: PtySpawn | undefined
+
+/** node-pty's spawn, loaded once; TERMINAL_UNAVAILABLE-like AGENT_UNAVAILABLE when it is missing. */
+export function loadPtySpawn(): PtySpawn {
+  if (loaded) return loaded
+  const require = createRequire(import.meta.url)
+  const beside = besideAgent()
+  const candidates = existsSync(beside) ? [beside, 'node-pty'] : ['node-pty']
+  let lastError: unknown
+  for (const id of candidates) {
+    try {
+      const mod = require(id) as { spawn?: unknown }
+      if (typeof mod.spawn === 'function') {
+        loaded = mod.spawn as PtySpawn
+        return loaded
+      }
+    } catch (error) {
+      lastError = error
+    }
+  }
+  throw new AgentError(
+    'AGENT_UNAVAILABLE',
+    `terminals need node-pty, which this agent cannot load (${lastError instanceof Error ? lastError.message.split('\n')[0] : 'not found'}); reinstall the runner, or in a checkout run pnpm install`,
+  )
+}

@@ -1,0 +1,204 @@
+// One terminal: a program on a pseudo-terminal (node-pty), its output kept in an output log.
+//
+// Model: the program's output is one byte stream; each chunk is appended to the terminal's
+// `OutputLog` as `stdout` with no run, so clients replay it by byte offset and get OUTPUT_LOST
+// for evicted bytes, exactly like a shell's scrollback (and within the agent's shared
+// scrollback budget). When an attached channel runs out of credit the log reports pressure and
+// the terminal stops reading the pty, whose kernel buffer then blocks the program: a slow
+// client slows the program, and memory stays bounded. When the program exits, a `closed`
+// record ends the log; the terminal keeps its scrollback until it is closed.
+import { writeFileSync } from 'node:fs'
+import { constants } from 'node:os'
+import type { TerminalInfo } from '@conch/protocol'
+import type { Clock } from './clock.ts'
+import type { Logger } from './logger.ts'
+import { OutputLog } from './output-log.ts'
+import type { PtyProcess, PtySpawn } from './pty-loader.ts'
+import type { ScrollbackBudget } from './scrollback-budget.ts'
+import type { SandboxUser } from './spawner.ts'
+
+/** What a terminal is started with. */
+export interface PtyTerminalOptions {
+  /** Terminal id. */
+  id: string
+  /** Program and arguments. */
+  command: string[]
+  /** Size. */
+  cols: number
+  /** Size. */
+  rows: number
+  /** Working directory on the agent's side. */
+  cwd: string
+  /** The whole environment. */
+  env: Record<string, string>
+  /** node-pty's spawn. */
+  spawn: PtySpawn
+  /** The user the program runs as. */
+  user?: SandboxUser
+  /** cgroup.procs files the program is moved into at once. */
+  workCgroups: readonly string[]
+  /** Bytes of scrollback. */
+  scrollbackBytes: number
+  /** The agent's shared scrollback budget. */
+  budget?: ScrollbackBudget
+  /** Time. */
+  clock: Clock
+  /** Logging. */
+  logger: Logger
+}
+
+/** Time between SIGHUP and SIGKILL when a terminal is closed. */
+const CLOSE_GRACE_MS = 1_000
+
+/** A program on a pty with a replayable output log. */
+export class PtyTerminal {
+  /** Terminal id. */
+  readonly id: string
+  /** Its output. */
+  readonly log: OutputLog
+  readonly #pty: PtyProcess
+  readonly #command: string[]
+  readonly #createdAt: number
+  #cols: number
+  #rows: number
+  #exit: { code: number; signal: string | null } | null = null
+  readonly #exitListeners = new Set<() => void>()
+
+  /** Starts the program; throws when node-pty cannot. */
+  constructor(options: PtyTerminalOptions) {
+    this.id = options.id
+    this.#command = options.command
+    this.#cols = options.cols
+    this.#rows = options.rows
+    this.#createdAt = options.clock.now()
+    this.log = new OutputLog(options.scrollbackBytes, (full) => this.#setPaused(full), options.budget)
+    const [file, ...args] = options.command
+    this.#pty = options.spawn(file ?? 'bash', args, {
+      name: options.env.TERM ?? 'xterm-256color',
+      cols: options.cols,
+      rows: options.rows,
+      cwd: options.cwd,
+      env: options.env,
+      encoding: null,
+      ...(options.user ? { uid: options.user.uid, gid: options.user.gid } : {}),
+    })
+    // The program is moved into the work cgroup before any input reaches it (input flows only
+    // once `terminal.open` has answered), so nothing a client types runs outside it.
+    for (const procs of options.workCgroups) {
+      try {
+        writeFileSync(procs, String(this.#pty.pid))
+      } catch (error) {
+        options.logger.warn(
+          { err: error instanceof Error ? error.message : String(error) },
+          'could not move a terminal into the work cgroup; killing it',
+        )
+        this.#pty.kill('SIGKILL')
+      }
+    }
+    this.#pty.onData((data) => {
+      this.log.appendData('stdout', null, typeof data === 'string' ? Buffer.from(data) : data)
+    })
+    this.#pty.onExit(({ exitCode, signal }) => {
+      const signalName = signal ? (signalNames.get(signal) ?? `SIG${signal}`) : null
+      const code = signal ? 128 + signal : exitCode
+      this.#exit = { code, signal: signalName }
+      this.log.appendClosed({
+        code,
+        signal: signalName,
+        reason: signalName ? `killed by ${signalName}` : `exit ${exitCode}`,
+      })
+      for (const fn of this.#exitListeners) fn()
+      this.#exitListeners.clear()
+    })
+  }
+
+  /** Whether the program is still running. */
+  get running(): boolean {
+    return this.#exit === null
+  }
+
+  /** The program's exit, once it ended. */
+  get exit(): { code: number; signal: string | null } | null {
+    return this.#exit
+  }
+
+  /** Calls `fn` once when the program ends (at once if it has). */
+  onExit(fn: () => void): void {
+    if (this.#exit) fn()
+    else this.#exitListeners.add(fn)
+  }
+
+  /** The terminal as the protocol reports it. */
+  info(): TerminalInfo {
+    return {
+      id: this.id,
+      command: [...this.#command],
+      cols: this.#cols,
+      rows: this.#rows,
+      pid: this.#pty.pid,
+      createdAt: this.#createdAt,
+      endOffset: this.log.endOffset,
+      startOffset: this.log.startOffset,
+      exitCode: this.#exit?.code ?? null,
+      signal: this.#exit?.signal ?? null,
+    }
+  }
+
+  /** Writes input bytes; ignored once the program ended. */
+  write(bytes: Uint8Array): void {
+    if (!this.running) return
+    this.#pty.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+  }
+
+  /** Sets the size (the program gets SIGWINCH). */
+  resize(cols: number, rows: number): void {
+    this.#cols = cols
+    this.#rows = rows
+    if (this.running) this.#pty.resize(cols, rows)
+  }
+
+  /** Sends a signal to the program. */
+  signal(signal: string): void {
+    if (!this.running) return
+    try {
+      process.kill(this.#pty.pid, signal)
+    } catch {
+      // it exited between the check and the signal
+    }
+  }
+
+  /** Ends the program: SIGHUP to its process group (a closed tab), SIGKILL after a grace. */
+  close(): void {
+    // Attached channels stay until the program has exited, so each gets its `end`.
+    if (this.running) {
+      const pid = this.#pty.pid
+      try {
+        process.kill(-pid, 'SIGHUP')
+      } catch {
+        this.#pty.kill('SIGHUP')
+      }
+      const timer = setTimeout(() => {
+        if (this.running) this.#pty.kill('SIGKILL')
+      }, CLOSE_GRACE_MS)
+      timer.unref()
+      this.onExit(() => {
+        clearTimeout(timer)
+        this.log.release()
+      })
+      // Keep reading so the program is never blocked on a full pty while it exits.
+      this.#pty.resume()
+    } else {
+      this.log.release()
+    }
+  }
+
+  #setPaused(full: boolean): void {
+    if (full) this.#pty.pause()
+    else this.#pty.resume()
+  }
+}
+
+/** Signal numbers to names, for exit reports. */
+const signalNames: ReadonlyMap<number, string> = new Map(
+  Object.entries(constants.signals).map(([name, n]) => [n, name]),
+)

@@ -1,0 +1,211 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TerminalInfo } from '@conch/protocol'
+import { mintLinkSecret } from '@conch/protocol/link-proof'
+import { test as base, describe, expect } from 'vitest'
+import { buildAgent } from '../src/build-agent.ts'
+import { systemClock } from '../src/clock.ts'
+import { silentLogger } from '../src/logger.ts'
+import { nodeSpawn } from '../src/spawner.ts'
+import { chooseTempRoot } from '../src/temp-root.ts'
+import { AgentClient, type Received } from './agent-client.ts'
+
+// Terminals over the agent link with real programs on real ptys (node-pty): what a user types
+// arrives as `data` frames on the attached channel, the screen comes back as `data` frames.
+
+const SECRET = mintLinkSecret()
+
+interface Served {
+  connect(): Promise<AgentClient>
+}
+
+const test = base.extend<{ agent: Served }>({
+  // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take a destructuring pattern
+  agent: async ({}, use) => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-agent-term-'))
+    const root = join(dir, 'root')
+    await mkdir(root)
+    const { server } = buildAgent({
+      root,
+      baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
+      spawn: nodeSpawn,
+      clock: systemClock,
+      logger: silentLogger,
+      tempRoot: chooseTempRoot(),
+      linkSecret: SECRET,
+      maxTerminals: 3,
+    })
+    const socketPath = join(dir, 'agent.sock')
+    await server.listen({ path: socketPath })
+    const clients: AgentClient[] = []
+    await use({
+      connect: async () => {
+        const c = await AgentClient.connect(socketPath, SECRET)
+        clients.push(c)
+        return c
+      },
+    })
+    for (const c of clients) c.close()
+    await server.close()
+    rmSync(dir, { recursive: true, force: true })
+  },
+})
+
+let nextCh = 1
+
+/** A channel attached to a terminal: collects the screen bytes and grants credit as it reads. */
+async function attach(c: AgentClient, terminal: string, offset?: number) {
+  const ch = nextCh++
+  const info = await c.call<TerminalInfo>('terminal.attach', {
+    terminal,
+    ch,
+    ...(offset === undefined ? {} : { offset }),
+  })
+  const screen = () =>
+    Buffer.concat(c.frames.filter((f) => f.type === 'data' && f.ch === ch).map((f) => f.payload)).toString()
+  return {
+    ch,
+    info,
+    screen,
+    type: (text: string) => c.send({ type: 'data', ch }, Buffer.from(text)),
+    until: async (match: RegExp | string) => {
+      const seen = () => (typeof match === 'string' ? screen().includes(match) : match.test(screen()))
+      await c.waitFor(seen)
+      return screen()
+    },
+    end: () => c.waitFor((f: Received) => f.type === 'end' && f.ch === ch),
+  }
+}
+
+describe('terminals on the agent', () => {
+  test('bash on a pty: cd and pwd, stty size after a resize, Ctrl-C, then Ctrl-D exits 0', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { cols: 80, rows: 24, command: ['bash', '--norc'] })
+    const a = await attach(c, t.id)
+    a.type('cd /tmp; pwd\r')
+    await a.until(/[\r\n]\/tmp\r\n/)
+    a.type('stty size\r')
+    await a.until(/24 80\r\n/)
+    const resized = await c.call<TerminalInfo>('terminal.resize', { terminal: t.id, cols: 100, rows: 30 })
+    expect(resized).toMatchObject({ cols: 100, rows: 30 })
+    a.type('stty size\r')
+    await a.until(/30 100\r\n/)
+    a.type("bash -c 'echo read''y; exec sleep 100'\r")
+    await a.until(/[\r\n]ready\r\n/)
+    a.type('\x03')
+    await a.until(/ready\r\n\^C[\s\S]*# $/)
+    a.type('echo after-$?\r')
+    await a.until(/after-130/)
+    a.type('\x04')
+    const end = await a.end()
+    expect(end).toMatchObject({ type: 'end', exitCode: 0 })
+    expect(await c.call('terminal.get', { terminal: t.id })).toMatchObject({ exitCode: 0 })
+  })
+
+  test('a python REPL and a getpass prompt, answered by typing; tput colours reach the screen', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const py = await c.call<TerminalInfo>('terminal.open', { command: ['python3', '-q'] })
+    const a = await attach(c, py.id)
+    await a.until(/>>> /)
+    a.type('print(6*7)\r')
+    await a.until(/42\r\n/)
+    a.type('import getpass; pw = getpass.getpass("password: ")\r')
+    await a.until(/\r\npassword: $/)
+    a.type('hunter2\r')
+    await a.until(/password: \r\n>>> /)
+    a.type('print(len(pw), pw[::-1])\r')
+    const screen = await a.until(/7 2retnuh/)
+    // getpass turns echo off: the typed secret never appears on the screen.
+    expect(screen).not.toContain('hunter2')
+    a.type('exit()\r')
+    await a.end()
+
+    const sh = await c.call<TerminalInfo>('terminal.open', { command: ['bash', '--norc'] })
+    const b = await attach(c, sh.id)
+    b.type('tput setaf 1; echo red; tput sgr0\r')
+    await b.until('\x1b[31mred')
+    await c.call('terminal.close', { terminal: sh.id })
+  })
+
+  test('a second client replays the screen from offset 0 and both can type; less draws and quits', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { command: ['bash', '--norc'], rows: 10 })
+    const a = await attach(c, t.id)
+    a.type('seq 1 100 | less\r')
+    await a.until('\x1b[?1049h')
+    const b = await attach(c, t.id, 0)
+    await b.until(/seq 1 100 \| less/)
+    b.type('q')
+    a.type('echo done-from-a\r')
+    await a.until(/done-from-a\r\n/)
+    await b.until(/done-from-a\r\n/)
+    await c.call('terminal.close', { terminal: t.id })
+  })
+
+  test('attacks: hostile sizes, unknown ids, offsets past the end, too many terminals, input after close', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { command: ['bash', '--norc'] })
+    for (const [cols, rows] of [
+      [0, 24],
+      [80, 0],
+      [-5, 24],
+      [1e9, 24],
+      [80.5, 24],
+    ]) {
+      await expect(c.call('terminal.resize', { terminal: t.id, cols, rows })).rejects.toMatchObject({
+        code: 'BAD_REQUEST',
+      })
+    }
+    await expect(c.call('terminal.open', { cols: 0 })).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+    await expect(c.call('terminal.get', { terminal: 't_0000000000000000' })).rejects.toMatchObject({
+      code: 'TERMINAL_NOT_FOUND',
+    })
+    await expect(c.call('terminal.get', { terminal: '../../etc' })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+    })
+    await expect(c.call('terminal.attach', { terminal: t.id, ch: 90, offset: 1e6 })).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+    })
+    await c.call('terminal.open', { command: ['bash', '--norc'] })
+    await c.call('terminal.open', { command: ['bash', '--norc'] })
+    await expect(c.call('terminal.open', {})).rejects.toMatchObject({
+      code: 'TOO_MANY_TERMINALS',
+      details: { limit: 3 },
+    })
+    const a = await attach(c, t.id)
+    await c.call('terminal.close', { terminal: t.id })
+    a.type('echo never\r')
+    await expect(c.call('terminal.get', { terminal: t.id })).rejects.toMatchObject({
+      code: 'TERMINAL_NOT_FOUND',
+    })
+    // A closed slot is free again.
+    await c.call('terminal.open', { command: ['bash', '--norc'] })
+  })
+
+  test('a program that floods output with nobody attached keeps only the bounded scrollback; an old offset is OUTPUT_LOST', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { command: ['bash', '--norc', '-c', 'yes flood'] })
+    let info = t
+    while (info.startOffset === 0) {
+      info = await c.call<TerminalInfo>('terminal.get', { terminal: t.id })
+    }
+    expect(info.endOffset - info.startOffset).toBeLessThanOrEqual(1_048_576)
+    await expect(c.call('terminal.attach', { terminal: t.id, ch: 91, offset: 0 })).rejects.toMatchObject({
+      code: 'OUTPUT_LOST',
+      details: { earliestOffset: expect.any(Number) },
+    })
+    await c.call('terminal.close', { terminal: t.id })
+  })
+})
