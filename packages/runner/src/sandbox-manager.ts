@@ -270,6 +270,12 @@ export class SandboxManager {
         { details: { allowed } },
       )
     }
+    if (request.host !== undefined && driver.takesHost !== true) {
+      throw new RunnerError(
+        'BAD_REQUEST',
+        `the ${driver.name} driver runs sandboxes on this runner's host and takes no "host"; drop it or use the ssh driver`,
+      )
+    }
     // An isolating driver gives every sandbox the default limits it can enforce here; a driver
     // that isolates nothing enforces nothing, so it gets only what was asked (and refuses that below).
     const defaults = driver.enforceableDefaults?.(DEFAULT_SANDBOX_LIMITS) ?? DEFAULT_SANDBOX_LIMITS
@@ -289,6 +295,7 @@ export class SandboxManager {
       scrollbackBytes: this.#o.limits.scrollbackBytes,
       maxSessions: this.#o.limits.maxSessionsPerSandbox,
       linkSecret: mintLinkSecret(),
+      ...(request.host === undefined ? {} : { host: request.host }),
     }
     const handle = await driver.create(spec)
     const record: SandboxRecord = {

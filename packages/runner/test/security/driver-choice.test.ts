@@ -15,6 +15,7 @@ import { chooseDrivers, type DriverChoiceInput } from '../../src/driver-choice.t
 import { GvisorDriver } from '../../src/drivers/gvisor-driver.ts'
 import { LocalDriver } from '../../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../../src/drivers/namespace-driver.ts'
+import { SshDriver } from '../../src/drivers/ssh-driver.ts'
 import {
   type RunnerProcessOptions,
   rootlessRunner,
@@ -37,6 +38,7 @@ function input(
       gvisor: { driver: new GvisorDriver({ stateDir: '/nowhere' }), problem: null },
       namespace: { driver: new NamespaceDriver({ stateDir: '/nowhere' }), problem: namespaceProblem },
       local: { driver: new LocalDriver({ stateDir: '/nowhere' }), problem: null },
+      ssh: { driver: new SshDriver({ hosts: new Map() }), problem: 'no SSH hosts are configured' },
     },
     ...rest,
   }
