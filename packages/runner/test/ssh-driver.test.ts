@@ -1,0 +1,193 @@
+// The ssh driver against a real OpenSSH server on 127.0.0.1 (sshd-fixture.ts): the conformance
+// table, a connection killed mid-run, a runner restart, and the attacks on its configuration:
+// a host with the wrong key, a request naming a host the operator never configured or giving
+// an address, and a look for host secrets in every answer.
+import { existsSync, readFileSync } from 'node:fs'
+import { ErrorBody, ProcessInfo, SandboxInfo } from '@conch/protocol'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { descendantsOf } from '../src/drivers/proc-stat.ts'
+import { SshDriver } from '../src/drivers/ssh-driver.ts'
+import type { SshHost } from '../src/drivers/ssh-hosts.ts'
+import { casesFor } from './driver-conformance.ts'
+import { hostTarget } from './host-driver-target.ts'
+import { createSandbox, startRunner } from './runner-fixture.ts'
+import { startSshd, type TestSshd } from './sshd-fixture.ts'
+
+let sshd: TestSshd
+const drivers: SshDriver[] = []
+
+/** An ssh driver over the test sshd, with `hosts` (by default one host `box`), using the runner's own Node there. */
+function sshDriver(hosts?: Record<string, SshHost>): SshDriver {
+  const driver = new SshDriver({
+    hosts: new Map(Object.entries(hosts ?? { box: sshd.host({ nodePath: process.execPath }) })),
+  })
+  drivers.push(driver)
+  return driver
+}
+
+beforeAll(async () => {
+  sshd = await startSshd()
+}, 60_000)
+
+afterAll(async () => {
+  for (const driver of drivers) driver.close()
+  await sshd?.[Symbol.asyncDispose]()
+})
+
+describe('ssh driver conformance', () => {
+  const target = hostTarget('ssh', [], () => sshDriver())
+  for (const c of casesFor(target)) it(c.name, () => c.run(target), c.timeoutMs)
+})
+
+/** Kills every connection the test sshd serves (each is a child process of the listener). */
+function killSshConnections(): number {
+  const children = descendantsOf(sshd.pid)
+  for (const pid of children) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // gone
+    }
+  }
+  return children.length
+}
+
+describe('ssh driver', () => {
+  it('loses no output and no shell state when the SSH connection is killed mid-run', async () => {
+    await using runner = await startRunner({ driver: sshDriver() })
+    const id = await createSandbox(runner)
+    const inject = (method: 'GET' | 'POST', url: string, payload?: object) =>
+      runner.app.inject({
+        method,
+        url: `/v1/sandboxes/${id}${url}`,
+        headers: runner.auth,
+        ...(payload ? { payload } : {}),
+      })
+    const set = await inject('POST', '/exec', { command: 'cd /tmp && export MARK=kept', sessionId: 'default' })
+    expect(set.statusCode).toBe(200)
+    // Prints 10 lines, waits for a gate file, then prints 20 more: the connection dies in between.
+    const workdir = SandboxInfo.parse((await inject('GET', '')).json()).workdir
+    const gate = `${workdir}/gate`
+    const started = ProcessInfo.parse(
+      (
+        await inject('POST', '/processes', {
+          command: `for i in $(seq 1 30); do echo line$i; if [ $i = 10 ]; then while [ ! -e ${gate} ]; do sleep 0.02; done; fi; done`,
+        })
+      ).json(),
+    )
+    for (;;) {
+      const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
+      if (out.stdout.includes('line10\n')) break
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    expect(killSshConnections()).toBeGreaterThan(0)
+    const { writeFileSync } = await import('node:fs')
+    writeFileSync(gate, '')
+    const waited = ProcessInfo.parse((await inject('POST', `/processes/${started.id}/wait`, {})).json())
+    expect(waited.status).toBe('exited')
+    const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
+    expect(out.stdout).toBe(Array.from({ length: 30 }, (_, i) => `line${i + 1}\n`).join(''))
+    const after = await inject('POST', '/exec', { command: 'echo "$PWD $MARK"', sessionId: 'default' })
+    expect(after.json()).toMatchObject({ stdout: '/tmp kept\n', exitCode: 0 })
+  }, 120_000)
+
+  it('destroy stops the remote agent and removes its folder', async () => {
+    await using runner = await startRunner({ driver: sshDriver() })
+    const id = await createSandbox(runner)
+    const record = runner.app.conch.manager.get(id).record
+    const state = record.driverState as { dir: string; pid: number }
+    expect(existsSync(`${state.dir}/conch-agent.mjs`)).toBe(true)
+    expect(existsSync(`/proc/${state.pid}`)).toBe(true)
+    const res = await runner.app.inject({ method: 'DELETE', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+    expect(res.statusCode).toBeLessThan(300)
+    expect(existsSync(state.dir)).toBe(false)
+    expect(existsSync(`/proc/${state.pid}`) && !readFileSync(`/proc/${state.pid}/stat`, 'utf8').includes(') Z')).toBe(false)
+  }, 60_000)
+
+  it('keeps the link secret off the remote command line and out of the remote folder', async () => {
+    await using runner = await startRunner({ driver: sshDriver() })
+    const id = await createSandbox(runner, { env: { TOKEN: 'env-value-secret' } })
+    const state = runner.app.conch.manager.get(id).record.driverState as {
+      dir: string
+      pid: number
+      linkSecret: string
+    }
+    const cmdline = readFileSync(`/proc/${state.pid}/cmdline`, 'utf8')
+    expect(cmdline).not.toContain(state.linkSecret)
+    expect(cmdline).not.toContain('env-value-secret')
+    expect(existsSync(`${state.dir}/link-secret`)).toBe(false)
+    expect(existsSync(`${state.dir}/agent.env`)).toBe(false)
+    const log = readFileSync(`${state.dir}/agent.log`, 'utf8')
+    expect(log).not.toContain(state.linkSecret)
+  }, 60_000)
+})
+
+describe('ssh driver attacks', () => {
+  it('refuses a host whose key is not the one in known_hosts, before logging in', async () => {
+    const driver = sshDriver({ box: sshd.host({ nodePath: process.execPath, knownHostsFile: sshd.wrongKnownHosts }) })
+    await using runner = await startRunner({ driver })
+    const before = readFileSync(`${sshd.dir}/authorized_keys`, 'utf8')
+    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    const error = ErrorBody.parse(res.json()).error
+    expect(error.code).toBe('SSH_HOST_KEY_REJECTED')
+    expect(res.statusCode).toBe(502)
+    expect(existsSync(`${sshd.dir}/remote`) && runner.app.conch.manager.list().length).toBeFalsy()
+    expect(readFileSync(`${sshd.dir}/authorized_keys`, 'utf8')).toBe(before)
+  }, 60_000)
+
+  it('refuses a host missing from known_hosts', async () => {
+    const driver = sshDriver({ box: sshd.host({ nodePath: process.execPath, knownHostsFile: `${sshd.dir}/absent` }) })
+    await using runner = await startRunner({ driver })
+    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    expect(ErrorBody.parse(res.json()).error.code).toBe('SSH_HOST_KEY_REJECTED')
+  }, 60_000)
+
+  it('refuses a create naming a host the operator did not configure, or an address', async () => {
+    const driver = sshDriver({
+      box: sshd.host({ nodePath: process.execPath }),
+      other: sshd.host({ nodePath: process.execPath }),
+    })
+    await using runner = await startRunner({ driver })
+    const create = (payload: object) =>
+      runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload })
+    const unknown = ErrorBody.parse((await create({ host: 'nope' })).json()).error
+    expect(unknown.code).toBe('SSH_HOST_UNKNOWN')
+    expect(unknown.details).toEqual({ hosts: ['box', 'other'] })
+    const none = ErrorBody.parse((await create({})).json()).error
+    expect(none.code).toBe('SSH_HOST_UNKNOWN')
+    for (const host of ['127.0.0.1', 'root@127.0.0.1:22', '../box', 'BOX']) {
+      const res = await create({ host })
+      expect(res.statusCode).toBe(400)
+      expect(ErrorBody.parse(res.json()).error.code).toBe('BAD_REQUEST')
+    }
+    expect(runner.app.conch.manager.list()).toEqual([])
+  }, 60_000)
+
+  it('refuses a host on a driver that runs on the runner host', async () => {
+    await using runner = await startRunner()
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: { host: 'box' },
+    })
+    expect(ErrorBody.parse(res.json()).error.code).toBe('BAD_REQUEST')
+  })
+
+  it('never shows a host address, user, key path or key in the API', async () => {
+    await using runner = await startRunner({ driver: sshDriver() })
+    const id = await createSandbox(runner)
+    const answers = [
+      await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth }),
+      await runner.app.inject({ method: 'GET', url: '/v1/sandboxes', headers: runner.auth }),
+    ].map((r) => r.body)
+    const key = readFileSync(`${sshd.dir}/user_key`, 'utf8')
+    const keyBody = key.split('\n')[1] ?? ''
+    for (const body of answers) {
+      expect(body).toContain(id)
+      for (const secret of [String(sshd.port), 'user_key', 'known_hosts', keyBody, '127.0.0.1']) {
+        expect(body).not.toContain(secret)
+      }
+    }
+  }, 60_000)
+})
