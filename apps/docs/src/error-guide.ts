@@ -189,11 +189,11 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
   },
   SSH_HOST_UNKNOWN: {
     when: 'A create request for the `ssh` driver named a `host` the operator did not configure (`--ssh-hosts`), or named none while several are configured. The message and `details.hosts` list the configured names.',
-    fix: 'Pass one of the configured host names in `host`. Requests can never give an address: the operator adds hosts to the runner\'s hosts file.',
+    fix: "Pass one of the configured host names in `host`. Requests can never give an address: the operator adds hosts to the runner's hosts file.",
     sdkClass: 'ConchError',
   },
   SSH_HOST_KEY_REJECTED: {
-    when: "The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner refused before logging in; nothing was sent to the host.",
+    when: 'The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner refused before logging in; nothing was sent to the host.',
     fix: "If the host was really rebuilt, the operator checks its new key out of band and updates the known_hosts file named in the runner's hosts file; otherwise treat it as an attack on the connection.",
     sdkClass: 'ConnectionError',
   },

@@ -146,6 +146,7 @@ export function parseRunnerConfig(
   }
   const config = parsed.data
   if (!isAbsolute(config.stateDir)) config.stateDir = join(cwd, config.stateDir)
-  if (config.sshHosts !== undefined && !isAbsolute(config.sshHosts)) config.sshHosts = join(cwd, config.sshHosts)
+  if (config.sshHosts !== undefined && !isAbsolute(config.sshHosts))
+    config.sshHosts = join(cwd, config.sshHosts)
   return config
 }

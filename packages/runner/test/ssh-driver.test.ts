@@ -2,7 +2,7 @@
 // table, a connection killed mid-run, a runner restart, and the attacks on its configuration:
 // a host with the wrong key, a request naming a host the operator never configured or giving
 // an address, and a look for host secrets in every answer.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { ErrorBody, ProcessInfo, SandboxInfo } from '@conch/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { descendantsOf } from '../src/drivers/proc-stat.ts'
@@ -63,7 +63,10 @@ describe('ssh driver', () => {
         headers: runner.auth,
         ...(payload ? { payload } : {}),
       })
-    const set = await inject('POST', '/exec', { command: 'cd /tmp && export MARK=kept', sessionId: 'default' })
+    const set = await inject('POST', '/exec', {
+      command: 'cd /tmp && export MARK=kept',
+      sessionId: 'default',
+    })
     expect(set.statusCode).toBe(200)
     // Prints 10 lines, waits for a gate file, then prints 20 more: the connection dies in between.
     const workdir = SandboxInfo.parse((await inject('GET', '')).json()).workdir
@@ -76,18 +79,27 @@ describe('ssh driver', () => {
       ).json(),
     )
     for (;;) {
-      const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
+      const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as {
+        stdout: string
+      }
       if (out.stdout.includes('line10\n')) break
       await new Promise((r) => setTimeout(r, 20))
     }
     expect(killSshConnections()).toBeGreaterThan(0)
-    const { writeFileSync } = await import('node:fs')
     writeFileSync(gate, '')
-    const waited = ProcessInfo.parse((await inject('POST', `/processes/${started.id}/wait`, {})).json())
+    // A call in flight on the dropped link fails with CONNECTION_LOST; like the SDK, try again.
+    const retried = async (method: 'GET' | 'POST', url: string, payload?: object) => {
+      for (let attempt = 0; ; attempt++) {
+        const res = await inject(method, url, payload)
+        if (res.statusCode !== 503 || attempt === 50) return res
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    }
+    const waited = ProcessInfo.parse((await retried('POST', `/processes/${started.id}/wait`, {})).json())
     expect(waited.status).toBe('exited')
-    const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
+    const out = (await retried('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
     expect(out.stdout).toBe(Array.from({ length: 30 }, (_, i) => `line${i + 1}\n`).join(''))
-    const after = await inject('POST', '/exec', { command: 'echo "$PWD $MARK"', sessionId: 'default' })
+    const after = await retried('POST', '/exec', { command: 'echo "$PWD $MARK"', sessionId: 'default' })
     expect(after.json()).toMatchObject({ stdout: '/tmp kept\n', exitCode: 0 })
   }, 120_000)
 
@@ -98,10 +110,16 @@ describe('ssh driver', () => {
     const state = record.driverState as { dir: string; pid: number }
     expect(existsSync(`${state.dir}/conch-agent.mjs`)).toBe(true)
     expect(existsSync(`/proc/${state.pid}`)).toBe(true)
-    const res = await runner.app.inject({ method: 'DELETE', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+    const res = await runner.app.inject({
+      method: 'DELETE',
+      url: `/v1/sandboxes/${id}`,
+      headers: runner.auth,
+    })
     expect(res.statusCode).toBeLessThan(300)
     expect(existsSync(state.dir)).toBe(false)
-    expect(existsSync(`/proc/${state.pid}`) && !readFileSync(`/proc/${state.pid}/stat`, 'utf8').includes(') Z')).toBe(false)
+    expect(
+      existsSync(`/proc/${state.pid}`) && !readFileSync(`/proc/${state.pid}/stat`, 'utf8').includes(') Z'),
+    ).toBe(false)
   }, 60_000)
 
   it('keeps the link secret off the remote command line and out of the remote folder', async () => {
@@ -124,10 +142,17 @@ describe('ssh driver', () => {
 
 describe('ssh driver attacks', () => {
   it('refuses a host whose key is not the one in known_hosts, before logging in', async () => {
-    const driver = sshDriver({ box: sshd.host({ nodePath: process.execPath, knownHostsFile: sshd.wrongKnownHosts }) })
+    const driver = sshDriver({
+      box: sshd.host({ nodePath: process.execPath, knownHostsFile: sshd.wrongKnownHosts }),
+    })
     await using runner = await startRunner({ driver })
     const before = readFileSync(`${sshd.dir}/authorized_keys`, 'utf8')
-    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
     const error = ErrorBody.parse(res.json()).error
     expect(error.code).toBe('SSH_HOST_KEY_REJECTED')
     expect(res.statusCode).toBe(502)
@@ -136,9 +161,16 @@ describe('ssh driver attacks', () => {
   }, 60_000)
 
   it('refuses a host missing from known_hosts', async () => {
-    const driver = sshDriver({ box: sshd.host({ nodePath: process.execPath, knownHostsFile: `${sshd.dir}/absent` }) })
+    const driver = sshDriver({
+      box: sshd.host({ nodePath: process.execPath, knownHostsFile: `${sshd.dir}/absent` }),
+    })
     await using runner = await startRunner({ driver })
-    const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload: {} })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: {},
+    })
     expect(ErrorBody.parse(res.json()).error.code).toBe('SSH_HOST_KEY_REJECTED')
   }, 60_000)
 

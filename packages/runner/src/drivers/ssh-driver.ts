@@ -74,7 +74,7 @@ export class SshDriver implements SandboxDriver {
   readonly takesHost = true
   /** What users are told on every sandbox. */
   readonly description =
-    'ssh driver: the agent runs on a remote host the operator configured, as that host\'s SSH user with NO isolation from it — sandbox code sees that user\'s files and the host\'s network, other sandboxes on the same host, and limits are not enforced'
+    "ssh driver: the agent runs on a remote host the operator configured, as that host's SSH user with NO isolation from it — sandbox code sees that user's files and the host's network, other sandboxes on the same host, and limits are not enforced"
   readonly #hosts: SshHosts
   readonly #agentEntry: string | undefined
   readonly #nodePath: string
@@ -291,7 +291,10 @@ export class SshDriver implements SandboxDriver {
       )
     }
     const base = host.dir ?? posix.join(facts.home, '.conch')
-    const tag = createHash('sha256').update(`${process.version}\0${this.#nodePath}`).digest('hex').slice(0, 12)
+    const tag = createHash('sha256')
+      .update(`${process.version}\0${this.#nodePath}`)
+      .digest('hex')
+      .slice(0, 12)
     const remote = posix.join(base, 'node', `node-${process.version}-${tag}`)
     const have = await this.#run(ssh, `test -x ${shellQuote(remote)} && echo yes`)
     if (have.stdout.trim() !== 'yes') {
