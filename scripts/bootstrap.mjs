@@ -92,6 +92,9 @@ function ensureSystemPackages() {
     { pkg: 'libc6-dev', bin: '/usr/include/stdio.h' },
     // The first-hour test runs the quickstart's `openssl rand` as the page writes it.
     { pkg: 'openssl', bin: '/usr/bin/openssl' },
+    // The ssh driver's tests start their own sshd on 127.0.0.1 (ssh-keygen comes with it).
+    { pkg: 'openssh-server', bin: '/usr/sbin/sshd' },
+    { pkg: 'openssh-client', bin: '/usr/bin/ssh-keygen' },
     ...(ci ? VM_TIER_PACKAGES : []),
     ...(ci ? CONTAINER_TIER_PACKAGES : []),
   ]
