@@ -87,6 +87,8 @@ export class SshConnection {
       client.once('ready', () => {
         client.off('error', fail)
         client.on('error', () => {})
+        // The link is small request/answer frames: Nagle's algorithm would hold each one back.
+        client.setNoDelay(true)
         resolve(new SshConnection(client))
       })
       client.connect({

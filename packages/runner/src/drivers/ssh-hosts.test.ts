@@ -20,7 +20,9 @@ const base = { address: 'gpu.internal', user: 'conch', privateKeyFile: '/etc/con
 
 describe('loadSshHosts', () => {
   it('reads named hosts with port 22 by default', () => {
-    const hosts = load({ hosts: { gpu: base, build: { ...base, port: 2222, agent: true, privateKeyFile: undefined } } })
+    const hosts = load({
+      hosts: { gpu: base, build: { ...base, port: 2222, agent: true, privateKeyFile: undefined } },
+    })
     expect(hosts.get('gpu')).toMatchObject({ address: 'gpu.internal', port: 22, user: 'conch' })
     expect(hosts.get('build')).toMatchObject({ port: 2222, agent: true })
   })
