@@ -195,7 +195,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
   SSH_HOST_KEY_REJECTED: {
     when: 'The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner refused before logging in; nothing was sent to the host.',
     fix: "If the host was really rebuilt, the operator checks its new key out of band and updates the known_hosts file named in the runner's hosts file; otherwise treat it as an attack on the connection.",
-    sdkClass: 'ConnectionError',
+    sdkClass: 'ConchError',
   },
   RUNNER_UNAVAILABLE: {
     when: 'A router could not reach the runner that holds the sandbox (it is down or restarting), or no runner behind the router is ready to take a new sandbox. The message names the runner shard.',
