@@ -2,7 +2,9 @@
 // table, a connection killed mid-run, a runner restart, and the attacks on its configuration:
 // a host with the wrong key, a request naming a host the operator never configured or giving
 // an address, and a look for host secrets in every answer.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { ErrorBody, ProcessInfo, SandboxInfo } from '@conch/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { descendantsOf } from '../src/drivers/proc-stat.ts'
@@ -11,6 +13,7 @@ import type { SshHost } from '../src/drivers/ssh-hosts.ts'
 import { casesFor } from './driver-conformance.ts'
 import { hostTarget } from './host-driver-target.ts'
 import { createSandbox, startRunner } from './runner-fixture.ts'
+import { cli } from './runner-process.ts'
 import { startSshd, type TestSshd } from './sshd-fixture.ts'
 
 let sshd: TestSshd
@@ -217,9 +220,64 @@ describe('ssh driver attacks', () => {
     const keyBody = key.split('\n')[1] ?? ''
     for (const body of answers) {
       expect(body).toContain(id)
-      for (const secret of [String(sshd.port), 'user_key', 'known_hosts', keyBody, '127.0.0.1']) {
+      for (const secret of ['user_key', 'known_hosts', keyBody, '127.0.0.1']) {
         expect(body).not.toContain(secret)
       }
+      // The port as a number of its own (timestamps may contain its digits).
+      expect(body).not.toMatch(new RegExp(`(?<!\\d)${sshd.port}(?!\\d)`))
     }
   }, 60_000)
+})
+
+describe('conch runner --ssh-hosts', () => {
+  it('serves ssh sandboxes from a hosts file, as root without --unsafe-local, and logs no host secret', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-ssh-cli-'))
+    try {
+      const hostsFile = join(dir, 'hosts.json')
+      writeFileSync(hostsFile, JSON.stringify({ hosts: { box: sshd.host({ nodePath: process.execPath }) } }))
+      const apiKey = 'k'.repeat(32)
+      await using runner = cli(
+        [
+          'runner',
+          '--port',
+          '0',
+          '--state-dir',
+          join(dir, 'state'),
+          '--drivers',
+          'ssh',
+          '--ssh-hosts',
+          hostsFile,
+          '--log-format',
+          'json',
+          '--log-level',
+          'debug',
+        ],
+        { CONCH_API_KEY: apiKey },
+      )
+      const [, url] = await runner.waitFor(/listening on (http:\/\/\S+)/)
+      const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+      const created = await fetch(`${url}/v1/sandboxes`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ host: 'box' }),
+      })
+      const info = SandboxInfo.parse(await created.json())
+      expect(info).toMatchObject({ driver: 'ssh', isolation: 'none' })
+      const ran = await fetch(`${url}/v1/sandboxes/${info.id}/exec`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ command: 'echo on-$(uname -s)' }),
+      })
+      expect(await ran.json()).toMatchObject({ stdout: 'on-Linux\n', exitCode: 0 })
+      const gone = await fetch(`${url}/v1/sandboxes/${info.id}`, { method: 'DELETE', headers })
+      expect(gone.status).toBeLessThan(300)
+      const key = readFileSync(`${sshd.dir}/user_key`, 'utf8').split('\n')[1] ?? ''
+      const log = runner.out() + runner.err()
+      expect(log).toContain(info.id)
+      for (const secret of [key, 'user_key', 'known_hosts', 'root@']) expect(log).not.toContain(secret)
+      expect(log).not.toMatch(new RegExp(`(?<!\\d)${sshd.port}(?!\\d)`))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })
