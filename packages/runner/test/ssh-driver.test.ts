@@ -229,6 +229,36 @@ describe('ssh driver attacks', () => {
   }, 60_000)
 })
 
+describe('ssh driver on a host without Node 22', () => {
+  it("uploads the runner's own Node once per host when the remote's is too old", async () => {
+    // A remote whose only node says it is v20: a bin dir first on the session's PATH.
+    const bin = mkdtempSync(join(tmpdir(), 'conch-old-node-'))
+    writeFileSync(join(bin, 'node'), '#!/bin/sh\necho v20.0.0\n', { mode: 0o755 })
+    await using oldNode = await startSshd({ env: { PATH: `${bin}:/usr/bin:/bin` } })
+    try {
+      const driver = new SshDriver({ hosts: new Map([['old', oldNode.host()]]) })
+      drivers.push(driver)
+      await using runner = await startRunner({ driver })
+      const first = await createSandbox(runner)
+      const second = await createSandbox(runner)
+      const nodeOf = (id: string) =>
+        (runner.app.conch.manager.get(id).record.driverState as { node: string }).node
+      expect(nodeOf(first)).toMatch(new RegExp(`^${oldNode.dir}/remote/node/node-${process.version}-`))
+      expect(nodeOf(second)).toBe(nodeOf(first))
+      expect(readFileSync(nodeOf(first))).toEqual(readFileSync(process.execPath))
+      const ran = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${first}/exec`,
+        headers: runner.auth,
+        payload: { command: 'echo ok' },
+      })
+      expect(ran.json()).toMatchObject({ stdout: 'ok\n', exitCode: 0 })
+    } finally {
+      rmSync(bin, { recursive: true, force: true })
+    }
+  }, 180_000)
+})
+
 describe('conch runner --ssh-hosts', () => {
   it('serves ssh sandboxes from a hosts file, as root without --unsafe-local, and logs no host secret', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'conch-ssh-cli-'))

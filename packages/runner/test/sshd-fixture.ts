@@ -43,8 +43,14 @@ function keygen(file: string): string {
   return readFileSync(`${file}.pub`, 'utf8').trim()
 }
 
+/** Options of a test sshd. */
+export interface SshdOptions {
+  /** Variables sshd sets in every session (`SetEnv`), such as a PATH. */
+  env?: Record<string, string>
+}
+
 /** Starts a test sshd; disposing it stops it and removes its dir. */
-export async function startSshd(): Promise<TestSshd> {
+export async function startSshd(options: SshdOptions = {}): Promise<TestSshd> {
   if (!existsSync(SSHD)) {
     throw new Error(`${SSHD} is missing: run node scripts/bootstrap.mjs (it installs openssh-server)`)
   }
@@ -78,6 +84,7 @@ export async function startSshd(): Promise<TestSshd> {
       'X11Forwarding no',
       'PermitTTY no',
       'Subsystem sftp internal-sftp',
+      ...Object.entries(options.env ?? {}).map(([name, value]) => `SetEnv ${name}=${value}`),
       '',
     ].join('\n'),
   )
