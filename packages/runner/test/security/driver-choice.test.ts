@@ -71,6 +71,23 @@ describe('chooseDrivers', () => {
     expect(unsafe.warnings.join('\n')).toMatch(/as root with no isolation/)
   })
 
+  it('offers ssh only when the operator names it and configured hosts; then root needs no --unsafe-local', () => {
+    expect(names(chooseDrivers(input({})))).not.toContain('ssh')
+    expect(() => chooseDrivers(input({ drivers: ['namespace', 'ssh'] }))).toThrow(
+      /the ssh driver cannot run on this host: no SSH hosts are configured/,
+    )
+    const hosts = new Map([['box', { address: 'a', port: 22, user: 'u', agent: true }]])
+    const configured = input({ drivers: ['namespace', 'ssh'] })
+    const withHosts = {
+      ...configured,
+      candidates: { ...configured.candidates, ssh: { driver: new SshDriver({ hosts }), problem: null } },
+    }
+    const choice = chooseDrivers(withHosts)
+    expect(names(choice)).toEqual(['namespace', 'ssh'])
+    expect(choice.defaultDriver.name).toBe('namespace')
+    expect(choice.warnings).toEqual([])
+  })
+
   it('allows local without the flag when the runner is not root', () => {
     const choice = chooseDrivers(input({ root: false, namespaceProblem: 'needs root', driver: 'local' }))
     expect(names(choice)).toEqual(['local'])
