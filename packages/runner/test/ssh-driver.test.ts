@@ -229,6 +229,35 @@ describe('ssh driver attacks', () => {
   }, 60_000)
 })
 
+describe('ssh driver with its host gone', () => {
+  it('forgets a destroyed sandbox and says what it left on a host it cannot reach', async () => {
+    const gone = await startSshd()
+    const driver = new SshDriver({ hosts: new Map([['gone', gone.host({ nodePath: process.execPath })]]) })
+    drivers.push(driver)
+    await using runner = await startRunner({ driver })
+    const id = await createSandbox(runner)
+    const state = runner.app.conch.manager.get(id).record.driverState as { dir: string; pid: number }
+    try {
+      for (const pid of descendantsOf(gone.pid)) process.kill(pid, 'SIGKILL')
+      process.kill(gone.pid, 'SIGKILL')
+      const res = await runner.app.inject({
+        method: 'DELETE',
+        url: `/v1/sandboxes/${id}`,
+        headers: runner.auth,
+      })
+      const error = ErrorBody.parse(res.json()).error
+      expect(error.code).toBe('AGENT_UNAVAILABLE')
+      expect(error.message).toContain(
+        `could not be reached to stop its agent (pid ${state.pid}) and remove ${state.dir}`,
+      )
+      expect(runner.app.conch.manager.list()).toEqual([])
+    } finally {
+      process.kill(state.pid, 'SIGKILL')
+      rmSync(gone.dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+})
+
 describe('ssh driver on a host without Node 22', () => {
   it("uploads the runner's own Node once per host when the remote's is too old", async () => {
     // A remote whose only node says it is v20: a bin dir first on the session's PATH.

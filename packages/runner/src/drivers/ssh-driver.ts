@@ -212,11 +212,19 @@ export class SshDriver implements SandboxDriver {
     await this.#run(ssh, stopScript(state.dir, state.pid, false))
   }
 
-  /** Ends the remote agent and deletes the sandbox's folder on the remote. */
+  /** Ends the remote agent and deletes the sandbox's folder on the remote; says what is left when the host cannot be reached. */
   async destroy(sandbox: DriverSandbox): Promise<void> {
     const state = SshState.parse(sandbox.state)
-    const ssh = await this.#connection(state.host)
-    await this.#run(ssh, stopScript(state.dir, state.pid, true))
+    try {
+      const ssh = await this.#connection(state.host)
+      await this.#run(ssh, stopScript(state.dir, state.pid, true))
+    } catch (error) {
+      throw new RunnerError(
+        'AGENT_UNAVAILABLE',
+        `sandbox ${sandbox.id} is forgotten, but SSH host "${state.host}" could not be reached to stop its agent (pid ${state.pid ?? 'none'}) and remove ${state.dir}; do that on the host`,
+        { cause: error },
+      )
+    }
   }
 
   /** Closes every SSH connection (agents keep running). */
