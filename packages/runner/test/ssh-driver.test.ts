@@ -2,6 +2,7 @@
 // table, a connection killed mid-run, a runner restart, and the attacks on its configuration:
 // a host with the wrong key, a request naming a host the operator never configured or giving
 // an address, and a look for host secrets in every answer.
+import { createHash } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -144,6 +145,34 @@ describe('ssh driver', () => {
 })
 
 describe('ssh driver attacks', () => {
+  it("attack: sandbox code under the remote's bubblewrap cannot write the host's files, see its processes or share its /tmp", async () => {
+    await using runner = await startRunner({ driver: sshDriver() })
+    const id = await createSandbox(runner)
+    const info = SandboxInfo.parse(
+      (await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })).json(),
+    )
+    expect(info.isolation).toBe('namespace')
+    const marker = `/var/tmp/conch-escape-${id}`
+    const exec = async (command: string) =>
+      (
+        await runner.app.inject({
+          method: 'POST',
+          url: `/v1/sandboxes/${id}/exec`,
+          headers: runner.auth,
+          payload: { command },
+        })
+      ).json() as { stdout: string; exitCode: number }
+    expect((await exec(`echo x > ${marker}`)).exitCode).not.toBe(0)
+    expect(existsSync(marker)).toBe(false)
+    expect((await exec(`kill -0 ${sshd.pid} 2>/dev/null && echo seen || echo hidden`)).stdout).toBe(
+      'hidden\n',
+    )
+    expect((await exec(`echo inside > /tmp/conch-ssh-${id}`)).exitCode).toBe(0)
+    expect(existsSync(`/tmp/conch-ssh-${id}`)).toBe(false)
+    expect((await exec('echo kept > kept.txt && cat kept.txt')).stdout).toBe('kept\n')
+    expect(existsSync(`${info.workdir}/kept.txt`)).toBe(true)
+  }, 60_000)
+
   it('refuses a host whose key is not the one in known_hosts, before logging in', async () => {
     const driver = sshDriver({
       box: sshd.host({ nodePath: process.execPath, knownHostsFile: sshd.wrongKnownHosts }),
@@ -274,7 +303,8 @@ describe('ssh driver on a host without Node 22', () => {
         (runner.app.conch.manager.get(id).record.driverState as { node: string }).node
       expect(nodeOf(first)).toMatch(new RegExp(`^${oldNode.dir}/remote/node/node-${process.version}-`))
       expect(nodeOf(second)).toBe(nodeOf(first))
-      expect(readFileSync(nodeOf(first))).toEqual(readFileSync(process.execPath))
+      const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex')
+      expect(sha(nodeOf(first))).toBe(sha(process.execPath))
       const ran = await runner.app.inject({
         method: 'POST',
         url: `/v1/sandboxes/${first}/exec`,
@@ -321,7 +351,9 @@ describe('conch runner --ssh-hosts', () => {
         body: JSON.stringify({ host: 'box' }),
       })
       const info = SandboxInfo.parse(await created.json())
-      expect(info).toMatchObject({ driver: 'ssh', isolation: 'none' })
+      // This host has a working bubblewrap, so the sandbox says it got namespaces, and what not.
+      expect(info).toMatchObject({ driver: 'ssh', isolation: 'namespace' })
+      expect(info.description).toMatch(/bubblewrap.*run as the host's SSH user/)
       const ran = await fetch(`${url}/v1/sandboxes/${info.id}/exec`, {
         method: 'POST',
         headers,

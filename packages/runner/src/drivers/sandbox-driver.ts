@@ -53,6 +53,10 @@ export interface DriverSandbox {
   workdir: string
   /** Driver-specific facts (pid, socket path, cid); JSON only. */
   state: Record<string, unknown>
+  /** From `create`, when this sandbox's isolation differs from the driver's (ssh: what its host gives). */
+  isolation?: Isolation
+  /** From `create`, with `isolation`: what this sandbox's isolation does and does not cover. */
+  description?: string
 }
 
 /** The result of a liveness check. */

@@ -19,6 +19,7 @@ import { SshConnection } from './ssh-connection.ts'
 import type { SshHost, SshHosts } from './ssh-hosts.ts'
 import {
   aliveScript,
+  bwrapPrefix,
   envFile,
   MIN_NODE_MAJOR,
   nodeMajor,
@@ -44,10 +45,16 @@ const SshState = z.object({
   path: z.string(),
   /** The sandbox's link secret. */
   linkSecret: z.string(),
+  /** bubblewrap on the remote when it works there; the agent runs inside it. */
+  bwrap: z.string().optional(),
   /** The agent's pid on the remote, once started. */
   pid: z.number().int().positive().optional(),
 })
 type SshState = z.infer<typeof SshState>
+
+/** What a sandbox wrapped in bubblewrap on its host is told. */
+const BWRAP_DESCRIPTION =
+  "ssh driver with bubblewrap on the remote host: the agent and its shells get their own pid, ipc and uts namespaces, a private /tmp and a read-only view of the host's files with only the sandbox's folder writable — but they run as the host's SSH user (they can read what that user can), use the host's network, and limits are not enforced"
 
 /** Deadline of one SSH connect (handshake and login). */
 const CONNECT_TIMEOUT_MS = 10_000
@@ -122,8 +129,18 @@ export class SshDriver implements SandboxDriver {
       )
     }
     await ssh.upload(await locateAgentBundle(this.#agentEntry), `${dir}/${REMOTE_FILES.bundle}`, 0o600)
-    const state: SshState = { host: name, dir, node, path: facts.path, linkSecret: spec.linkSecret }
-    return { id: spec.id, workdir: `${dir}/${REMOTE_FILES.workspace}`, state }
+    const bwrap = facts.bwrapWorks ? facts.bwrap : undefined
+    const state: SshState = {
+      host: name,
+      dir,
+      node,
+      path: facts.path,
+      linkSecret: spec.linkSecret,
+      ...(bwrap === undefined ? {} : { bwrap }),
+    }
+    const workdir = `${dir}/${REMOTE_FILES.workspace}`
+    if (bwrap === undefined) return { id: spec.id, workdir, state }
+    return { id: spec.id, workdir, state, isolation: 'namespace', description: BWRAP_DESCRIPTION }
   }
 
   /** Sends the environment and link secret as 0600 files, then starts the agent detached. */
@@ -151,7 +168,8 @@ export class SshDriver implements SandboxDriver {
       '--maxSessions',
       String(spec.maxSessions),
     ]
-    const started = await this.#run(ssh, startScript(state.dir, state.node, args))
+    const wrap = state.bwrap === undefined ? [] : bwrapPrefix(state.bwrap, state.dir, state.node)
+    const started = await this.#run(ssh, startScript(state.dir, state.node, args, wrap))
     const pid = Number(started.stdout.trim())
     if (!Number.isInteger(pid) || pid <= 0) {
       throw new RunnerError(

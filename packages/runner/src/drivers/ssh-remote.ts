@@ -24,6 +24,8 @@ export interface RemoteFacts {
   bash: string
   /** Path of bwrap, or empty. */
   bwrap: string
+  /** Whether bwrap made a pid, ipc and uts namespace in a test run. */
+  bwrapWorks: boolean
   /** The Node the probe found (the configured one, else `node` on PATH), or empty. */
   node: string
   /** Its `--version`, or empty. */
@@ -42,6 +44,8 @@ export function probeScript(nodePath: string | undefined): string {
     'echo "path=$PATH"',
     'echo "bash=$(command -v bash || true)"',
     'echo "bwrap=$(command -v bwrap || true)"',
+    // Whether bubblewrap can really make the namespaces here (as a user it needs user namespaces).
+    'bw=$(command -v bwrap || true); if [ -n "$bw" ] && "$bw" --ro-bind / / --dev /dev --proc /proc --unshare-pid --unshare-ipc --unshare-uts /bin/true 2>/dev/null; then echo "bwrapWorks=yes"; fi',
     node,
     'if [ -n "$n" ] && [ -x "$n" ]; then echo "node=$n"; echo "nodeVersion=$("$n" --version 2>/dev/null)"; fi',
     'echo "libc=$(ldd --version 2>&1 | head -n 1)"',
@@ -63,6 +67,7 @@ export function parseProbe(stdout: string): RemoteFacts {
     path: get('path'),
     bash: get('bash'),
     bwrap: get('bwrap'),
+    bwrapWorks: get('bwrapWorks') === 'yes',
     node: get('node'),
     nodeVersion: get('nodeVersion'),
     libc: get('libc'),
@@ -115,9 +120,11 @@ export function prepareScript(dir: string): string {
  * the folder, so neither the SSH connection's end nor the runner's touches it. A clean bash
  * sources the environment file, deletes it, records its pid and execs Node; prints that pid.
  */
-export function startScript(dir: string, node: string, args: string[]): string {
+export function startScript(dir: string, node: string, args: string[], wrap: readonly string[] = []): string {
   const d = shellQuote(dir)
-  const argv = [node, ...AGENT_NODE_FLAGS, `${dir}/${REMOTE_FILES.bundle}`, ...args].map(shellQuote).join(' ')
+  const argv = [...wrap, node, ...AGENT_NODE_FLAGS, `${dir}/${REMOTE_FILES.bundle}`, ...args]
+    .map(shellQuote)
+    .join(' ')
   const launcher = shellQuote(
     `echo $$ > ${REMOTE_FILES.pid}; . ./${REMOTE_FILES.env}; rm -f ${REMOTE_FILES.env}; unset OLDPWD SHLVL; exec "$@"`,
   )
@@ -127,6 +134,40 @@ export function startScript(dir: string, node: string, args: string[]): string {
     `for i in $(seq 1 200); do [ -s ${REMOTE_FILES.pid} ] && break; sleep 0.05; done`,
     `cat ${REMOTE_FILES.pid}`,
   ].join('\n')
+}
+
+/**
+ * bubblewrap options that wrap the agent on a remote that has it: its own pid, ipc and uts
+ * namespaces and session, the host's files read-only, a private /tmp, and only the sandbox's
+ * folder writable (the socket in it stays reachable from outside: same inode). The user and the
+ * network stay the host's.
+ */
+export function bwrapPrefix(bwrap: string, dir: string, node: string): string[] {
+  return [
+    bwrap,
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--new-session',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--tmpfs',
+    '/tmp',
+    '--ro-bind',
+    node,
+    node,
+    '--bind',
+    dir,
+    dir,
+    '--chdir',
+    `${dir}/${REMOTE_FILES.workspace}`,
+    '--',
+  ]
 }
 
 /** Shell code that sets `p` to the agent's pid when it still runs this sandbox's bundle, else empty. */
