@@ -269,6 +269,22 @@ describe('ssh driver with its host gone', () => {
     try {
       for (const pid of descendantsOf(gone.pid)) process.kill(pid, 'SIGKILL')
       process.kill(gone.pid, 'SIGKILL')
+      // Reaching it fails, and says so without the host's address or port.
+      // (A call on the link that was open when the host went away fails with CONNECTION_LOST first.)
+      let unreachable = { code: 'CONNECTION_LOST', message: '' }
+      for (let attempt = 0; unreachable.code === 'CONNECTION_LOST' && attempt < 20; attempt++) {
+        const ran = await runner.app.inject({
+          method: 'POST',
+          url: `/v1/sandboxes/${id}/exec`,
+          headers: runner.auth,
+          payload: { command: 'true' },
+        })
+        unreachable = ErrorBody.parse(ran.json()).error
+      }
+      expect(unreachable.code).toBe('AGENT_UNAVAILABLE')
+      expect(unreachable.message).toMatch(/SSH host "gone"/)
+      expect(unreachable.message).not.toContain('127.0.0.1')
+      expect(unreachable.message).not.toMatch(new RegExp(`(?<!\\d)${gone.port}(?!\\d)`))
       const res = await runner.app.inject({
         method: 'DELETE',
         url: `/v1/sandboxes/${id}`,

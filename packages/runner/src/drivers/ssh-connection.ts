@@ -78,7 +78,7 @@ export class SshConnection {
         reject(
           new RunnerError(
             'AGENT_UNAVAILABLE',
-            `could not reach SSH host "${name}": ${error.message}; check that it is up and that its user accepts the runner's key`,
+            `could not reach SSH host "${name}": ${whyNot(error, timeoutMs)}; check that it is up and that its user accepts the runner's key`,
             { details: { host: name }, cause: error },
           ),
         )
@@ -190,4 +190,13 @@ export class SshConnection {
 /** An SSH-level failure as the runner reports it. */
 function connectionLost(error: Error): RunnerError {
   return new RunnerError('AGENT_UNAVAILABLE', `the SSH connection failed: ${error.message}`, { cause: error })
+}
+
+/** Why a connect failed, without the address or user (socket errors name both in their message). */
+function whyNot(error: Error, timeoutMs: number): string {
+  const level = Reflect.get(error, 'level')
+  if (level === 'client-authentication') return "it refused the runner's key"
+  if (level === 'client-timeout') return `no SSH handshake within ${timeoutMs} ms`
+  const code = Reflect.get(error, 'code')
+  return typeof code === 'string' ? `network error ${code}` : 'the SSH handshake failed'
 }
