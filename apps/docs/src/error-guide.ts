@@ -193,7 +193,7 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     sdkClass: 'ConchError',
   },
   SSH_HOST_KEY_REJECTED: {
-    when: 'The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner refused before logging in; nothing was sent to the host.',
+    when: 'The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner ended the handshake before logging in: neither the user nor a key signature was sent.',
     fix: "If the host was really rebuilt, the operator checks its new key out of band and updates the known_hosts file named in the runner's hosts file; otherwise treat it as an attack on the connection.",
     sdkClass: 'ConchError',
   },
