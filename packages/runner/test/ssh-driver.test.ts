@@ -297,7 +297,8 @@ describe('ssh driver with its host gone', () => {
       )
       expect(runner.app.conch.manager.list()).toEqual([])
     } finally {
-      process.kill(state.pid, 'SIGKILL')
+      // The host is gone for the runner, not for this machine: end the agent's tree here.
+      for (const pid of [state.pid, ...descendantsOf(state.pid)]) process.kill(pid, 'SIGKILL')
       rmSync(gone.dir, { recursive: true, force: true })
     }
   }, 60_000)
