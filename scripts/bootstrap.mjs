@@ -94,6 +94,9 @@ function ensureSystemPackages() {
     { pkg: 'openssl', bin: '/usr/bin/openssl' },
     // The agent's trap tests compare with bash -i on a real terminal through `script`.
     { pkg: 'bsdutils', bin: '/usr/bin/script' },
+    // The ssh driver's tests start their own sshd on 127.0.0.1 (ssh-keygen comes with it).
+    { pkg: 'openssh-server', bin: '/usr/sbin/sshd' },
+    { pkg: 'openssh-client', bin: '/usr/bin/ssh-keygen' },
     ...(ci ? VM_TIER_PACKAGES : []),
     ...(ci ? CONTAINER_TIER_PACKAGES : []),
   ]

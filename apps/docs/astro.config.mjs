@@ -92,6 +92,7 @@ export default defineConfig({
             'guides/browser-token',
             'guides/production',
             'guides/deploy',
+            'guides/ssh',
           ],
         },
         {

@@ -227,6 +227,16 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: "Retry after a short wait. If it persists, read the sandbox's `status` and `deadReason`.",
     sdkClass: 'ConnectionError',
   },
+  SSH_HOST_UNKNOWN: {
+    when: 'A create request for the `ssh` driver named a `host` the operator did not configure (`--ssh-hosts`), or named none while several are configured. The message and `details.hosts` list the configured names.',
+    fix: "Pass one of the configured host names in `host`. Requests can never give an address: the operator adds hosts to the runner's hosts file.",
+    sdkClass: 'ConchError',
+  },
+  SSH_HOST_KEY_REJECTED: {
+    when: 'The SSH host presented a host key that is not in its known_hosts file (or differs from it, or is revoked). The runner ended the handshake before logging in: neither the user nor a key signature was sent.',
+    fix: "If the host was really rebuilt, the operator checks its new key out of band and updates the known_hosts file named in the runner's hosts file; otherwise treat it as an attack on the connection.",
+    sdkClass: 'ConchError',
+  },
   RUNNER_UNAVAILABLE: {
     when: 'A router could not reach the runner that holds the sandbox (it is down or restarting), or no runner behind the router is ready to take a new sandbox. The message names the runner shard.',
     fix: "Retry after a short wait: the SDK does, with backoff. A runner that restarts keeps its sandboxes, and they answer again once it is back. If it persists, check the runner pods (`kubectl get pods`) and the router's `/readyz`.",

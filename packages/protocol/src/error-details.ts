@@ -207,6 +207,10 @@ export const ERROR_DETAILS = {
   PORT_NOT_LISTENING: PortDetails.partial(),
   TERMINAL_NOT_FOUND: z.object({ terminal: z.string().max(64) }).partial(),
   TOO_MANY_TERMINALS: LimitDetails.partial(),
+  SSH_HOST_UNKNOWN: z
+    .object({ host: z.string().max(64), hosts: z.array(z.string().max(64)).max(64) })
+    .partial(),
+  SSH_HOST_KEY_REJECTED: z.object({ host: z.string().max(64) }).partial(),
   SESSION_EXISTS: SessionDetails,
   SESSION_PROTECTED: SessionDetails,
   SHELL_CLOSED: ShellClosedDetails,

@@ -30,6 +30,8 @@ export const ERROR_SUGGESTIONS: Readonly<Record<ErrorCode, string>> = {
   PORT_NOT_LISTENING: 'start the server on 127.0.0.1 inside the sandbox, then retry',
   TERMINAL_NOT_FOUND: 'list the terminals to see which are open',
   TOO_MANY_TERMINALS: 'close terminals you no longer need',
+  SSH_HOST_UNKNOWN: 'name a host from the runner ssh hosts file',
+  SSH_HOST_KEY_REJECTED: 'check the host key and the known_hosts file the operator configured',
   SESSION_EXISTS: 'pick another id, or attach to the session',
   SESSION_PROTECTED: 'create another session for separate state',
   SHELL_CLOSED: 'open a new shell to continue',

@@ -177,6 +177,11 @@ export const Metadata = z
 export const CreateSandboxRequest = z.object({
   /** Driver name; defaults to the runner's configured driver. */
   driver: z.string().min(1).max(64).optional(),
+  /** For the `ssh` driver: the name of an SSH host the operator configured (never an address); optional when only one is configured. */
+  host: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'a configured host name: lowercase letters, digits, _ and -')
+    .optional(),
   /** Base environment of every session in the sandbox (at most 1024 variables, 256 KiB). */
   env: BoundedEnv.optional(),
   /** Resource limits, each within `SANDBOX_BOUNDS`. */

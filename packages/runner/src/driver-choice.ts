@@ -9,13 +9,14 @@ import { ConfigError } from './config-error.ts'
 import type { SandboxDriver } from './drivers/sandbox-driver.ts'
 
 /** Every driver name, strongest isolation first; `auto` takes the first one allowed. */
-export const DRIVERS_BY_STRENGTH = ['gvisor', 'namespace', 'local'] as const
+export const DRIVERS_BY_STRENGTH = ['gvisor', 'namespace', 'local', 'ssh'] as const
 
 /**
  * Drivers in the default set only when the operator names them (`--driver` or `--drivers`):
- * gVisor's ptrace platform costs every syscall a round trip, so it is a choice, not a default.
+ * gVisor's ptrace platform costs every syscall a round trip, so it is a choice, not a default;
+ * ssh runs sandboxes on other machines, which only the operator can decide.
  */
-const OPT_IN: readonly string[] = ['gvisor']
+const OPT_IN: readonly string[] = ['gvisor', 'ssh']
 /** A driver name. */
 export type DriverName = (typeof DRIVERS_BY_STRENGTH)[number]
 
@@ -86,7 +87,8 @@ export function chooseDrivers(input: DriverChoiceInput): DriverChoice {
       const flag = input.drivers === undefined ? `--driver ${name}` : `--drivers ${names.join(',')}`
       throw new ConfigError(`${flag}: the ${name} driver cannot run on this host: ${problem}; ${howTo}`)
     }
-    if (input.candidates[name].driver.isolation === 'none' && input.root && !input.unsafeLocal) {
+    const { driver } = input.candidates[name]
+    if (driver.isolation === 'none' && driver.remote !== true && input.root && !input.unsafeLocal) {
       throw new ConfigError(
         `the ${name} driver runs sandbox code with no isolation, here as root (it could read every secret on the host); it is refused unless you pass --unsafe-local (CONCH_UNSAFE_LOCAL=1) for development`,
       )

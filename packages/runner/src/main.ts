@@ -13,6 +13,8 @@ import { chooseDrivers, type DriverChoice } from './driver-choice.ts'
 import { GvisorDriver } from './drivers/gvisor-driver.ts'
 import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
+import { SshDriver } from './drivers/ssh-driver.ts'
+import { loadSshHosts } from './drivers/ssh-hosts.ts'
 import { startEmbeddedRunner } from './embedded-runner.ts'
 import { prettyLogStream } from './pretty-log-stream.ts'
 import { parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
@@ -93,6 +95,7 @@ async function main(argv: string[]): Promise<void> {
     // isolation unless the operator asked for it by name.
     const namespace = new NamespaceDriver({ stateDir: config.stateDir })
     const gvisor = new GvisorDriver({ stateDir: config.stateDir })
+    const ssh = new SshDriver({ hosts: config.sshHosts ? loadSshHosts(config.sshHosts) : new Map() })
     choice = chooseDrivers({
       driver: config.driver,
       drivers: config.drivers,
@@ -102,6 +105,7 @@ async function main(argv: string[]): Promise<void> {
         gvisor: { driver: gvisor, problem: gvisor.problem() },
         namespace: { driver: namespace, problem: namespace.problem() },
         local: { driver: new LocalDriver({ stateDir: config.stateDir }), problem: null },
+        ssh: { driver: ssh, problem: ssh.problem() },
       },
     })
   } catch (error) {

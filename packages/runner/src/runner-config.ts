@@ -37,6 +37,8 @@ export const RunnerConfig = z.object({
         .min(1, `name at least one of ${DRIVERS_BY_STRENGTH.join(', ')}`),
     )
     .optional(),
+  /** JSON file of the SSH hosts the ssh driver may run sandboxes on (see drivers/ssh-hosts.ts). */
+  sshHosts: z.string().min(1).optional(),
   /** Allow the local driver (no isolation) while the runner runs as root; for development only. */
   unsafeLocal: z
     .enum(['1', 'true', '0', 'false'], { error: 'use 1 or true to allow, 0 or false to refuse' })
@@ -174,5 +176,7 @@ export function parseRunnerConfig(
   }
   const config = parsed.data
   if (!isAbsolute(config.stateDir)) config.stateDir = join(cwd, config.stateDir)
+  if (config.sshHosts !== undefined && !isAbsolute(config.sshHosts))
+    config.sshHosts = join(cwd, config.sshHosts)
   return config
 }

@@ -78,6 +78,14 @@ const TOP: TopSetting[] = [
     accepts: `a comma-separated list of at least one of ${driverList}`,
   },
   {
+    key: 'sshHosts',
+    value: '<file>',
+    summary:
+      'JSON file of the SSH hosts the ssh driver may run sandboxes on (address, port, user, key file or ssh-agent, known_hosts file); requests pick one by name. Allow the driver with --drivers.',
+    defaultText: 'none',
+    accepts: 'a path to a JSON file',
+  },
+  {
     key: 'unsafeLocal',
     value: '',
     boolean: true,

@@ -345,6 +345,12 @@ export class SandboxManager {
         { details: { allowed } },
       )
     }
+    if (request.host !== undefined && driver.takesHost !== true) {
+      throw new RunnerError(
+        'BAD_REQUEST',
+        `the ${driver.name} driver runs sandboxes on this runner's host and takes no "host"; drop it or use the ssh driver`,
+      )
+    }
     // An isolating driver gives every sandbox the default limits it can enforce here; a driver
     // that isolates nothing enforces nothing, so it gets only what was asked (and refuses that below).
     const defaults = driver.enforceableDefaults?.(DEFAULT_SANDBOX_LIMITS) ?? DEFAULT_SANDBOX_LIMITS
@@ -358,7 +364,8 @@ export class SandboxManager {
     }
     // Env is the agent's own at start, so only a request without env can take a pooled sandbox;
     // a fork writes its workspace before its agent starts, so it never takes one either.
-    const poolable = Object.keys(request.env ?? {}).length === 0 && manifest === null
+    const poolable =
+      Object.keys(request.env ?? {}).length === 0 && manifest === null && request.host === undefined
     const pooled = this.pool.take(driver.name, limits, poolable)
     if (pooled) return this.#adoptPooled(pooled, request)
     try {
@@ -376,7 +383,7 @@ export class SandboxManager {
     request: CreateSandboxRequest,
     manifest: SnapshotManifest | null,
   ): Promise<SandboxInfo> {
-    const spec = this.#spec(limits, request.env ?? {})
+    const spec = this.#spec(limits, request.env ?? {}, request.host)
     const { id } = spec
     const handle = await driver.create(spec)
     const record: SandboxRecord = {
@@ -428,7 +435,7 @@ export class SandboxManager {
   }
 
   /** A new sandbox's spec: a fresh id and link secret. */
-  #spec(limits: SandboxLimits, env: Record<string, string>): SandboxSpec {
+  #spec(limits: SandboxLimits, env: Record<string, string>, host?: string): SandboxSpec {
     return {
       id: this.#o.shard ? shardedSandboxId(this.#o.shard, randomId('', 16)) : randomId('sb_', 16),
       env,
@@ -436,6 +443,7 @@ export class SandboxManager {
       scrollbackBytes: this.#o.limits.scrollbackBytes,
       maxSessions: this.#o.limits.maxSessionsPerSandbox,
       linkSecret: mintLinkSecret(),
+      ...(host === undefined ? {} : { host }),
     }
   }
 
@@ -463,8 +471,8 @@ export class SandboxManager {
       id: spec.id,
       status: 'starting',
       driver: driver.name,
-      isolation: driver.isolation,
-      description: driver.description,
+      isolation: handle.isolation ?? driver.isolation,
+      description: handle.description ?? driver.description,
       workdir: handle.workdir,
       limits: spec.limits,
       metadata: request.metadata ?? {},

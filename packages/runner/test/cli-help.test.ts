@@ -47,7 +47,7 @@ describe('conch --help', () => {
       if (setting.values) expect(text).toContain(`Values: ${setting.values}`)
     }
     expect(help.stdout).toContain('Default: 7878.')
-    expect(help.stdout).toContain('Values: auto, gvisor, namespace, local.')
+    expect(help.stdout).toContain('Values: auto, gvisor, namespace, local, ssh.')
     expect(help.stdout).toContain('Values: auto, pretty, json.')
   })
 
@@ -132,7 +132,7 @@ describe('a mistake on the command line', () => {
   it('lists the allowed values of a fixed set and every bad setting on the same line', () => {
     expectMistake(
       conch(['runner', '--driver', 'vm', '--log-format', 'xml']),
-      /--driver vm is not valid: use one of auto, gvisor, namespace, local; --log-format xml is not valid: use one of auto, pretty, json/,
+      /--driver vm is not valid: use one of auto, gvisor, namespace, local, ssh; --log-format xml is not valid: use one of auto, pretty, json/,
     )
   })
 

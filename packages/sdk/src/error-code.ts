@@ -55,6 +55,8 @@ export type ErrorCode =
   | 'RUNNER_UNAVAILABLE'
   | 'CONNECTION_LOST'
   | 'PORT_NOT_LISTENING'
+  | 'SSH_HOST_UNKNOWN'
+  | 'SSH_HOST_KEY_REJECTED'
   | 'INTERNAL'
 
 type SameCodes = [ErrorCode] extends [ProtocolErrorCode]

@@ -125,6 +125,8 @@ export interface ErrorDetails {
   PORT_NOT_LISTENING: { port?: number | undefined }
   TERMINAL_NOT_FOUND: { terminal?: string | undefined }
   TOO_MANY_TERMINALS: Partial<LimitDetails>
+  SSH_HOST_UNKNOWN: { host?: string | undefined; hosts?: string[] | undefined }
+  SSH_HOST_KEY_REJECTED: { host?: string | undefined }
   SHELL_CLOSED: ShellClosedDetails
   SANDBOX_NOT_RUNNING: AgentUnavailableDetails
   PATH_OUTSIDE_SANDBOX: PathDetails

@@ -84,6 +84,8 @@ export function errorFromWire(
       return new DeadlineError(message, opts(code))
     case 'BAD_REQUEST':
     case 'LIMITS_NOT_ENFORCEABLE':
+    case 'SSH_HOST_UNKNOWN':
+    case 'SSH_HOST_KEY_REJECTED':
     case 'INVALID_FRAME':
     case 'UNKNOWN_FRAME_TYPE':
     case 'FRAME_TOO_LARGE':

@@ -90,6 +90,8 @@ export interface ConnectOptions {
 export interface CreateSandboxOptions extends ConnectOptions {
   /** Driver name; default: the runner's. */
   driver?: string
+  /** For the `ssh` driver: the name of an SSH host the runner's operator configured (never an address). */
+  host?: string
   /** Base environment of every session. */
   env?: Record<string, string>
   /** Resource limits. */
@@ -310,6 +312,7 @@ export class Sandbox {
     const info = await resolved.http.json('POST', '/v1/sandboxes', sandboxInfo, {
       json: {
         driver: options.driver,
+        host: options.host,
         env: options.env,
         limits: options.limits,
         idleTimeoutMs: options.idleTimeoutMs,

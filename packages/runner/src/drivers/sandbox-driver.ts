@@ -26,6 +26,8 @@ export interface SandboxSpec {
   maxSessions: number
   /** The sandbox's link secret (64 hex digits): the driver stores it in its state and hands it to the agent. */
   linkSecret: string
+  /** The configured host a create request named, for drivers that `takesHost` (ssh). */
+  host?: string
 }
 
 /** What every driver's state holds besides its own facts: the link secret, for reconnecting. */
@@ -51,6 +53,10 @@ export interface DriverSandbox {
   workdir: string
   /** Driver-specific facts (pid, socket path, cid); JSON only. */
   state: Record<string, unknown>
+  /** From `create`, when this sandbox's isolation differs from the driver's (ssh: what its host gives). */
+  isolation?: Isolation
+  /** From `create`, with `isolation`: what this sandbox's isolation does and does not cover. */
+  description?: string
 }
 
 /** The result of a liveness check. */
@@ -69,6 +75,10 @@ export interface SandboxDriver {
   readonly isolation: Isolation
   /** One sentence on what the driver does and does not isolate; shown on every sandbox. */
   readonly description: string
+  /** True when sandboxes run on another machine (ssh): no isolation then does not expose the runner's host. */
+  readonly remote?: boolean
+  /** True when a create request may name a configured host (`host`). */
+  readonly takesHost?: boolean
   /**
    * Why this driver cannot enforce `limits` on this host, or null when it can. The runner
    * refuses to create a sandbox with a limit its driver would not enforce.

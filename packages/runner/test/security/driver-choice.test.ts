@@ -15,6 +15,7 @@ import { chooseDrivers, type DriverChoiceInput } from '../../src/driver-choice.t
 import { GvisorDriver } from '../../src/drivers/gvisor-driver.ts'
 import { LocalDriver } from '../../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../../src/drivers/namespace-driver.ts'
+import { SshDriver } from '../../src/drivers/ssh-driver.ts'
 import {
   type RunnerProcessOptions,
   rootlessRunner,
@@ -37,6 +38,7 @@ function input(
       gvisor: { driver: new GvisorDriver({ stateDir: '/nowhere' }), problem: null },
       namespace: { driver: new NamespaceDriver({ stateDir: '/nowhere' }), problem: namespaceProblem },
       local: { driver: new LocalDriver({ stateDir: '/nowhere' }), problem: null },
+      ssh: { driver: new SshDriver({ hosts: new Map() }), problem: 'no SSH hosts are configured' },
     },
     ...rest,
   }
@@ -67,6 +69,23 @@ describe('chooseDrivers', () => {
     expect(names(unsafe)).toEqual(['namespace', 'local'])
     expect(unsafe.defaultDriver.name).toBe('local')
     expect(unsafe.warnings.join('\n')).toMatch(/as root with no isolation/)
+  })
+
+  it('offers ssh only when the operator names it and configured hosts; then root needs no --unsafe-local', () => {
+    expect(names(chooseDrivers(input({})))).not.toContain('ssh')
+    expect(() => chooseDrivers(input({ drivers: ['namespace', 'ssh'] }))).toThrow(
+      /the ssh driver cannot run on this host: no SSH hosts are configured/,
+    )
+    const hosts = new Map([['box', { address: 'a', port: 22, user: 'u', agent: true }]])
+    const configured = input({ drivers: ['namespace', 'ssh'] })
+    const withHosts = {
+      ...configured,
+      candidates: { ...configured.candidates, ssh: { driver: new SshDriver({ hosts }), problem: null } },
+    }
+    const choice = chooseDrivers(withHosts)
+    expect(names(choice)).toEqual(['namespace', 'ssh'])
+    expect(choice.defaultDriver.name).toBe('namespace')
+    expect(choice.warnings).toEqual([])
   })
 
   it('allows local without the flag when the runner is not root', () => {
