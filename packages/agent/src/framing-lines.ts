@@ -54,10 +54,11 @@ export class FramingLines {
       // framing lines) never reaches a run, while each run's command gets the real stderr
       // back through `2>&63` on its line.
       'exec 62>&1 63>&2 2>/dev/null',
-      // Leading backslashes keep user aliases away; `builtin` keeps user functions away.
-      `__conch_end_${t}() { \\builtin local rc=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$rc" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$rc"; } 2>/dev/null`,
-      `__conch_env_${t}() { \\builtin local n IFS=$'\\n'; for n in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$n" "\${!n-}"; done; }`,
-      `__conch_alias_${t}() { \\builtin local n; for n in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$n" "\${BASH_ALIASES[$n]}"; done; }`,
+      // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
+      // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
+      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
+      `__conch_alias_${t}() { \\builtin local __conch_n_${t}; for __conch_n_${t} in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${BASH_ALIASES[$__conch_n_${t}]}"; done; }`,
       trapScript(t, commandPath),
       `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',

@@ -70,56 +70,56 @@ __conch_trap_at_@T() {
 __conch_trap_rc_@T() { __conch_b_@T=$((__conch_b_@T - $1)); \builtin return "$__conch_rc_@T"; }
 __conch_trap_say_@T() {
   if [[ -v __conch_traps_@T[$1] ]]; then
-    \builtin local a="%{__conch_traps_@T[$1]}" q=\' r="'\\''"
-    \builtin printf "trap -- '%s' %s\n" "%{a//$q/$r}" "$1"
+    \builtin local __conch_a_@T="%{__conch_traps_@T[$1]}" __conch_q_@T=\' __conch_r_@T="'\\''"
+    \builtin printf "trap -- '%s' %s\n" "%{__conch_a_@T//$__conch_q_@T/$__conch_r_@T}" "$1"
   fi
 }
 trap() {
   { \builtin local -; \builtin set +x; } 2>/dev/null
-  \builtin local a k s rc=0 w
-  \builtin local -a other
-  other=()
+  \builtin local __conch_a_@T __conch_k_@T __conch_s_@T __conch_trc_@T=0 __conch_w_@T
+  \builtin local -a __conch_other_@T
+  __conch_other_@T=()
   if [[ $# -eq 0 || $1 == -p || $1 == -- && $# -eq 1 ]]; then
     [[ $# -gt 0 ]] && \builtin shift
     [[ $# -gt 0 && $1 == -- ]] && \builtin shift
     if [[ $# -eq 0 ]]; then
       \builtin trap -p @SIGNALS
-      for k in @FRAMED; do __conch_trap_say_@T "$k"; done
+      for __conch_k_@T in @FRAMED; do __conch_trap_say_@T "$__conch_k_@T"; done
       \builtin return 0
     fi
-    for s in "$@"; do
-      k=%{s^^}
-      case $k in
-        @CASE) __conch_trap_say_@T "$k" ;;
-        *) \builtin trap -p "$s" || rc=$? ;;
+    for __conch_s_@T in "$@"; do
+      __conch_k_@T=%{__conch_s_@T^^}
+      case $__conch_k_@T in
+        @CASE) __conch_trap_say_@T "$__conch_k_@T" ;;
+        *) \builtin trap -p "$__conch_s_@T" || __conch_trc_@T=$? ;;
       esac
     done
-    \builtin return "$rc"
+    \builtin return "$__conch_trc_@T"
   fi
   if [[ $1 == -- ]]; then \builtin shift; elif [[ $1 == -?* ]]; then \builtin trap "$@"; \builtin return; fi
-  if [[ $# -eq 1 || $1 =~ ^[0-9]+$ ]]; then a=-; else a=$1; \builtin shift; fi
-  for s in "$@"; do
-    k=%{s^^}
-    case $k in
+  if [[ $# -eq 1 || $1 =~ ^[0-9]+$ ]]; then __conch_a_@T=-; else __conch_a_@T=$1; \builtin shift; fi
+  for __conch_s_@T in "$@"; do
+    __conch_k_@T=%{__conch_s_@T^^}
+    case $__conch_k_@T in
       @CASE)
-        if [[ $a == - ]]; then
-          \builtin unset "__conch_traps_@T[$k]"
-          \builtin trap -- '' "$k"
+        if [[ $__conch_a_@T == - ]]; then
+          \builtin unset "__conch_traps_@T[$__conch_k_@T]"
+          \builtin trap -- '' "$__conch_k_@T"
         else
-          __conch_traps_@T[$k]=$a
-          if [[ -z $a ]]; then \builtin trap -- '' "$k"; else
-            case $k in
+          __conch_traps_@T[$__conch_k_@T]=$__conch_a_@T
+          if [[ -z $__conch_a_@T ]]; then \builtin trap -- '' "$__conch_k_@T"; else
+            case $__conch_k_@T in
               @WRAPPERS
             esac
-            w=%{w//'%{ACTION}'/"$a"}
-            \builtin trap -- "$w" "$k"
+            __conch_w_@T=%{__conch_w_@T//'%{ACTION}'/"$__conch_a_@T"}
+            \builtin trap -- "$__conch_w_@T" "$__conch_k_@T"
           fi
         fi ;;
-      *) other+=("$s") ;;
+      *) __conch_other_@T+=("$__conch_s_@T") ;;
     esac
   done
-  if [[ %{#other[@]} -gt 0 ]]; then \builtin trap -- "$a" "%{other[@]}" || rc=$?; fi
-  \builtin return "$rc"
+  if [[ %{#__conch_other_@T[@]} -gt 0 ]]; then \builtin trap -- "$__conch_a_@T" "%{__conch_other_@T[@]}" || __conch_trc_@T=$?; fi
+  \builtin return "$__conch_trc_@T"
 }`
 
 /** Signal numbers whose traps `trap -p` lists before the framed ones: EXIT and 1 to 64. */
@@ -133,7 +133,9 @@ export function trapScript(tag: string, commandPath: string): string {
   // How bash shows a run's `.` in $BASH_COMMAND; a trap that fired for it (DEBUG before it,
   // or EXIT after an `exit` inside it) fired for the framing.
   const source = quote(`. ${quote(commandPath)} `)
-  const wrappers = FRAMED_TRAPS.map((k) => `${k}) w=${quote(wrapper(k))} ;;`).join('\n              ')
+  const wrappers = FRAMED_TRAPS.map((k) => `${k}) __conch_w_@T=${quote(wrapper(k))} ;;`).join(
+    '\n              ',
+  )
   return SCRIPT.replace('@WRAPPERS', wrappers)
     .replaceAll('@SOURCE', source)
     .replaceAll('@SIGNALS', SIGNALS)

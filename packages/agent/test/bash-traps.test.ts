@@ -139,6 +139,21 @@ describe('traps fire as in a terminal', () => {
     expect((await sh(s, 'echo y')).out).toBe('D\ny\n')
   })
 
+  test("keeps exit codes, env listings and traps right when the user's variables are readonly", async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    // Short names the framing's own functions could use as locals.
+    await sh(s, 'readonly rc=9 n=1 a=1 k=1 s=1 w=1 q=1 r=1 other=1; export EXPORTED=yes')
+    expect((await sh(s, 'false')).exitCode).toBe(1)
+    expect((await sh(s, '(exit 5)')).exitCode).toBe(5)
+    const env = await s.run({ runId: 'e', command: s.helperName('env'), internal: true })
+    expect(env.stdout.toString()).toContain('EXPORTED=yes\0')
+    await sh(s, "trap 'echo D' DEBUG")
+    expect((await sh(s, 'trap -p DEBUG')).out).toBe("D\ntrap -- 'echo D' DEBUG\n")
+    expect((await sh(s, 'echo x')).out).toBe('D\nx\n')
+  })
+
   test('runs the EXIT trap once when the shell exits', async ({ newSession }) => {
     const s = await newSession()
     await sh(s, "trap 'echo bye' EXIT; trap 'echo D' DEBUG")
