@@ -65,7 +65,10 @@ describe('conch MCP tools', () => {
         'file_write',
         'process_kill',
         'process_output',
+        'port_expose',
+        'port_list',
         'process_start',
+        'restore',
         'sandbox_create',
         'sandbox_destroy',
         'sandbox_list',
@@ -73,6 +76,7 @@ describe('conch MCP tools', () => {
         'session_list',
         'shell_interrupt',
         'shell_run',
+        'snapshot',
       ].sort(),
     )
     for (const tool of tools) {
@@ -233,6 +237,48 @@ describe('conch MCP tools', () => {
     }
     expect(r.stdout).toBe('/\n')
     expect((await run('echo $GREETING')).stdout).toBe('hi\n')
+  })
+
+  it('checkpoints a sandbox and forks a new one where the same session goes on', async () => {
+    await run('mkdir -p /tmp/snapdir && cd /tmp/snapdir && export SNAPPED=before && echo kept > f.txt', {
+      session: 'snap',
+    })
+    const taken = await call('snapshot', { sandbox, name: 'mcp-test' })
+    expect(taken.isError, text(taken)).toBeFalsy()
+    const snapshotId = (taken.structuredContent as { snapshot: string }).snapshot
+    const restored = await call('restore', { snapshot: snapshotId })
+    expect(restored.isError, text(restored)).toBeFalsy()
+    const fork = (restored.structuredContent as { sandbox: string }).sandbox
+    expect(fork).not.toBe(sandbox)
+    try {
+      const r = await call('shell_run', { sandbox: fork, session: 'snap', command: 'echo "$SNAPPED $PWD"' })
+      expect((r.structuredContent as { stdout: string }).stdout).toBe('before /tmp/snapdir\n')
+    } finally {
+      await call('sandbox_destroy', { sandbox: fork })
+    }
+  })
+
+  it('lists a listening port and exposes it with a URL that carries a token for that port', async () => {
+    const port = 20_000 + Math.floor(Math.random() * 20_000)
+    const started = await call('process_start', {
+      sandbox,
+      command: `exec python3 -m http.server ${port} --bind 127.0.0.1`,
+    })
+    const processId = (started.structuredContent as { process: string }).process
+    try {
+      await expect
+        .poll(async () => text(await call('port_list', { sandbox })), { timeout: 20_000 })
+        .toMatch(new RegExp(`^${port}\\t127\\.0\\.0\\.1`, 'm'))
+      const exposed = await call('port_expose', { sandbox, port })
+      expect(exposed.isError, text(exposed)).toBeFalsy()
+      const url = (exposed.structuredContent as { url: string }).url
+      expect(url).toContain(`/ports/${port}/`)
+      expect(url).toMatch(/cpt_/)
+      const answer = await fetch(url, { redirect: 'manual' })
+      expect([200, 302, 303, 307]).toContain(answer.status)
+    } finally {
+      await call('process_kill', { sandbox, process: processId })
+    }
   })
 
   it("offers a session's recent output and a workspace file as resources", async () => {
