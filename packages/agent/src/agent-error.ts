@@ -1,39 +1,20 @@
 import {
-  boundedErrorDetails,
+  CodedError,
+  type CodedErrorOptions,
   type ErrorCode,
-  type ErrorDetails,
   type ShellClosedInfo,
   type WireError,
 } from '@conch/protocol'
 
-/** What an error carries besides its code and message; the same shape in the runner, router and SDK. */
-export interface AgentErrorOptions<C extends ErrorCode> {
-  /** Facts for the caller, typed by the code (`earliestOffset` for OUTPUT_LOST). */
-  details?: ErrorDetails[C] | undefined
-  /** The error that caused this one (ES2022 `cause`). */
-  cause?: unknown
-}
+/** What an agent error carries besides its code and message (the protocol's `CodedErrorOptions`). */
+export type AgentErrorOptions<C extends ErrorCode> = CodedErrorOptions<C>
 
 /** The agent's base error: a protocol error code, a message that says what happened, and typed details. */
-export class AgentError<C extends ErrorCode = ErrorCode> extends Error {
-  /** Machine-readable code from the protocol's registry. */
-  readonly code: C
-  /** Facts for the caller, checked against the code's schema (dropped when they do not match). */
-  readonly details: ErrorDetails[C] | undefined
-
+export class AgentError<C extends ErrorCode = ErrorCode> extends CodedError<C> {
   /** Creates an error with a code, a message, and optional details and cause. */
   constructor(code: C, message: string, options: AgentErrorOptions<C> = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    super(code, message, options)
     this.name = 'AgentError'
-    this.code = code
-    this.details = boundedErrorDetails(code, options.details)
-  }
-
-  /** The error as it goes on the wire. */
-  toWire(): WireError {
-    return this.details === undefined
-      ? { code: this.code, message: this.message }
-      : { code: this.code, message: this.message, details: this.details }
   }
 }
 

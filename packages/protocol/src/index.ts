@@ -83,6 +83,7 @@ export {
   ShellStart,
   ShellStdin,
 } from './client-frames.ts'
+export { CodedError, type CodedErrorOptions } from './coded-error.ts'
 export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
 export {
   AgentUnavailableDetails,

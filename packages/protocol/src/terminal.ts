@@ -176,3 +176,25 @@ export function decodeTerminalOutput(message: Uint8Array): { offset: number; byt
   const offset = view.getUint32(0) * 2 ** 32 + view.getUint32(4)
   return { offset, bytes: message.subarray(TERMINAL_OUTPUT_HEADER_BYTES) }
 }
+
+// The types the schemas above parse to, one per schema.
+/** A terminal width in columns. */
+export type TerminalCols = z.infer<typeof TerminalCols>
+/** A terminal height in rows. */
+export type TerminalRows = z.infer<typeof TerminalRows>
+/** `GET .../terminals` answer. */
+export type TerminalList = z.infer<typeof TerminalList>
+/** Path parameters of a terminal route. */
+export type TerminalParams = z.infer<typeof TerminalParams>
+/** Body of a terminal signal request. */
+export type TerminalSignalRequest = z.infer<typeof TerminalSignalRequest>
+/** Query of the terminal socket. */
+export type TerminalQuery = z.infer<typeof TerminalQuery>
+/** The first frame on a terminal socket. */
+export type TerminalReadyFrame = z.infer<typeof TerminalReadyFrame>
+/** The end of a terminal replay. */
+export type TerminalReplayEndFrame = z.infer<typeof TerminalReplayEndFrame>
+/** A terminal program ended. */
+export type TerminalExitFrame = z.infer<typeof TerminalExitFrame>
+/** An answer to a terminal ping. */
+export type TerminalPongFrame = z.infer<typeof TerminalPongFrame>
