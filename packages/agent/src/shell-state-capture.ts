@@ -87,12 +87,15 @@ export function captureScript(nonce: string): string {
     `${v}_e=$-`,
     `\\builtin set +T`,
     `${v}_t=$(\\builtin trap -p)`,
+    // The traps as the user set them: the framing's `trap` lists DEBUG, ERR and RETURN with the
+    // user's actions where bash's own listing shows the framing's wrappers.
+    `${v}_u=$(trap -p)`,
     `${v}_a=$(\\builtin shopt -p expand_aliases)`,
     `\\builtin shopt -u expand_aliases`,
     `\\builtin trap - DEBUG ERR RETURN`,
     `\\builtin set +e`,
     `\\builtin printf 'start\\0%s\\0\\0' ${nonce}`,
-    `\\builtin printf 'traps\\0\\0%s\\0' "$${v}_t"`,
+    `\\builtin printf 'traps\\0\\0%s\\0' "$${v}_u"`,
     `\\builtin printf 'set\\0%s\\0\\0' "$(\\builtin set +o | while IFS=' ' \\builtin read -r _ s o; do [[ $s == -o ]] && \\builtin printf '%s ' "$o"; done)"`,
     `\\builtin printf 'shopt\\0%s\\0\\0' "$(\\builtin shopt -s | while IFS=$' \\t' \\builtin read -r o _; do \\builtin printf '%s ' "$o"; done)"`,
     `\\builtin printf 'expand_aliases\\0\\0%s\\0' "$${v}_a"`,
@@ -107,7 +110,7 @@ export function captureScript(nonce: string): string {
     `\\builtin eval "$${v}_a"`,
     `case $${v}_e in *e*) \\builtin set -e ;; esac`,
     `case $${v}_e in *T*) \\builtin set -T ;; esac`,
-    `\\builtin unset -v ${v}_t ${v}_e ${v}_a ${v}_v`,
+    `\\builtin unset -v ${v}_t ${v}_u ${v}_e ${v}_a ${v}_v`,
     // Last: once the DEBUG trap is back it runs before every command.
     `\\builtin eval "$${v}_t"`,
     '',
@@ -208,7 +211,9 @@ export function parseCapture(out: Buffer, nonce: string): CapturedShell | null {
         break
       }
       case 'fn':
-        if (!name.startsWith('__conch_') && value.length > 0)
+        // The framing's own functions stay behind: its helpers, and its `trap` (which keeps the
+        // user's DEBUG, ERR and RETURN actions; the restored shell has its own).
+        if (!name.startsWith('__conch_') && !isFramingTrap(name, value) && value.length > 0)
           state.functions.push({ name, definition: value.replace(/\n$/, '') })
         break
       case 'alias':
@@ -224,4 +229,9 @@ export function parseCapture(out: Buffer, nonce: string): CapturedShell | null {
 
 function words(text: string): string[] {
   return text.split(/\s+/).filter((w) => w.length > 0)
+}
+
+/** Whether `definition` is the framing's own `trap` function (the only one it defines without its prefix). */
+function isFramingTrap(name: string, definition: string): boolean {
+  return name === 'trap' && definition.includes('__conch_traps_')
 }

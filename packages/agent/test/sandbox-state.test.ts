@@ -80,7 +80,9 @@ async function observe(session: BashSession, root: string): Promise<Record<strin
   for (const [key, command] of Object.entries(probes)) {
     let out = (await sh(session, command)).out
       .replaceAll(root, '<root>')
-      .replace(/__conch_(\w+?)_[0-9a-f]{8}\b/g, '__conch_$1_<tag>')
+      .replace(/__conch_(\*|\w+?)_[0-9a-f]{8}\b/g, '__conch_$1_<tag>')
+      // The trap guard names the session's own command file, which differs between sandboxes.
+      .replace(/\/conch-\w+\/cmd\b/g, '/conch-<dir>/cmd')
     if (key === 'names' || key === 'exported') {
       out = out
         .split('\n')

@@ -34,6 +34,7 @@ export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'PATH_OUTSIDE_SANDBOX',
   'PORT_NOT_LISTENING',
   'PROCESS_NOT_FOUND',
+  'RATE_LIMITED',
   'SESSION_EXISTS',
   'SESSION_BUSY',
   'SESSION_NOT_FOUND',
