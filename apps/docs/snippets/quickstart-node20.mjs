@@ -17,7 +17,7 @@ try {
   for await (const ev of sh.stream('for i in 1 2 3; do echo step $i; sleep 0.2; done')) {
     if (ev.type === 'stdout') process.stdout.write(ev.data)
     else if (ev.type === 'stderr') process.stderr.write(ev.data)
-    else if (ev.type === 'exit') console.log('exit code', ev.code)
+    else if (ev.type === 'exit') console.log('exit code', ev.exitCode)
   }
   sh.close()
 } finally {
