@@ -390,8 +390,8 @@ export class SandboxManager {
       id,
       status: 'starting',
       driver: driver.name,
-      isolation: driver.isolation,
-      description: driver.description,
+      isolation: handle.isolation ?? driver.isolation,
+      description: handle.description ?? driver.description,
       workdir: handle.workdir,
       limits: spec.limits,
       metadata: request.metadata ?? {},
@@ -404,8 +404,8 @@ export class SandboxManager {
     this.#o.store.putSandbox(record)
     const runtime = new SandboxRuntime(this, record, this.#o.now())
     this.#sandboxes.set(id, runtime)
-    if (driver.isolation === 'none') {
-      this.#o.logger.warn({ sandboxId: id, driver: driver.name }, driver.description)
+    if (record.isolation === 'none') {
+      this.#o.logger.warn({ sandboxId: id, driver: driver.name }, record.description)
     }
     try {
       // A fork's workspace is written before its agent starts: no sandbox code runs meanwhile.
@@ -477,7 +477,7 @@ export class SandboxManager {
       limits: spec.limits,
       metadata: request.metadata ?? {},
       env: spec.env,
-      idleTimeoutMs: request.idleTimeoutMs ?? null,
+      idleTimeoutMs: idleTimeout(request.idleTimeoutMs, this.#o.limits.defaultIdleTimeoutMs),
       createdAt: this.#o.now(),
       deadReason: null,
       driverState: handle.state,
