@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import { fileURLToPath } from 'node:url'
-import { AGENT_NODE_FLAGS } from '@conch/protocol'
+import { AGENT_NODE_FLAGS, compileCacheFlag } from '@conch/protocol'
 import { Sandbox } from '@conch/sdk'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -226,17 +226,20 @@ describe('the packed @conch/runner', () => {
     const shell = await sandbox.shell()
     const mounts = await shell.run("awk '{ print $5 }' /proc/self/mountinfo | grep ^/opt/")
     // The agent (the sandbox user may not run it) is that Node, running the bundle with the
-    // drivers' node flags.
+    // drivers' node flags and the read-only compile cache built into the runtime image.
     const agent = agentOf(sandbox.id)
-    expect(agent.argv.slice(0, AGENT_NODE_FLAGS.length + 2)).toEqual([
+    expect(agent.argv.slice(0, AGENT_NODE_FLAGS.length + 3)).toEqual([
       '/opt/conch/node',
       ...AGENT_NODE_FLAGS,
+      compileCacheFlag('/opt/conch/compile-cache'),
       '/opt/conch/conch-agent.mjs',
     ])
     const version = (exe: string): string => spawnSync(exe, ['--version'], { encoding: 'utf8' }).stdout
     expect(version(agent.exe)).toBe(version(NODE))
-    // node-pty's runtime (dist/node-pty) for terminals is the third, read-only too.
+    // node-pty's runtime (dist/node-pty) for terminals and the bundle's compile cache are the
+    // others, read-only too.
     expect(mounts.stdout.split('\n').filter(Boolean).sort()).toEqual([
+      '/opt/conch/compile-cache',
       '/opt/conch/conch-agent.mjs',
       '/opt/conch/node',
       '/opt/conch/node-pty',
@@ -249,6 +252,7 @@ describe('the packed @conch/runner', () => {
         'mv /opt/conch/conch-agent.mjs /tmp/x 2>/dev/null && echo moved',
         ': >> /opt/conch/node-pty/build/Release/pty.node 2>/dev/null && echo addon-appended',
         'rm -rf /opt/conch/node-pty/lib 2>/dev/null && echo lib-removed',
+        'touch /opt/conch/compile-cache/x 2>/dev/null && echo cache-written',
         'echo done',
       ].join('; '),
     )
