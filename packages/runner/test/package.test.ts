@@ -152,8 +152,17 @@ describe('the packed @conch/runner', () => {
   })
 
   it('runs `conch runner` with the runner node flags, started through npm exec and the bin', () => {
+    // The warm pool starts short-lived helpers (mkfs, mount) under the runner: one may exit
+    // between the listing and the read.
+    const cmdline = (p: number): string[] => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')
+      } catch {
+        return []
+      }
+    }
     const nodes = [runner.pid!, ...descendantsOf(runner.pid!)]
-      .map((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0'))
+      .map(cmdline)
       // The bin runs by the path npm linked it under, not as dist/conch.js; npm names it bare.
       .filter(
         (argv) =>
