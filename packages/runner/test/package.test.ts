@@ -49,7 +49,12 @@ function agentOf(sandboxId: string): { argv: string[]; exe: string } {
   db.close()
   const { pid } = JSON.parse(String(row?.driver_state)) as { pid: number }
   for (const p of [pid, ...descendantsOf(pid)]) {
-    const argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')
+    let argv: string[]
+    try {
+      argv = readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')
+    } catch {
+      continue // it exited since the listing
+    }
     if (argv[0]?.endsWith('/node') && argv.includes('--listenFd')) return { argv, exe: `/proc/${p}/exe` }
   }
   throw new Error(`no agent under pid ${pid}`)
