@@ -83,7 +83,10 @@ export class SshConnection {
           ),
         )
       }
-      client.once('error', fail)
+      // `on`, not `once`: a connection that fails before its handshake can emit more than one
+      // error (a timeout, then the lost connection), and an error without a listener would
+      // crash the runner. Settling twice is harmless.
+      client.on('error', fail)
       client.once('ready', () => {
         client.off('error', fail)
         client.on('error', () => {})
