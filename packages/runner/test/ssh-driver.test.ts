@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ErrorBody, ProcessInfo, SandboxInfo } from '@conch/protocol'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { descendantsOf } from '../src/drivers/proc-stat.ts'
 import { SshDriver } from '../src/drivers/ssh-driver.ts'
 import type { SshHost } from '../src/drivers/ssh-hosts.ts'
@@ -82,23 +82,27 @@ describe('ssh driver', () => {
         })
       ).json(),
     )
-    for (;;) {
-      const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as {
-        stdout: string
-      }
-      if (out.stdout.includes('line10\n')) break
-      await new Promise((r) => setTimeout(r, 20))
-    }
+    await vi.waitFor(
+      async () => {
+        const out = (await inject('GET', `/processes/${started.id}/output?since=0`)).json() as {
+          stdout: string
+        }
+        expect(out.stdout).toContain('line10\n')
+      },
+      { timeout: 30_000, interval: 20 },
+    )
     expect(killSshConnections()).toBeGreaterThan(0)
     writeFileSync(gate, '')
     // A call in flight on the dropped link fails with CONNECTION_LOST; like the SDK, try again.
-    const retried = async (method: 'GET' | 'POST', url: string, payload?: object) => {
-      for (let attempt = 0; ; attempt++) {
-        const res = await inject(method, url, payload)
-        if (res.statusCode !== 503 || attempt === 50) return res
-        await new Promise((r) => setTimeout(r, 100))
-      }
-    }
+    const retried = (method: 'GET' | 'POST', url: string, payload?: object) =>
+      vi.waitFor(
+        async () => {
+          const res = await inject(method, url, payload)
+          expect(res.statusCode).not.toBe(503)
+          return res
+        },
+        { timeout: 10_000, interval: 100 },
+      )
     const waited = ProcessInfo.parse((await retried('POST', `/processes/${started.id}/wait`, {})).json())
     expect(waited.status).toBe('exited')
     const out = (await retried('GET', `/processes/${started.id}/output?since=0`)).json() as { stdout: string }
@@ -168,7 +172,7 @@ describe('ssh driver attacks', () => {
       'hidden\n',
     )
     expect((await exec(`echo inside > /tmp/conch-ssh-${id}`)).exitCode).toBe(0)
-    expect(existsSync(`/tmp/conch-ssh-${id}`)).toBe(false)
+    expect(existsSync(join(tmpdir(), `conch-ssh-${id}`))).toBe(false)
     expect((await exec('echo kept > kept.txt && cat kept.txt')).stdout).toBe('kept\n')
     expect(existsSync(`${info.workdir}/kept.txt`)).toBe(true)
   }, 60_000)

@@ -1,5 +1,5 @@
 import { Sandbox, type Terminal } from '@conch/sdk'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from './runner-fixture.ts'
 
@@ -273,13 +273,16 @@ describe('terminals through the runner', () => {
           endOffset: number
         }
       ).endOffset
-    let previous = -1
+    // Stalled means the log's end stops moving between two looks.
     let current = await endOffset()
-    while (current !== previous) {
-      await new Promise((r) => setTimeout(r, 300))
-      previous = current
-      current = await endOffset()
-    }
+    await vi.waitFor(
+      async () => {
+        const previous = current
+        current = await endOffset()
+        expect(current).toBe(previous)
+      },
+      { timeout: 60_000, interval: 300 },
+    )
     // Unthrottled, `yes` writes hundreds of MiB a second; stalled, the program has written only
     // what the channel window, the sockets' buffers and the pty hold.
     expect(current).toBeLessThan(32 * 1024 * 1024)
