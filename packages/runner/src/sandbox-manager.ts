@@ -386,21 +386,7 @@ export class SandboxManager {
     const spec = this.#spec(limits, request.env ?? {}, request.host)
     const { id } = spec
     const handle = await driver.create(spec)
-    const record: SandboxRecord = {
-      id,
-      status: 'starting',
-      driver: driver.name,
-      isolation: handle.isolation ?? driver.isolation,
-      description: handle.description ?? driver.description,
-      workdir: handle.workdir,
-      limits: spec.limits,
-      metadata: request.metadata ?? {},
-      env: spec.env,
-      idleTimeoutMs: idleTimeout(request.idleTimeoutMs, this.#o.limits.defaultIdleTimeoutMs),
-      createdAt: this.#o.now(),
-      deadReason: null,
-      driverState: handle.state,
-    }
+    const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
     const runtime = new SandboxRuntime(this, record, this.#o.now())
     this.#sandboxes.set(id, runtime)
@@ -464,10 +450,14 @@ export class SandboxManager {
     return { handle, link }
   }
 
-  /** Turns a pooled sandbox into the client's: recorded with the request's runner-side options. */
-  async #adoptPooled(pooled: PooledSandbox, request: CreateSandboxRequest): Promise<SandboxInfo> {
-    const { driver, spec, handle, link } = pooled
-    const record: SandboxRecord = {
+  /** The record of a sandbox a driver just made for `request`, not yet started. */
+  #newRecord(
+    driver: SandboxDriver,
+    spec: SandboxSpec,
+    handle: DriverSandbox,
+    request: CreateSandboxRequest,
+  ): SandboxRecord {
+    return {
       id: spec.id,
       status: 'starting',
       driver: driver.name,
@@ -482,6 +472,12 @@ export class SandboxManager {
       deadReason: null,
       driverState: handle.state,
     }
+  }
+
+  /** Turns a pooled sandbox into the client's: recorded with the request's runner-side options. */
+  async #adoptPooled(pooled: PooledSandbox, request: CreateSandboxRequest): Promise<SandboxInfo> {
+    const { driver, spec, handle, link } = pooled
+    const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
     this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
     const runtime = new SandboxRuntime(this, record, this.#o.now())
