@@ -36,8 +36,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // The namespace driver is the default, on the guest's cgroup v2. The local driver is allowed
   // only for the guest inspector (guest-inspector.ts), which asks for it by name: it runs as
   // root in the guest and reads what the tests check (processes, cgroups, mounts, state dir).
+  // No warm pool: its agents would start at boot and compete with the tests for the two
+  // emulated CPUs, and this tier tests isolation, not create latency.
   const options = {
     runnerArgs: [
+      '--warm-pool',
+      '0',
       '--log-level',
       'warn',
       '--driver',

@@ -29,10 +29,11 @@ rm -rf ${STATE_DIR} && mkdir -p ${STATE_DIR} && chown ${USER}: ${STATE_DIR} && c
 # The warm-up filled Node's compile cache as uid 0, in a dir whose name ends in the uid. The
 # rootless agents run as uid 1000 inside their namespace, so they get a copy under that name
 # (without it, every agent compiles its modules anew, which under TCG outlasts the hello deadline).
+# No warm pool: its agents would start beside the runner and slow it under TCG; a hog test needs none.
 for d in ${GUEST_COMPILE_CACHE}/*-0; do rm -rf "\${d%-0}-1000"; cp -a "$d" "\${d%-0}-1000"; done
 chmod -R a+rX ${GUEST_COMPILE_CACHE}
 cd /conch/repo
-setsid sh -c 'echo $$ > ${DELEGATED}/cgroup.procs && exec setpriv --reuid=${USER} --regid=${USER} --clear-groups -- env -i PATH=/usr/bin:/bin CONCH_API_KEY=${API_KEY} NODE_COMPILE_CACHE=${GUEST_COMPILE_CACHE} ${GUEST_NODE} --conditions=source packages/runner/src/main.ts runner --port ${PORT} --state-dir ${STATE_DIR}' > ${LOG} 2>&1 < /dev/null &
+setsid sh -c 'echo $$ > ${DELEGATED}/cgroup.procs && exec setpriv --reuid=${USER} --regid=${USER} --clear-groups -- env -i PATH=/usr/bin:/bin CONCH_API_KEY=${API_KEY} NODE_COMPILE_CACHE=${GUEST_COMPILE_CACHE} ${GUEST_NODE} --conditions=source packages/runner/src/main.ts runner --port ${PORT} --state-dir ${STATE_DIR} --warm-pool 0' > ${LOG} 2>&1 < /dev/null &
 `
 
 /** Stops the rootless runner and what it started, and removes its cgroups and state. */
