@@ -1,56 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { encodeFrame } from '@conch/link'
-import { mintLinkSecret } from '@conch/protocol/link-proof'
-import { test as base, describe, expect } from 'vitest'
-import { buildAgent } from '../src/build-agent.ts'
-import { systemClock } from '../src/clock.ts'
-import { silentLogger } from '../src/logger.ts'
-import { nodeSpawn } from '../src/spawner.ts'
-import { chooseTempRoot } from '../src/temp-root.ts'
-import { AgentClient } from './agent-client.ts'
+import { describe, expect } from 'vitest'
+import type { AgentClient } from './agent-client.ts'
+import { servedAgentTest } from './served-agent.ts'
 
-interface Served {
-  socketPath: string
-  root: string
-  connect(): Promise<AgentClient>
-}
-
-const SECRET = mintLinkSecret()
-
-const test = base.extend<{ agent: Served }>({
-  // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take a destructuring pattern
-  agent: async ({}, use) => {
-    const dir = mkdtempSync(join(tmpdir(), 'conch-agent-srv-'))
-    const root = join(dir, 'root')
-    await import('node:fs/promises').then((fs) => fs.mkdir(root))
-    const { server } = buildAgent({
-      root,
-      baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', BASE_ONLY: 'base' },
-      spawn: nodeSpawn,
-      clock: systemClock,
-      logger: silentLogger,
-      tempRoot: chooseTempRoot(),
-      killGraceMs: 300,
-      linkSecret: SECRET,
-    })
-    const socketPath = join(dir, 'agent.sock')
-    await server.listen({ path: socketPath })
-    const clients: AgentClient[] = []
-    await use({
-      socketPath,
-      root,
-      connect: async () => {
-        const c = await AgentClient.connect(socketPath, SECRET)
-        clients.push(c)
-        return c
-      },
-    })
-    for (const c of clients) c.close()
-    await server.close()
-    rmSync(dir, { recursive: true, force: true })
-  },
+const test = servedAgentTest({
+  baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', BASE_ONLY: 'base' },
+  killGraceMs: 300,
 })
 
 interface Result {

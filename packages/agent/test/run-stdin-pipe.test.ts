@@ -1,56 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { mkdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { mintLinkSecret } from '@conch/protocol/link-proof'
-import { test as base, describe, expect } from 'vitest'
-import { buildAgent } from '../src/build-agent.ts'
-import { systemClock } from '../src/clock.ts'
-import { silentLogger } from '../src/logger.ts'
-import { nodeSpawn } from '../src/spawner.ts'
-import { chooseTempRoot } from '../src/temp-root.ts'
-import { AgentClient } from './agent-client.ts'
+import { describe, expect } from 'vitest'
+import type { AgentClient } from './agent-client.ts'
+import { servedAgentTest } from './served-agent.ts'
 
 // Interactive stdin for shell runs: a run started with `stdinPipe` reads a FIFO that
 // `session.stdin` feeds while it is in flight; the default stays /dev/null.
 
-const SECRET = mintLinkSecret()
-
-interface Served {
-  connect(): Promise<AgentClient>
-}
-
-const test = base.extend<{ agent: Served }>({
-  // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take a destructuring pattern
-  agent: async ({}, use) => {
-    const dir = mkdtempSync(join(tmpdir(), 'conch-agent-stdin-'))
-    const root = join(dir, 'root')
-    await mkdir(root)
-    const { server } = buildAgent({
-      root,
-      baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
-      spawn: nodeSpawn,
-      clock: systemClock,
-      logger: silentLogger,
-      tempRoot: chooseTempRoot(),
-      linkSecret: SECRET,
-      maxTerminals: 3,
-    })
-    const socketPath = join(dir, 'agent.sock')
-    await server.listen({ path: socketPath })
-    const clients: AgentClient[] = []
-    await use({
-      connect: async () => {
-        const c = await AgentClient.connect(socketPath, SECRET)
-        clients.push(c)
-        return c
-      },
-    })
-    for (const c of clients) c.close()
-    await server.close()
-    rmSync(dir, { recursive: true, force: true })
-  },
-})
+const test = servedAgentTest({ maxTerminals: 3 })
 
 interface Result {
   stdout: string

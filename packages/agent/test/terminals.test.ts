@@ -1,57 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { mkdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { TerminalInfo } from '@conch/protocol'
-import { mintLinkSecret } from '@conch/protocol/link-proof'
-import { test as base, describe, expect } from 'vitest'
-import { buildAgent } from '../src/build-agent.ts'
-import { systemClock } from '../src/clock.ts'
-import { silentLogger } from '../src/logger.ts'
-import { nodeSpawn } from '../src/spawner.ts'
-import { chooseTempRoot } from '../src/temp-root.ts'
-import { AgentClient, type Received } from './agent-client.ts'
+import { describe, expect } from 'vitest'
+import type { AgentClient, Received } from './agent-client.ts'
+import { servedAgentTest } from './served-agent.ts'
 
 // Terminals over the agent link with real programs on real ptys (node-pty): what a user types
 // arrives as `data` frames on the attached channel, the screen comes back as `data` frames.
 
-const SECRET = mintLinkSecret()
-
-interface Served {
-  connect(): Promise<AgentClient>
-}
-
-const test = base.extend<{ agent: Served }>({
-  // biome-ignore lint/correctness/noEmptyPattern: vitest fixtures take a destructuring pattern
-  agent: async ({}, use) => {
-    const dir = mkdtempSync(join(tmpdir(), 'conch-agent-term-'))
-    const root = join(dir, 'root')
-    await mkdir(root)
-    const { server } = buildAgent({
-      root,
-      baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
-      spawn: nodeSpawn,
-      clock: systemClock,
-      logger: silentLogger,
-      tempRoot: chooseTempRoot(),
-      linkSecret: SECRET,
-      maxTerminals: 3,
-    })
-    const socketPath = join(dir, 'agent.sock')
-    await server.listen({ path: socketPath })
-    const clients: AgentClient[] = []
-    await use({
-      connect: async () => {
-        const c = await AgentClient.connect(socketPath, SECRET)
-        clients.push(c)
-        return c
-      },
-    })
-    for (const c of clients) c.close()
-    await server.close()
-    rmSync(dir, { recursive: true, force: true })
-  },
-})
+const test = servedAgentTest({ maxTerminals: 3 })
 
 let nextCh = 1
 
