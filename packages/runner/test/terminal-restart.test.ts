@@ -9,25 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { generateApiKey } from '../src/credentials.ts'
 import { destroyStateDir, runnerProcess } from './runner-process.ts'
-
-function screenOf(term: { onData(fn: (b: Uint8Array) => void): unknown }) {
-  let text = ''
-  const waiters = new Set<() => void>()
-  term.onData((bytes) => {
-    text += Buffer.from(bytes).toString('utf8')
-    for (const w of waiters) w()
-  })
-  return (match: RegExp) =>
-    new Promise<string>((resolve) => {
-      const check = () => {
-        if (!match.test(text)) return
-        waiters.delete(check)
-        resolve(text)
-      }
-      waiters.add(check)
-      check()
-    })
-}
+import { screenOf } from './terminal-screen.ts'
 
 describe('terminal across a runner restart', () => {
   it('keeps the terminal, its state and its scrollback; a client resumes from its offset', async () => {
@@ -43,7 +25,7 @@ describe('terminal across a runner restart', () => {
         sandboxId = sb.id
         const term = await sb.terminal({ command: ['bash', '--norc'] })
         terminalId = term.id
-        const until = screenOf(term)
+        const { until } = screenOf(term)
         term.write('cd /tmp; KEPT=yes; echo before-restart\r')
         await until(/[\r\n]before-restart\r\n/)
         offset = term.offset
@@ -55,9 +37,9 @@ describe('terminal across a runner restart', () => {
       const sb = await Sandbox.connect(sandboxId, { url: second.url, apiKey, WebSocket })
       expect((await sb.listTerminals()).map((t) => t.id)).toEqual([terminalId])
       const replayed = screenOf(await sb.attachTerminal(terminalId, { offset: 0 }))
-      await replayed(/before-restart/)
+      await replayed.until(/before-restart/)
       const term = await sb.attachTerminal(terminalId, { offset })
-      const until = screenOf(term)
+      const { until } = screenOf(term)
       term.write('echo "$PWD $KEPT"\r')
       const screen = await until(/\/tmp yes\r\n/)
       // Resumed from its offset: nothing from before the restart is shown twice.

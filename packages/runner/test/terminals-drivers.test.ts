@@ -1,41 +1,23 @@
-import { Sandbox, type Terminal } from '@conch/sdk'
+import { Sandbox } from '@conch/sdk'
 import { describe, expect, it } from 'vitest'
 import { WebSocket } from 'ws'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { nsRunner } from './namespace-runner.ts'
 import { rootlessRunner } from './rootless-runner.ts'
 import { baseUrl } from './runner-fixture.ts'
+import { screenOf } from './terminal-screen.ts'
 
 // A terminal inside an isolated sandbox: node-pty's addon loads from /opt/conch/node-pty. In a
 // namespace sandbox the
 // program runs as the sandbox user on the sandbox's own devpts instance, and the terminal cannot
 // reach the host's ptys or push keystrokes into one (TIOCSTI is refused by seccomp).
 
-function screenOf(term: Terminal) {
-  let text = ''
-  const waiters = new Set<() => void>()
-  term.onData((bytes) => {
-    text += Buffer.from(bytes).toString('utf8')
-    for (const w of waiters) w()
-  })
-  return (match: RegExp) =>
-    new Promise<string>((resolve) => {
-      const check = () => {
-        if (!match.test(text)) return
-        waiters.delete(check)
-        resolve(text)
-      }
-      waiters.add(check)
-      check()
-    })
-}
-
 describe('terminals in a namespace sandbox', () => {
   it('runs on the sandbox’s own devpts as the sandbox user; TIOCSTI and the host’s ptys are out of reach', async () => {
     await using runner = await nsRunner({ listen: true })
     await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
     const term = await sb.terminal({ command: ['bash', '--norc'] })
-    const until = screenOf(term)
+    const { until } = screenOf(term)
     term.write('echo "tty=$(tty) uid=$(id -u) pts=$(ls /dev/pts | tr "\\n" ,)"\r')
     const screen = await until(/tty=\S+ uid=\d+ pts=\S*\r\n/)
     const [, tty, uid, pts] = /tty=(\S+) uid=(\d+) pts=(\S*)\r\n/.exec(screen) ?? []
@@ -60,7 +42,7 @@ describe('terminals in a gVisor sandbox', () => {
     await using runner = await gvisorRunner({ listen: true })
     await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
     const term = await sb.terminal({ command: ['bash', '--norc'], cols: 90, rows: 20 })
-    const until = screenOf(term)
+    const { until } = screenOf(term)
     term.write('echo "size=$(stty size) uid=$(id -u) tty=$(tty)"\r')
     const screen = await until(/size=\d+ \d+ uid=\d+ tty=\S+\r\n/)
     expect(screen).toMatch(/size=20 90 uid=[1-9]\d* tty=\/dev\/pts\/\d+\r\n/)
@@ -77,7 +59,7 @@ describe('terminals in a rootless namespace sandbox', () => {
       WebSocket,
     })
     const term = await sb.terminal({ command: ['bash', '--norc'], cols: 70, rows: 15 })
-    const until = screenOf(term)
+    const { until } = screenOf(term)
     term.write('echo "size=$(stty size) tty=$(tty) pts=$(ls /dev/pts | tr "\\n" ,)"\r')
     const screen = await until(/size=\d+ \d+ tty=\S+ pts=\S*\r\n/)
     expect(screen).toMatch(/size=15 70 tty=\/dev\/pts\/0 pts=0,ptmx,\r\n/)

@@ -1,33 +1,11 @@
-import { Sandbox, type Terminal } from '@conch/sdk'
+import { Sandbox } from '@conch/sdk'
 import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from './runner-fixture.ts'
+import { screenOf } from './terminal-screen.ts'
 
 // Terminals through the real runner (local driver, a real agent and node-pty) and the SDK, and
 // the terminal socket attacked directly: foreign and expired tokens, hostile frames, floods.
-
-/** Collects a terminal's screen as text and waits for a pattern on it. */
-function screenOf(term: Terminal) {
-  let text = ''
-  const waiters = new Set<() => void>()
-  term.onData((bytes) => {
-    text += Buffer.from(bytes).toString('utf8')
-    for (const w of waiters) w()
-  })
-  return {
-    text: () => text,
-    until: (match: RegExp) =>
-      new Promise<string>((resolve) => {
-        const check = () => {
-          if (!match.test(text)) return
-          waiters.delete(check)
-          resolve(text)
-        }
-        waiters.add(check)
-        check()
-      }),
-  }
-}
 
 async function token(runner: TestRunner, id: string, ttlMs = 600_000): Promise<string> {
   const res = await runner.app.inject({
