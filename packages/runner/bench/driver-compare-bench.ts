@@ -14,15 +14,11 @@ import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
 import { StateStore } from '../src/state-store.ts'
+import { p50, sampleDrivers } from './driver-sampling.ts'
 
 const SANDBOXES = Number(process.env.BENCH_SANDBOXES ?? 4)
 const RUNS = Number(process.env.BENCH_RUNS ?? 100)
 const DRIVERS = ['local', 'namespace', 'gvisor'] as const
-
-function p50(samples: readonly number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return Math.round(sorted[Math.floor((sorted.length - 1) / 2)]! * 100) / 100
-}
 
 const stateDir = mkdtempSync(join(tmpdir(), 'conch-bench-drivers-'))
 const apiKey = generateApiKey()
@@ -35,37 +31,16 @@ const app = buildApp({
 await app.ready()
 const headers = { authorization: `Bearer ${apiKey}` }
 
-async function run(id: string, sessionId?: string): Promise<void> {
-  const res = await app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/exec`,
-    headers,
-    payload: { command: 'true', ...(sessionId ? { sessionId } : {}) },
-  })
-  if (res.statusCode !== 200) throw new Error(`exec: ${res.statusCode} ${res.body}`)
-}
-
-const start: Record<string, number[]> = { local: [], namespace: [], gvisor: [] }
-const runs: Record<string, number[]> = { local: [], namespace: [], gvisor: [] }
 const ids: string[] = []
 try {
-  for (let i = 0; i < SANDBOXES; i++) {
-    for (const driver of DRIVERS) {
-      const t0 = performance.now()
-      const res = await app.inject({ method: 'POST', url: '/v1/sandboxes', headers, payload: { driver } })
-      if (res.statusCode !== 200) throw new Error(`create ${driver}: ${res.statusCode} ${res.body}`)
-      const id = (res.json() as { id: string }).id
-      ids.push(id)
-      await run(id)
-      start[driver]!.push(performance.now() - t0)
-      await run(id, 'default')
-      for (let r = 0; r < RUNS; r++) {
-        const t1 = performance.now()
-        await run(id, 'default')
-        runs[driver]!.push(performance.now() - t1)
-      }
-    }
-  }
+  const { start, runs } = await sampleDrivers({
+    app,
+    headers,
+    drivers: DRIVERS,
+    sandboxes: SANDBOXES,
+    runs: RUNS,
+    ids,
+  })
   const result = Object.fromEntries(
     DRIVERS.map((d) => [d, { createToFirstResultMsP50: p50(start[d]!), runTrueMsP50: p50(runs[d]!) }]),
   )

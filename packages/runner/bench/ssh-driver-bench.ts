@@ -16,15 +16,11 @@ import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
 import { SshDriver } from '../src/drivers/ssh-driver.ts'
 import { StateStore } from '../src/state-store.ts'
 import { startSshd } from '../test/sshd-fixture.ts'
+import { p50, sampleDrivers } from './driver-sampling.ts'
 
 const SANDBOXES = Number(process.env.BENCH_SANDBOXES ?? 3)
 const RUNS = Number(process.env.BENCH_RUNS ?? 100)
 const DRIVERS = ['namespace', 'ssh'] as const
-
-function p50(samples: readonly number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return Math.round(sorted[Math.floor((sorted.length - 1) / 2)]! * 100) / 100
-}
 
 await using sshd = await startSshd()
 const stateDir = mkdtempSync(join(tmpdir(), 'conch-bench-ssh-'))
@@ -39,37 +35,16 @@ const app = buildApp({
 await app.ready()
 const headers = { authorization: `Bearer ${apiKey}` }
 
-async function run(id: string, sessionId?: string): Promise<void> {
-  const res = await app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/exec`,
-    headers,
-    payload: { command: 'true', ...(sessionId ? { sessionId } : {}) },
-  })
-  if (res.statusCode !== 200) throw new Error(`exec: ${res.statusCode} ${res.body}`)
-}
-
-const start: Record<string, number[]> = { namespace: [], ssh: [] }
-const runs: Record<string, number[]> = { namespace: [], ssh: [] }
 const ids: string[] = []
 try {
-  for (let i = 0; i < SANDBOXES; i++) {
-    for (const driver of DRIVERS) {
-      const t0 = performance.now()
-      const res = await app.inject({ method: 'POST', url: '/v1/sandboxes', headers, payload: { driver } })
-      if (res.statusCode !== 200) throw new Error(`create ${driver}: ${res.statusCode} ${res.body}`)
-      const id = (res.json() as { id: string }).id
-      ids.push(id)
-      await run(id)
-      start[driver]!.push(performance.now() - t0)
-      await run(id, 'default')
-      for (let r = 0; r < RUNS; r++) {
-        const t1 = performance.now()
-        await run(id, 'default')
-        runs[driver]!.push(performance.now() - t1)
-      }
-    }
-  }
+  const { start, runs } = await sampleDrivers({
+    app,
+    headers,
+    drivers: DRIVERS,
+    sandboxes: SANDBOXES,
+    runs: RUNS,
+    ids,
+  })
   const result = Object.fromEntries(
     DRIVERS.map((d) => [d, { createToFirstResultMsP50: p50(start[d]!), runTrueMsP50: p50(runs[d]!) }]),
   )
