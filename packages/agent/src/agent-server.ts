@@ -437,8 +437,9 @@ class RunnerConnection {
       onDrain: () => {
         for (const channel of this.#channels.values()) channel.drained()
       },
-      onClose: () => {
-        for (const channel of this.#channels.values()) channel.close()
+      onClose: (reason) => {
+        const error = { code: 'CONNECTION_LOST' as const, message: `the runner link closed: ${reason}` }
+        for (const channel of [...this.#channels.values()]) channel.lost(error)
         this.#channels.clear()
       },
     })
@@ -496,12 +497,15 @@ class RunnerConnection {
   #channel(ch: number): AgentChannel {
     let channel = this.#channels.get(ch)
     if (!channel) {
-      channel = new AgentChannel(ch, (h, p) => this.send(h, p), LIMITS.channelWindowBytes)
+      const opened: AgentChannel = new AgentChannel(
+        ch,
+        (h, p) => this.send(h, p),
+        () => {
+          if (this.#channels.get(ch) === opened) this.#channels.delete(ch)
+        },
+      )
+      channel = opened
       this.#channels.set(ch, channel)
-      const opened = channel
-      channel.onClose(() => {
-        if (this.#channels.get(ch) === opened) this.#channels.delete(ch)
-      })
     }
     return channel
   }
@@ -538,16 +542,10 @@ class RunnerConnection {
         void this.#call(frame)
         break
       case 'credit':
-        this.#channels.get(frame.ch)?.grant(frame.bytes)
-        break
       case 'close':
-        this.#channels.get(frame.ch)?.close()
-        break
       case 'data':
-        this.#channels.get(frame.ch)?.pushUpload(payload)
-        break
       case 'end':
-        this.#channels.get(frame.ch)?.endUpload()
+        this.#channels.get(frame.ch)?.deliver(frame, payload)
         break
       case 'ping':
       case 'pong':

@@ -197,7 +197,7 @@ function attachTerminalChannel(terminal: PtyTerminal, channel: AgentChannel, fro
       case 'data':
         return channel.data(e.offset, e.data)
       case 'replay-end':
-        channel.event({ type: 'scrollback_end', offset: e.offset })
+        channel.send({ type: 'scrollback_end', offset: e.offset })
         return true
       case 'closed':
         channel.end({ type: 'end', exitCode: e.info.code, timedOut: false, durationMs: 0 })

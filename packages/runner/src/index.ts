@@ -1,4 +1,5 @@
-export { AgentLink, type ChannelEvent, LinkChannel } from './agent-link.ts'
+export { AgentLink } from './agent-link.ts'
+export type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 export { type BuildAppOptions, buildApp, REDACTED_PATHS, type RunnerApp } from './app.ts'
 export { resolveAgentEntry } from './drivers/agent-bundle.ts'
 export { LocalDriver, type LocalDriverOptions } from './drivers/local-driver.ts'
