@@ -39,7 +39,7 @@ import { listeningPorts } from './listening-ports.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
-import type { LogEvent } from './output-log.ts'
+import { isOutput, type LogEvent } from './output-log.ts'
 import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
@@ -355,9 +355,10 @@ export class AgentServer {
   #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {
     const channel = context.channel(p.ch)
     const forward = (event: LogEvent): boolean => {
-      if (event.type === 'data') return channel.output(event.stream, null, event.offset, event.data)
-      if (event.type === 'run-exit')
-        channel.end({ type: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
+      if (isOutput(event))
+        return channel.sendPayload({ type: event.type, id: null, offset: event.offset }, event.data)
+      if (event.type === 'shell_exit')
+        channel.end({ type: 'end', exitCode: event.code, timedOut: false, durationMs: event.durationMs })
       return true
     }
     const { replay, subscription } = this.#options.processes.subscribe(p.id, p.since, forward)

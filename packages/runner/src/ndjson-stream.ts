@@ -3,8 +3,8 @@
 // slow client slows the command instead of growing the runner's memory.
 import { Readable } from 'node:stream'
 import type { Encoding, ExecEvent } from '@conch/protocol'
-import type { RunnerChannel } from './runner-channel.ts'
 import { OutputDecoder } from './output-decoder.ts'
+import type { RunnerChannel } from './runner-channel.ts'
 
 /** Options of an NDJSON stream. */
 export interface NdjsonOptions {

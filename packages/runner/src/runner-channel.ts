@@ -60,7 +60,11 @@ export interface RunnerChannelLink {
  * A runner channel numbered `id`. `uploadWindow` is the credit its uploads wait for (TCP
  * channels, which the agent acknowledges), or null when only the link's buffer holds them back.
  */
-export function runnerChannel(link: RunnerChannelLink, id: number, uploadWindow: number | null): RunnerChannel {
+export function runnerChannel(
+  link: RunnerChannelLink,
+  id: number,
+  uploadWindow: number | null,
+): RunnerChannel {
   return new LinkChannel<HostFrame, ChannelEvent>({
     id,
     send: (frame, payload) => link.send(frame, payload),

@@ -21,9 +21,9 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import type { z } from 'zod'
 import type { AgentLink } from './agent-link.ts'
+import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { toRunnerError } from './runner-error.ts'
-import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
 
 /** Longest a timer may be set for (Node's limit, about 24.8 days). */

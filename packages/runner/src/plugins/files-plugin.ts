@@ -6,8 +6,8 @@
 import { Readable } from 'node:stream'
 import { LIMITS } from '@conch/protocol'
 import type { FastifyInstance } from 'fastify'
-import type { ChannelEvent, RunnerChannel } from '../runner-channel.ts'
 import { bindRoutes } from '../route-table.ts'
+import type { ChannelEvent, RunnerChannel } from '../runner-channel.ts'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
 
