@@ -172,15 +172,15 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   }
 
   /**
-   * Sends a frame with a payload once there is credit, and resolves once the channel may send
-   * more; resolves false (without sending) when the channel is done. Keep payloads at most
-   * `LIMITS.maxDataChunkBytes`.
+   * Waits until the channel may send (credit left, the link's buffer not full), then sends a
+   * frame with a payload; resolves false without sending when the channel is done first. Keep
+   * payloads at most `LIMITS.maxDataChunkBytes`.
    */
   async write(frame: WithoutChannel<Out>, payload: Uint8Array): Promise<boolean> {
-    if (this.#paused || this.#credit <= 0) await this.#whenResumed()
+    while (!this.#done && (this.#paused || this.#credit <= 0)) await this.#whenResumed()
     if (this.#done) return false
-    if (!this.sendPayload(frame, payload)) await this.#whenResumed()
-    return !this.#done
+    this.sendPayload(frame, payload)
+    return true
   }
 
   /** Sends a frame without payload (an event, an upload's end); nothing once the channel is done. */
