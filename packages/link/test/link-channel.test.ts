@@ -104,7 +104,11 @@ class End<Out extends LinkFrame, In extends LinkFrame> {
   readonly #role: Role<Out, In>
   readonly #windows: { send: number | null; receive: number | null }
 
-  constructor(socket: Socket, role: Role<Out, In>, windows = { send: WINDOW, receive: WINDOW }) {
+  constructor(
+    socket: Socket,
+    role: Role<Out, In>,
+    windows: { send: number | null; receive: number | null } = { send: WINDOW, receive: WINDOW },
+  ) {
     this.#role = role
     this.#windows = { send: windows.send, receive: windows.receive }
     this.endpoint = new LinkEndpoint<Out, In>(socket, {
