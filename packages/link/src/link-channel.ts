@@ -136,8 +136,10 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
       }
     }
     const event = frame as In
-    if (this.#options.isTerminal(event)) this.#finish()
+    const terminal = this.#options.isTerminal(event)
+    if (terminal) this.#done = true
     this.#emit(event, payload)
+    if (terminal) this.#finish()
   }
 
   /** Returns `bytes` of credit to the peer (batched into few `credit` frames). */
@@ -260,22 +262,18 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     return { ...frame, ch: this.id } as unknown as Out
   }
 
+  /** Ends the channel with `error`: cut off (`abort`: the peer overran) or the link lost. */
   #fail(error: WireError, abort: boolean): void {
     if (this.#done) return
-    const handler = this.#handler
-    if (abort) this.#abort(error)
-    this.#finish()
-    const failure = this.#options.failure?.(error)
-    if (failure === undefined) return
     if (abort) {
-      // Cut off: what the peer sent before is dropped; the consumer hears why.
+      this.#abort(error)
+      // What the overrunning peer sent and nobody took yet is dropped.
       this.#backlog = []
-      this.#handler = NO_HANDLER
-      handler?.(failure, EMPTY)
-      if (!handler) this.#backlog.push({ frame: failure, payload: EMPTY })
-      return
     }
-    this.#emit(failure, EMPTY)
+    this.#done = true
+    const failure = this.#options.failure?.(error)
+    if (failure !== undefined) this.#emit(failure, EMPTY)
+    this.#finish()
   }
 
   #emit(frame: In, payload: Uint8Array): void {
@@ -284,6 +282,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     if (this.#done) this.#handler = NO_HANDLER
   }
 
+  /** Marks the channel done and runs its close listeners once. */
   #finish(): void {
     this.#done = true
     this.#options.onFinish?.()
