@@ -39,7 +39,7 @@ import { listeningPorts } from './listening-ports.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
-import type { LogEvent } from './output-log.ts'
+import { isOutput, type LogEvent } from './output-log.ts'
 import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import type { Spawn } from './spawner.ts'
@@ -355,9 +355,10 @@ export class AgentServer {
   #streamProcess(p: AgentParams<'process.stream'>, context: MethodContext): Record<string, never> {
     const channel = context.channel(p.ch)
     const forward = (event: LogEvent): boolean => {
-      if (event.type === 'data') return channel.output(event.stream, null, event.offset, event.data)
-      if (event.type === 'run-exit')
-        channel.end({ type: 'end', exitCode: event.exitCode, timedOut: false, durationMs: event.durationMs })
+      if (isOutput(event))
+        return channel.sendPayload({ type: event.type, id: null, offset: event.offset }, event.data)
+      if (event.type === 'shell_exit')
+        channel.end({ type: 'end', exitCode: event.code, timedOut: false, durationMs: event.durationMs })
       return true
     }
     const { replay, subscription } = this.#options.processes.subscribe(p.id, p.since, forward)
@@ -437,8 +438,9 @@ class RunnerConnection {
       onDrain: () => {
         for (const channel of this.#channels.values()) channel.drained()
       },
-      onClose: () => {
-        for (const channel of this.#channels.values()) channel.close()
+      onClose: (reason) => {
+        const error = { code: 'CONNECTION_LOST' as const, message: `the runner link closed: ${reason}` }
+        for (const channel of [...this.#channels.values()]) channel.lost(error)
         this.#channels.clear()
       },
     })
@@ -496,12 +498,15 @@ class RunnerConnection {
   #channel(ch: number): AgentChannel {
     let channel = this.#channels.get(ch)
     if (!channel) {
-      channel = new AgentChannel(ch, (h, p) => this.send(h, p), LIMITS.channelWindowBytes)
+      const opened: AgentChannel = new AgentChannel(
+        ch,
+        (h, p) => this.send(h, p),
+        () => {
+          if (this.#channels.get(ch) === opened) this.#channels.delete(ch)
+        },
+      )
+      channel = opened
       this.#channels.set(ch, channel)
-      const opened = channel
-      channel.onClose(() => {
-        if (this.#channels.get(ch) === opened) this.#channels.delete(ch)
-      })
     }
     return channel
   }
@@ -538,16 +543,10 @@ class RunnerConnection {
         void this.#call(frame)
         break
       case 'credit':
-        this.#channels.get(frame.ch)?.grant(frame.bytes)
-        break
       case 'close':
-        this.#channels.get(frame.ch)?.close()
-        break
       case 'data':
-        this.#channels.get(frame.ch)?.pushUpload(payload)
-        break
       case 'end':
-        this.#channels.get(frame.ch)?.endUpload()
+        this.#channels.get(frame.ch)?.deliver(frame, payload)
         break
       case 'ping':
       case 'pong':

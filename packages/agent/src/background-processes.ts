@@ -12,7 +12,7 @@ import { LIMITS, type ProcessInfo } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'
-import { type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
+import { isOutput, type LogListener, type LogSubscription, OutputLog } from './output-log.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { Spawn } from './spawner.ts'
 
@@ -155,8 +155,8 @@ export class BackgroundProcesses {
           info.signal = signal
           info.endedAt = this.#clock.now()
           log.appendRunExit({
-            runId: info.id,
-            exitCode: info.exitCode,
+            id: info.id,
+            code: info.exitCode,
             timedOut: false,
             durationMs: info.endedAt - info.startedAt,
           })
@@ -192,7 +192,7 @@ export class BackgroundProcesses {
     const stdout: Buffer[] = []
     const stderr: Buffer[] = []
     for (const event of entry.log.readFrom(since ?? entry.log.startOffset)) {
-      if (event.type === 'data') (event.stream === 'stdout' ? stdout : stderr).push(event.data)
+      if (isOutput(event)) (event.type === 'shell_out' ? stdout : stderr).push(event.data)
     }
     return {
       stdout: Buffer.concat(stdout),
@@ -203,7 +203,7 @@ export class BackgroundProcesses {
   }
 
   /**
-   * Replays output from `since` and subscribes to what follows. The listener sees a `run-exit`
+   * Replays output from `since` and subscribes to what follows. The listener sees a `shell_exit`
    * event (with the process id as run id) when the process ends.
    */
   subscribe(

@@ -489,8 +489,8 @@ export class BashSession {
     }
     if (run.req.internal !== true) {
       this.log.appendRunExit({
-        runId: run.req.runId,
-        exitCode,
+        id: run.req.runId,
+        code: exitCode,
         timedOut: run.timedOut,
         durationMs,
         ...(oomKilled ? { oomKilled } : {}),

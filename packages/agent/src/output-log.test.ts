@@ -37,7 +37,7 @@ describe('the scrollback bound counts every record', () => {
     const log = new OutputLog(64 * 1024)
     for (let i = 0; i < 100_000; i++) {
       log.appendRunStart(`run-${i}`)
-      log.appendRunExit({ runId: `run-${i}`, exitCode: 0, timedOut: false, durationMs: 1.5 })
+      log.appendRunExit({ id: `run-${i}`, code: 0, timedOut: false, durationMs: 1.5 })
     }
     expect(log.heldBytes).toBeLessThanOrEqual(64 * 1024)
     expect(log.heldRecords).toBeLessThanOrEqual((64 * 1024) / EVENT_RECORD_OVERHEAD_BYTES)
@@ -57,7 +57,7 @@ describe('the scrollback bound counts every record', () => {
     for (let i = 0; i < 50_000; i++) {
       log.appendRunStart(`r${i}`)
       log.appendData('stdout', `r${i}`, pipeChunk('hello world\n'))
-      log.appendRunExit({ runId: `r${i}`, exitCode: 0, timedOut: false, durationMs: 2 })
+      log.appendRunExit({ id: `r${i}`, code: 0, timedOut: false, durationMs: 2 })
     }
     const perRun = DATA_RECORD_OVERHEAD_BYTES + 2 * EVENT_RECORD_OVERHEAD_BYTES + 12
     expect(log.heldBytes).toBeLessThanOrEqual(1 << 20)
@@ -70,13 +70,13 @@ describe('the scrollback bound counts every record', () => {
     for (let i = 0; i < 10_000; i++) {
       log.appendRunStart(`r${i}`)
       log.appendData('stdout', `r${i}`, Buffer.from(`${i}\n`))
-      log.appendRunExit({ runId: `r${i}`, exitCode: i % 256, timedOut: false, durationMs: 1 })
+      log.appendRunExit({ id: `r${i}`, code: i % 256, timedOut: false, durationMs: 1 })
     }
     const replay = log.readFrom(log.startOffset)
     expect(replay.length).toBe(log.heldRecords)
     const last = replay.at(-1)
-    expect(last).toMatchObject({ type: 'run-exit', runId: 'r9999', exitCode: 9999 % 256 })
-    const text = replay.flatMap((e) => (e.type === 'data' ? [e.data.toString()] : [])).join('')
+    expect(last).toMatchObject({ type: 'shell_exit', id: 'r9999', code: 9999 % 256 })
+    const text = replay.flatMap((e) => ('data' in e ? [e.data.toString()] : [])).join('')
     expect(text.endsWith('9998\n9999\n')).toBe(true)
     expect(() => log.readFrom(log.startOffset - 1)).toThrow(/evicted/)
   })
@@ -102,7 +102,7 @@ describe('eviction frees memory', () => {
     const run = (i: number): void => {
       log.appendRunStart(`r${i}`)
       log.appendData('stdout', `r${i}`, pipeChunk('hello world\n'))
-      log.appendRunExit({ runId: `r${i}`, exitCode: 0, timedOut: false, durationMs: performance.now() })
+      log.appendRunExit({ id: `r${i}`, code: 0, timedOut: false, durationMs: performance.now() })
     }
     collectGarbage()
     const before = process.memoryUsage()

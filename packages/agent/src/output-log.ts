@@ -12,64 +12,41 @@
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
 // asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
 // subscriber, the log only records and evicts.
-import type { ShellClosedInfo, StreamName } from '@conch/protocol'
+import type { AgentShellExit, AgentShellStart, ShellClosedInfo, StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
-/** Output bytes; `runId` is null for output written while no run was active. */
-export interface DataEvent {
-  /** Event kind. */
-  type: 'data'
+// Records carry the wire's names and fields (`shell_out`, `shell_start`, ...; run id `id`), so
+// a channel forwards them as they are: each is its link frame without the channel number.
+
+/** Output bytes: `shell_out` (stdout) or `shell_err` (stderr), as on the wire. */
+export interface OutputEvent {
+  /** Which stream: `shell_out` is stdout, `shell_err` stderr. */
+  type: 'shell_out' | 'shell_err'
   /** Offset of the first byte. */
   offset: number
-  /** Which stream. */
-  stream: StreamName
-  /** The run that was active, or null. */
-  runId: string | null
+  /** The run that was active, or null for output written while no run was active. */
+  id: string | null
   /** The bytes. */
   data: Buffer
 }
 
-/** A run started at this offset. */
-export interface RunStartEvent {
-  /** Event kind. */
-  type: 'run-start'
-  /** Log offset at the start. */
-  offset: number
-  /** Run id. */
-  runId: string
-}
+/** A run started at this offset: the link's `shell_start` without its channel. */
+export type ShellStartEvent = Omit<AgentShellStart, 'ch'>
 
-/** A run finished at this offset. */
-export interface RunExitEvent {
-  /** Event kind. */
-  type: 'run-exit'
-  /** Log offset after its last byte. */
-  offset: number
-  /** Run id. */
-  runId: string
-  /** `$?`. */
-  exitCode: number
-  /** Whether its timeout stopped it. */
-  timedOut: boolean
-  /** Wall time. */
-  durationMs: number
-  /** True when the sandbox's memory limit killed it; absent otherwise. */
-  oomKilled?: boolean
-}
+/** A run finished at this offset: the link's `shell_exit` without its channel. */
+export type ShellExitEvent = Omit<AgentShellExit, 'ch'>
 
 /** The shell closed at this offset; the last event of a log. */
-export interface ClosedEvent {
-  /** Event kind. */
-  type: 'closed'
-  /** Log offset at the close. */
-  offset: number
-  /** How it closed. */
-  info: ShellClosedInfo
-}
+export type ShellClosedEvent = { type: 'shell_closed'; offset: number } & ShellClosedInfo
 
 /** Anything recorded in an output log. */
-export type LogEvent = DataEvent | RunStartEvent | RunExitEvent | ClosedEvent
+export type LogEvent = OutputEvent | ShellStartEvent | ShellExitEvent | ShellClosedEvent
+
+/** Whether `event` carries output bytes. */
+export function isOutput(event: { type: string }): event is OutputEvent {
+  return event.type === 'shell_out' || event.type === 'shell_err'
+}
 
 /** Receives live events; returns false when it cannot take more for now. */
 export type LogListener = (event: LogEvent) => boolean
@@ -98,13 +75,14 @@ export const EVENT_RECORD_OVERHEAD_BYTES = 128
 /** What `event` counts for against the log's byte bound. */
 export function recordBytes(event: LogEvent): number {
   switch (event.type) {
-    case 'data':
-      return DATA_RECORD_OVERHEAD_BYTES + event.data.length + (event.runId?.length ?? 0)
-    case 'run-start':
-    case 'run-exit':
-      return EVENT_RECORD_OVERHEAD_BYTES + event.runId.length
-    case 'closed':
-      return EVENT_RECORD_OVERHEAD_BYTES + event.info.reason.length
+    case 'shell_out':
+    case 'shell_err':
+      return DATA_RECORD_OVERHEAD_BYTES + event.data.length + (event.id?.length ?? 0)
+    case 'shell_start':
+    case 'shell_exit':
+      return EVENT_RECORD_OVERHEAD_BYTES + event.id.length
+    case 'shell_closed':
+      return EVENT_RECORD_OVERHEAD_BYTES + event.reason.length
   }
 }
 
@@ -179,29 +157,30 @@ export class OutputLog implements BudgetedLog {
   }
 
   /** Appends output bytes and returns the event. */
-  appendData(stream: StreamName, runId: string | null, data: Buffer): DataEvent {
-    const event: DataEvent = { type: 'data', offset: this.#end, stream, runId, data }
+  appendData(stream: StreamName, id: string | null, data: Buffer): OutputEvent {
+    const type = stream === 'stdout' ? 'shell_out' : 'shell_err'
+    const event: OutputEvent = { type, offset: this.#end, id, data }
     this.#end += data.length
     this.#push(event)
     return event
   }
 
   /** Records a run start at the current offset. */
-  appendRunStart(runId: string): RunStartEvent {
-    const event: RunStartEvent = { type: 'run-start', offset: this.#end, runId }
+  appendRunStart(id: string): ShellStartEvent {
+    const event: ShellStartEvent = { type: 'shell_start', id, offset: this.#end }
     this.#push(event)
     return event
   }
 
   /** Records a run exit at the current offset. */
-  appendRunExit(exit: Omit<RunExitEvent, 'type' | 'offset'>): RunExitEvent {
-    const event: RunExitEvent = {
-      type: 'run-exit',
-      offset: this.#end,
-      runId: exit.runId,
-      exitCode: exit.exitCode,
+  appendRunExit(exit: Omit<ShellExitEvent, 'type' | 'offset'>): ShellExitEvent {
+    const event: ShellExitEvent = {
+      type: 'shell_exit',
+      id: exit.id,
+      code: exit.code,
       timedOut: exit.timedOut,
       durationMs: exit.durationMs,
+      offset: this.#end,
     }
     if (exit.oomKilled !== undefined) event.oomKilled = exit.oomKilled
     this.#push(event)
@@ -209,8 +188,14 @@ export class OutputLog implements BudgetedLog {
   }
 
   /** Records that the shell closed. */
-  appendClosed(info: ShellClosedInfo): ClosedEvent {
-    const event: ClosedEvent = { type: 'closed', offset: this.#end, info }
+  appendClosed(info: ShellClosedInfo): ShellClosedEvent {
+    const event: ShellClosedEvent = {
+      type: 'shell_closed',
+      code: info.code,
+      signal: info.signal,
+      reason: info.reason,
+      offset: this.#end,
+    }
     this.#push(event)
     return event
   }
@@ -237,7 +222,7 @@ export class OutputLog implements BudgetedLog {
     const out: LogEvent[] = []
     for (let i = this.#head; i < this.#events.length; i++) {
       const e = this.#events[i]!
-      if (e.type === 'data') {
+      if (isOutput(e)) {
         const endOfEvent = e.offset + e.data.length
         if (endOfEvent <= offset) continue
         if (e.offset < offset) {
@@ -307,10 +292,10 @@ export class OutputLog implements BudgetedLog {
   /** Evicts the oldest record, then the zero-length records that no held byte follows any more. */
   #evictOne(): void {
     const e = this.#dropHead()
-    this.#start = Math.max(this.#start, e.type === 'data' ? e.offset + e.data.length : e.offset)
+    this.#start = Math.max(this.#start, isOutput(e) ? e.offset + e.data.length : e.offset)
     for (
       let next = this.#events[this.#head];
-      next !== undefined && next.type !== 'data' && next.offset < this.#start;
+      next !== undefined && !isOutput(next) && next.offset < this.#start;
     ) {
       this.#dropHead()
       next = this.#events[this.#head]

@@ -12,7 +12,7 @@ describe('a scrollback budget shared by logs', () => {
       const log = logs[i % logs.length]!
       log.appendRunStart(`r${i}`)
       log.appendData('stdout', `r${i}`, Buffer.alloc(100, 'x'))
-      log.appendRunExit({ runId: `r${i}`, exitCode: 0, timedOut: false, durationMs: 1 })
+      log.appendRunExit({ id: `r${i}`, code: 0, timedOut: false, durationMs: 1 })
     }
     const sum = logs.reduce((s, l) => s + l.heldBytes, 0)
     expect(sum).toBe(budget.heldBytes)
@@ -28,7 +28,7 @@ describe('a scrollback budget shared by logs', () => {
     for (let i = 0; i < 1000; i++) chatty.appendData('stdout', null, Buffer.alloc(1000, 'y'))
     expect(budget.heldBytes).toBeLessThanOrEqual(64 * KB)
     expect(quiet.startOffset).toBe(0)
-    expect(quiet.readFrom(0)).toMatchObject([{ type: 'data', data: Buffer.from('keep me\n') }])
+    expect(quiet.readFrom(0)).toMatchObject([{ type: 'shell_out', data: Buffer.from('keep me\n') }])
     expect(chatty.startOffset).toBeGreaterThan(0)
   })
 

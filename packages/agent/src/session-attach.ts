@@ -1,12 +1,12 @@
 // A channel attached to a session's output: the replay from an offset, then live events, with
-// the channel's credit as the brake on the shell.
-import { assertNever } from '@conch/protocol'
+// the channel's credit as the brake on the shell. Log records carry the link's names and
+// fields, so each goes out as it is, with the channel number added.
 import type { AgentChannel } from './agent-channel.ts'
 import type { BashSession } from './bash-session.ts'
-import type { LogEvent } from './output-log.ts'
+import { isOutput, type LogEvent } from './output-log.ts'
 
 /** An item in an attached channel's send queue. */
-type Outgoing = LogEvent | { type: 'replay-end'; offset: number }
+type Outgoing = LogEvent | { type: 'scrollback_end'; offset: number }
 
 /**
  * Attaches a channel to a session: replays the session's output log from `offset` (its end
@@ -18,32 +18,12 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
   const queue: Outgoing[] = []
   let paused = false
   const send = (e: Outgoing): boolean => {
-    switch (e.type) {
-      case 'data':
-        return channel.output(e.stream, e.runId, e.offset, e.data)
-      case 'run-start':
-        channel.event({ type: 'shell_start', id: e.runId, offset: e.offset })
-        return true
-      case 'run-exit':
-        channel.event({
-          type: 'shell_exit',
-          id: e.runId,
-          code: e.exitCode,
-          timedOut: e.timedOut,
-          durationMs: e.durationMs,
-          offset: e.offset,
-          ...(e.oomKilled === true ? { oomKilled: true } : {}),
-        })
-        return true
-      case 'replay-end':
-        channel.event({ type: 'scrollback_end', offset: e.offset })
-        return true
-      case 'closed':
-        channel.end({ type: 'shell_closed', sessionId: session.id, ...e.info })
-        return true
-      default:
-        return assertNever(e)
-    }
+    if (isOutput(e)) return channel.sendPayload({ type: e.type, id: e.id, offset: e.offset }, e.data)
+    if (e.type === 'shell_closed') {
+      // The log's record sits at an offset; the link's frame names the session instead.
+      channel.end({ type: e.type, sessionId: session.id, code: e.code, signal: e.signal, reason: e.reason })
+    } else channel.send(e)
+    return true
   }
   const pump = (): void => {
     while (!paused && queue.length > 0 && !channel.done) {
@@ -55,7 +35,7 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
     pump()
     return !paused
   })
-  queue.push(...replay, { type: 'replay-end', offset: session.log.endOffset })
+  queue.push(...replay, { type: 'scrollback_end', offset: session.log.endOffset })
   channel.onResume(() => {
     paused = false
     pump()

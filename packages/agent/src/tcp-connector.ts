@@ -91,7 +91,7 @@ async function pumpUploads(socket: Socket, channel: AgentChannel): Promise<void>
       })
       if (!open) return
     }
-    channel.acknowledge(chunk.byteLength)
+    channel.release(chunk.byteLength)
   }
   if (!socket.destroyed) socket.end()
 }

@@ -189,21 +189,22 @@ export class TerminalManager {
 
 /** Forwards a terminal's log to a channel from `from`, under the channel's credit. */
 function attachTerminalChannel(terminal: PtyTerminal, channel: AgentChannel, from: number): void {
-  type Outgoing = LogEvent | { type: 'replay-end'; offset: number }
+  type Outgoing = LogEvent | { type: 'scrollback_end'; offset: number }
   const queue: Outgoing[] = []
   let paused = false
   const send = (e: Outgoing): boolean => {
     switch (e.type) {
-      case 'data':
+      case 'shell_out':
+      case 'shell_err':
         return channel.data(e.offset, e.data)
-      case 'replay-end':
-        channel.event({ type: 'scrollback_end', offset: e.offset })
+      case 'scrollback_end':
+        channel.send(e)
         return true
-      case 'closed':
-        channel.end({ type: 'end', exitCode: e.info.code, timedOut: false, durationMs: 0 })
+      case 'shell_closed':
+        channel.end({ type: 'end', exitCode: e.code, timedOut: false, durationMs: 0 })
         return true
-      case 'run-start':
-      case 'run-exit':
+      case 'shell_start':
+      case 'shell_exit':
         return true
       default:
         return assertNever(e)
@@ -219,10 +220,10 @@ function attachTerminalChannel(terminal: PtyTerminal, channel: AgentChannel, fro
     pump()
     return !paused
   })
-  const closedInReplay = replay.some((e) => e.type === 'closed')
-  const ordered: Outgoing[] = replay.filter((e) => e.type !== 'closed')
-  ordered.push({ type: 'replay-end', offset: terminal.log.endOffset })
-  if (closedInReplay) ordered.push(...replay.filter((e) => e.type === 'closed'))
+  const closedInReplay = replay.some((e) => e.type === 'shell_closed')
+  const ordered: Outgoing[] = replay.filter((e) => e.type !== 'shell_closed')
+  ordered.push({ type: 'scrollback_end', offset: terminal.log.endOffset })
+  if (closedInReplay) ordered.push(...replay.filter((e) => e.type === 'shell_closed'))
   queue.push(...ordered)
   channel.onResume(() => {
     paused = false

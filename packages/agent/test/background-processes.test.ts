@@ -41,7 +41,7 @@ describe('background processes', () => {
     const p = start("trap '' TERM; echo ready; while :; do sleep 0.05; done")
     await new Promise<void>((resolve) => {
       const { subscription } = table.subscribe(p.id, 0, (e: LogEvent) => {
-        if (e.type === 'data') resolve()
+        if ('data' in e) resolve()
         return true
       })
       void subscription
@@ -73,8 +73,8 @@ describe('background processes', () => {
     const seen: string[] = []
     await new Promise<void>((resolve) => {
       table.subscribe(p.id, 0, (e) => {
-        if (e.type === 'data') seen.push(e.data.toString())
-        if (e.type === 'run-exit') resolve()
+        if ('data' in e) seen.push(e.data.toString())
+        if (e.type === 'shell_exit') resolve()
         return true
       })
     })

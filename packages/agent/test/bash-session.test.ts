@@ -205,7 +205,7 @@ describe('promise 5: robust against user shell state', () => {
   test('runs an EXIT trap when the shell exits', async ({ newSession }) => {
     const s = await newSession()
     await sh(s, 'trap "echo bye" EXIT')
-    const exit = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('bye'))
+    const exit = nextEvent(s, (e) => 'data' in e && e.data.toString().includes('bye'))
     await expect(sh(s, 'exit 0')).rejects.toBeInstanceOf(ShellClosedError)
     await exit
   })
@@ -260,7 +260,7 @@ describe('promise 6: timeouts stop the command and keep the shell', () => {
 describe('promise 7: interrupt', () => {
   test('interrupts the running command like Ctrl-C and keeps the shell', async ({ newSession }) => {
     const s = await newSession()
-    const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('started'))
+    const started = nextEvent(s, (e) => 'data' in e && e.data.toString().includes('started'))
     const run = sh(s, 'echo started; sleep 100; echo never')
     await started
     expect(s.interrupt()).toBe(true)
@@ -273,7 +273,7 @@ describe('promise 7: interrupt', () => {
 
   test('adds no byte of its own to the interrupted run or the next one', async ({ newSession }) => {
     const s = await newSession()
-    const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('err-side'))
+    const started = nextEvent(s, (e) => 'data' in e && e.data.toString().includes('err-side'))
     const run = sh(s, 'echo out-side; echo err-side >&2; sleep 100')
     await started
     s.interrupt()
@@ -286,7 +286,7 @@ describe('promise 7: interrupt', () => {
 
   test('stops a loop that forks a new child each turn', async ({ newSession }) => {
     const s = await newSession()
-    const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('looping'))
+    const started = nextEvent(s, (e) => 'data' in e && e.data.toString().includes('looping'))
     const run = sh(s, 'echo looping; while true; do /bin/true; done')
     await started
     s.interrupt()
@@ -321,7 +321,7 @@ describe('promise 8: exit closes', () => {
   ] as const) {
     test(`closes on ${command} and fails the pending and queued runs`, async ({ newSession }) => {
       const s = await newSession()
-      const closedEvent = nextEvent(s, (e) => e.type === 'closed')
+      const closedEvent = nextEvent(s, (e) => e.type === 'shell_closed')
       const pending = s.run({ runId: 'a', command })
       const queued = s.run({ runId: 'b', command: 'echo never' })
       await expect(pending).rejects.toMatchObject({ code: 'SHELL_CLOSED', info: expected })
@@ -357,10 +357,10 @@ describe('promise 9: ordering', () => {
     const s = await newSession()
     const go = join(workdir, 'go')
     await sh(s, `(while [ ! -e ${go} ]; do sleep 0.01; done; echo from-background) &`)
-    const bgEvent = nextEvent(s, (e) => e.type === 'data' && e.data.toString() === 'from-background\n')
+    const bgEvent = nextEvent(s, (e) => 'data' in e && e.data.toString() === 'from-background\n')
     writeFileSync(go, '')
     const e = await bgEvent
-    expect(e.type === 'data' && e.runId).toBe(null)
+    expect('data' in e && e.id).toBe(null)
     expect((await sh(s, 'echo next')).out).toBe('next\n')
   })
 
@@ -378,7 +378,7 @@ describe('promise 10 and 11: streaming and bounded memory', () => {
   test('streams output before the command exits', async ({ newSession, workdir }) => {
     const s = await newSession()
     const go = join(workdir, 'go2')
-    const seen = nextEvent(s, (e) => e.type === 'data' && e.data.toString() === 'early\n')
+    const seen = nextEvent(s, (e) => 'data' in e && e.data.toString() === 'early\n')
     const run = sh(s, `echo early; while [ ! -e ${go} ]; do sleep 0.01; done; echo late`)
     await seen
     writeFileSync(go, '')
@@ -400,7 +400,7 @@ describe('promise 12: scrollback', () => {
     const s = await newSession()
     await s.run({ runId: 'one', command: 'printf abcdef' })
     const events = s.log.readFrom(3)
-    expect(events.map((e) => (e.type === 'data' ? e.data.toString() : e.type))).toEqual(['def', 'run-exit'])
+    expect(events.map((e) => ('data' in e ? e.data.toString() : e.type))).toEqual(['def', 'shell_exit'])
   })
 
   test('reports OUTPUT_LOST with the earliest offset for an evicted offset', async ({ newSession }) => {

@@ -157,11 +157,11 @@ describe('traps fire as in a terminal', () => {
   test('runs the EXIT trap once when the shell exits', async ({ newSession }) => {
     const s = await newSession()
     await sh(s, "trap 'echo bye' EXIT; trap 'echo D' DEBUG")
-    const closed = nextEvent(s, (e) => e.type === 'closed')
+    const closed = nextEvent(s, (e) => e.type === 'shell_closed')
     await expect(sh(s, 'exit 3')).rejects.toBeInstanceOf(ShellClosedError)
     await closed
     const { replay } = s.log.subscribe(0, () => true)
-    const text = replay.flatMap((e) => (e.type === 'data' ? [e.data.toString()] : [])).join('')
+    const text = replay.flatMap((e) => ('data' in e ? [e.data.toString()] : [])).join('')
     expect(text.match(/bye/g)).toHaveLength(1)
     expect((await s.closed).code).toBe(3)
   })
@@ -173,7 +173,7 @@ describe('closing a session hangs bash up as closing a terminal does', () => {
       const s = await newSession()
       const file = join(workdir, `bye-${during}`)
       await sh(s, `trap 'echo bye > ${file}' EXIT`)
-      const started = nextEvent(s, (e) => e.type === 'data' && e.data.toString().includes('started'))
+      const started = nextEvent(s, (e) => 'data' in e && e.data.toString().includes('started'))
       const run = during ? sh(s, 'echo started; sleep 100') : null
       if (run !== null) await started
       const info = await s.dispose()

@@ -42,7 +42,7 @@ describe('bounded memory: one scrollback budget for every session', () => {
       expect(budget.heldBytes).toBeLessThanOrEqual(64 * KB)
       expect(budget.heldBytes).toBe(quiet.log.heldBytes + chatty.log.heldBytes)
       expect(quiet.log.startOffset).toBe(0)
-      const kept = quiet.log.readFrom(0).flatMap((e) => (e.type === 'data' ? [e.data.toString()] : []))
+      const kept = quiet.log.readFrom(0).flatMap((e) => ('data' in e ? [e.data.toString()] : []))
       expect(kept.join('')).toBe('keep me\n')
       expect(chatty.log.startOffset).toBeGreaterThan(0)
     } finally {

@@ -19,6 +19,14 @@ export {
   type ResultOf,
 } from './link-calls.ts'
 export {
+  type ChannelHandler,
+  type CreditFrame,
+  LinkChannel,
+  type LinkChannelOptions,
+  OVERRUN_ERROR,
+  type WithoutChannel,
+} from './link-channel.ts'
+export {
   type HeartbeatFrame,
   LinkEndpoint,
   type LinkEndpointOptions,

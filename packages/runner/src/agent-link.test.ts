@@ -7,7 +7,8 @@ import { LIMITS, LINK_VERSION } from '@conch/protocol'
 import { linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
-import { AgentLink, type ChannelEvent } from './agent-link.ts'
+import { AgentLink } from './agent-link.ts'
+import type { ChannelEvent } from './runner-channel.ts'
 
 const SECRET = mintLinkSecret()
 

@@ -8,31 +8,20 @@
 // older conch's agent, whose hello is discriminated on `t`) fails the handshake with
 // UNSUPPORTED_PROTOCOL_VERSION, which marks its sandbox dead. Calls carry a numeric id and settle on
 // one `result` or `fail`; their results are parsed with the method's schema. Output flows on
-// channels the runner numbers: each channel buffers its events until a consumer takes it, ends
-// with exactly one terminal event (`closed`, `end` or `error`), and is flow-controlled by
-// credit: the agent may have `channelWindowBytes` in flight beyond what the runner granted, and
-// the consumer grants credit with `release(n)` as it hands bytes on. Everything the agent sends
-// is parsed against the protocol schemas: the agent shares its sandbox with user code.
+// channels the runner numbers (`runner-channel.ts`: `@conch/link`'s credit-based channel).
+// Everything the agent sends is parsed against the protocol schemas: the agent shares its
+// sandbox with user code.
 import type { Duplex } from 'node:stream'
 import { LinkCalls, LinkEndpoint } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
-  type AgentCredit,
-  type AgentData,
-  type AgentEnd,
   AgentFrame,
   type AgentHello,
   type AgentMethod,
   type AgentParams,
   type AgentResultOf,
-  type AgentScrollbackEnd,
   type AgentSessionClosed,
-  type AgentShellClosed,
-  type AgentShellErr,
-  type AgentShellExit,
-  type AgentShellOut,
-  type AgentShellStart,
   assertNever,
   type ErrorCode,
   type HostFrame,
@@ -47,31 +36,8 @@ import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { linkMismatch } from './link-mismatch.ts'
+import { type ChannelEvent, type RunnerChannel, runnerChannel, type WithPayload } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
-
-/** A frame that carries bytes, with its raw payload attached. */
-export type WithPayload<F> = F & {
-  /** Raw bytes (a view into the link's read buffer: copy to keep past the handler). */
-  payload: Uint8Array
-}
-
-/** Command output on a channel: `shell_out` or `shell_err`, as on the WebSocket. */
-export type ChannelOutput = WithPayload<AgentShellOut> | WithPayload<AgentShellErr>
-
-/**
- * Everything a channel consumer may receive: the agent's channel frames as parsed, byte frames
- * with their payload; `shell_closed`, `end` and `error` are terminal.
- */
-export type ChannelEvent =
-  | ChannelOutput
-  | WithPayload<AgentData>
-  | AgentShellStart
-  | AgentShellExit
-  | AgentScrollbackEnd
-  | AgentShellClosed
-  | AgentEnd
-  | { type: 'error'; ch?: number; error: WireError }
-  | AgentCredit
 
 /** Options of an agent link. */
 export interface AgentLinkOptions {
@@ -118,117 +84,7 @@ const CALL_ERRORS = {
   fromWire: (error: WireError) => RunnerError.fromWire(error),
 }
 
-const CREDIT_BATCH = LIMITS.channelWindowBytes / 4
 const NO_HANDLER = (): void => {}
-
-/** One multiplexed channel on an agent link. */
-export class LinkChannel {
-  /** The channel number. */
-  readonly id: number
-  readonly #link: AgentLink
-  #handler: ((event: ChannelEvent) => void) | null = null
-  #backlog: ChannelEvent[] = []
-  #done = false
-  #received = 0
-  #granted = 0
-  #unsent = 0
-
-  /** Created by `AgentLink.openChannel`. */
-  constructor(link: AgentLink, id: number) {
-    this.#link = link
-    this.id = id
-  }
-
-  /** True once the channel has ended (terminal event) or been closed. */
-  get done(): boolean {
-    return this.#done
-  }
-
-  /** Payload bytes received and not yet released. */
-  get inFlight(): number {
-    return this.#received - this.#granted - this.#unsent
-  }
-
-  /** Takes delivery of events; events that arrived earlier are delivered now, in order. */
-  consume(handler: (event: ChannelEvent) => void): void {
-    this.#handler = handler
-    const backlog = this.#backlog
-    this.#backlog = []
-    for (const event of backlog) handler(event)
-  }
-
-  /** Grants the agent `bytes` more credit (batched into few `credit` frames). */
-  release(bytes: number): void {
-    if (this.#done || bytes <= 0) return
-    this.#unsent += bytes
-    if (this.#unsent >= CREDIT_BATCH) this.flushCredit()
-  }
-
-  /** Sends any credit not sent yet. */
-  flushCredit(): void {
-    if (this.#done || this.#unsent <= 0) return
-    const bytes = this.#unsent
-    this.#granted += bytes
-    this.#unsent = 0
-    this.#link.send({ type: 'credit', ch: this.id, bytes })
-  }
-
-  /** Sends upload bytes (file writes); resolves when the link can take more. */
-  write(payload: Uint8Array): Promise<void> {
-    return this.#link.sendWithBackpressure({ type: 'data', ch: this.id }, payload)
-  }
-
-  /** Ends an upload channel. */
-  end(): void {
-    if (!this.#done) this.#link.send({ type: 'end', ch: this.id })
-  }
-
-  /** Tells the agent the runner no longer wants this channel (detaches; never kills anything). */
-  close(): void {
-    if (this.#done) return
-    this.#done = true
-    this.#link.send({ type: 'close', ch: this.id })
-    this.#link.forget(this.id)
-    this.#handler = null
-    this.#backlog = []
-  }
-
-  /** Delivers an event from the link; a channel that overruns its credit window is closed with an error. */
-  deliver(event: ChannelEvent): void {
-    if (this.#done) return
-    if (event.type === 'shell_out' || event.type === 'shell_err' || event.type === 'data') {
-      this.#received += event.payload.byteLength
-      if (this.#received - this.#granted > LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes) {
-        this.#link.logger.warn(
-          { ch: this.id },
-          'agent exceeded the channel credit window; closing the channel',
-        )
-        const handler = this.#handler
-        this.close()
-        handler?.({
-          type: 'error',
-          error: {
-            code: 'INVALID_FRAME',
-            message: 'the agent sent more output than the flow-control window allows',
-          },
-        })
-        return
-      }
-    }
-    const terminal = event.type === 'shell_closed' || event.type === 'end' || event.type === 'error'
-    if (terminal) {
-      this.#done = true
-      this.#link.forget(this.id)
-    }
-    this.#emit(event)
-  }
-
-  #emit(event: ChannelEvent): void {
-    if (this.#handler) this.#handler(event)
-    else this.#backlog.push(event)
-    if (this.#done) this.#handler = NO_HANDLER
-  }
-}
 
 /** A connection to one agent. Create it with `AgentLink.open(stream, options)`. */
 export class AgentLink {
@@ -238,7 +94,7 @@ export class AgentLink {
   readonly logger: Logger
   readonly #endpoint: LinkEndpoint<HostFrame, AgentFrame>
   readonly #calls: LinkCalls<typeof AGENT_METHODS>
-  readonly #channels = new Map<number, LinkChannel>()
+  readonly #channels = new Map<number, RunnerChannel>()
   readonly #events: AgentLinkEvents = {}
   readonly #onBytes: (n: number) => void
   #nextChannel = 1
@@ -253,6 +109,9 @@ export class AgentLink {
       types: AGENT_FRAME_TYPES,
       onFrame: (frame, payload) => this.#dispatch(frame, payload),
       onBadFrame: (error, header) => this.#bad(header, error),
+      onDrain: () => {
+        for (const channel of this.#channels.values()) channel.drained()
+      },
       onClose: (reason) =>
         this.#fail(
           new RunnerError(
@@ -345,30 +204,24 @@ export class AgentLink {
     return this.#calls.call(method, params, options)
   }
 
-  /** Allocates a channel; pass its `id` to the method that streams on it. */
-  openChannel(): LinkChannel {
+  /**
+   * Allocates a channel; pass its `id` to the method that streams on it. `uploadWindow` is the
+   * credit its uploads wait for when the agent acknowledges them (TCP channels); without it
+   * only the link's buffer holds uploads back.
+   */
+  openChannel(uploadWindow: number | null = null): RunnerChannel {
     const id = this.#nextChannel++
     if (this.#nextChannel > 2 ** 31) this.#nextChannel = 1
-    const channel = new LinkChannel(this, id)
+    const channel = runnerChannel(this, id, uploadWindow)
     this.#channels.set(id, channel)
-    if (this.#closed) channel.deliver({ type: 'error', error: this.#closed.toWire() })
+    if (this.#closed) channel.lost(this.#closed.toWire())
     return channel
   }
 
-  /** Writes one frame (no-op after close). */
-  send(frame: HostFrame, payload?: Uint8Array): void {
-    if (this.#closed) return
-    this.#endpoint.send(frame, payload)
-  }
-
-  /** Writes one frame and resolves when the stream has room for more. */
-  sendWithBackpressure(frame: HostFrame, payload: Uint8Array): Promise<void> {
-    if (this.#closed) return Promise.reject(this.#closed)
-    return this.#endpoint
-      .sendWhenWritable(frame, payload)
-      .catch(() =>
-        Promise.reject(this.#closed ?? new RunnerError('CONNECTION_LOST', 'the agent link closed')),
-      )
+  /** Writes one frame; false after close or when the link's buffer is full. */
+  send(frame: HostFrame, payload?: Uint8Array): boolean {
+    if (this.#closed) return false
+    return this.#endpoint.send(frame, payload)
   }
 
   /** Drops a finished channel from the table. */
@@ -389,7 +242,7 @@ export class AgentLink {
         this.#onBytes(payload.byteLength)
         // The parsed header is a fresh object: the payload rides on it rather than on a wrapper.
         ;(frame as WithPayload<typeof frame>).payload = payload
-        this.#toChannel(frame.ch, frame as ChannelEvent)
+        this.#channels.get(frame.ch)?.deliver(frame as ChannelEvent, payload)
         return
       case 'result':
       case 'fail': {
@@ -406,20 +259,20 @@ export class AgentLink {
       case 'scrollback_end':
       case 'shell_closed':
       case 'end':
-        this.#toChannel(frame.ch, frame)
+        this.#channels.get(frame.ch)?.deliver(frame)
         return
       case 'error':
         if (frame.ch === undefined) {
           this.logger.warn({ code: frame.error.code }, `agent reported: ${frame.error.message}`)
           return
         }
-        this.#toChannel(frame.ch, frame)
+        this.#channels.get(frame.ch)?.deliver(frame)
         return
       case 'session_closed':
         this.#events.sessionClosed?.(frame)
         return
       case 'credit':
-        this.#toChannel(frame.ch, frame)
+        this.#channels.get(frame.ch)?.deliver(frame)
         return
       case 'ping':
       case 'pong':
@@ -451,18 +304,13 @@ export class AgentLink {
     )
   }
 
-  #toChannel(ch: number, event: ChannelEvent): void {
-    const channel = this.#channels.get(ch)
-    if (channel) channel.deliver(event)
-  }
-
   #fail(error: RunnerError): void {
     if (this.#closed) return
     this.#closed = error
     this.#endpoint.close(error.message)
     this.#calls.failAll(error)
-    for (const channel of [...this.#channels.values()])
-      channel.deliver({ type: 'error', error: error.toWire() })
+    const wire = error.toWire()
+    for (const channel of [...this.#channels.values()]) channel.lost(wire)
     this.#channels.clear()
     this.#events.close?.(error)
   }

@@ -13,7 +13,7 @@ import { EgressAllowlist } from './egress-allowlist.ts'
 import type { EgressProxy } from './egress-proxy.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
-import { SandboxTcpStream } from './sandbox-tcp-stream.ts'
+import { SandboxTcpStream, tcpChannel } from './sandbox-tcp-stream.ts'
 import type { StateStore } from './state-store.ts'
 
 /** `egress.accept` calls kept open per sandbox: connections served without waiting on a round trip. */
@@ -155,7 +155,7 @@ export class EgressGateway {
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      const stream = new SandboxTcpStream(link.openChannel())
+      const stream = new SandboxTcpStream(tcpChannel(link))
       // Until a program connects, a link that drops fails the stream with nobody reading it.
       stream.on('error', () => {})
       try {

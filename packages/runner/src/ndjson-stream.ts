@@ -3,8 +3,8 @@
 // slow client slows the command instead of growing the runner's memory.
 import { Readable } from 'node:stream'
 import type { Encoding, ExecEvent } from '@conch/protocol'
-import type { LinkChannel } from './agent-link.ts'
 import { OutputDecoder } from './output-decoder.ts'
+import type { RunnerChannel } from './runner-channel.ts'
 
 /** Options of an NDJSON stream. */
 export interface NdjsonOptions {
@@ -17,7 +17,7 @@ export interface NdjsonOptions {
 }
 
 /** A readable NDJSON body fed by `channel`. */
-export function channelToNdjson(channel: LinkChannel, options: NdjsonOptions): Readable {
+export function channelToNdjson(channel: RunnerChannel, options: NdjsonOptions): Readable {
   const decoder = new OutputDecoder(options.encoding)
   let owed = 0
   let finished = false

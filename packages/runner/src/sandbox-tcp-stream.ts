@@ -4,17 +4,19 @@
 // one link channel. Reading: the agent sends under the channel's credit, and this stream grants
 // credit only as its reader takes bytes (`_read`), so a slow client slows the sandbox server and
 // the runner holds at most one window per connection. Writing: the runner may have
-// `channelWindowBytes` unacknowledged at the agent; the agent acknowledges with `credit` once
-// its socket took the bytes, so a sandbox server that never reads stops this stream's writes
-// after one window, and the writer (the client's request body) is paused in turn.
+// `channelWindowBytes` unacknowledged at the agent (the channel's upload window); the agent
+// acknowledges with `credit` once its socket took the bytes, so a sandbox server that never
+// reads stops this stream's writes after one window, and the writer (the client's request
+// body) is paused in turn.
 import { Duplex } from 'node:stream'
 import { LIMITS } from '@conch/protocol'
-import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
+import type { AgentLink } from './agent-link.ts'
+import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
 
 /** Opens a TCP connection to `port` on the sandbox's loopback; rejects with the agent's error. */
 export async function openSandboxTcp(link: AgentLink, port: number): Promise<SandboxTcpStream> {
-  const channel = link.openChannel()
+  const channel = tcpChannel(link)
   const stream = new SandboxTcpStream(channel)
   try {
     await link.call('tcp.connect', { port, ch: channel.id }, { timeoutMs: 10_000 })
@@ -25,19 +27,21 @@ export async function openSandboxTcp(link: AgentLink, port: number): Promise<San
   return stream
 }
 
+/** A channel for a relayed TCP connection: its uploads wait for the agent's acknowledgements. */
+export function tcpChannel(link: AgentLink): RunnerChannel {
+  return link.openChannel(LIMITS.channelWindowBytes)
+}
+
 /** The runner's end of a relayed sandbox TCP connection. */
 export class SandboxTcpStream extends Duplex {
-  readonly #channel: LinkChannel
+  readonly #channel: RunnerChannel
   /** Bytes received and handed to the reader but not yet granted back as credit. */
   #owed = 0
   #wantsMore = true
-  /** Bytes the agent may still accept before it acknowledges some. */
-  #sendWindow: number = LIMITS.channelWindowBytes
-  #waitingForWindow: (() => void) | null = null
   #remoteEnded = false
 
   /** Wraps `channel`, on which `tcp.connect` relays the connection. */
-  constructor(channel: LinkChannel) {
+  constructor(channel: RunnerChannel) {
     super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
     channel.consume((event) => this.#onEvent(event))
@@ -86,21 +90,15 @@ export class SandboxTcpStream extends Duplex {
         }
         return
       }
-      case 'credit':
-        this.#sendWindow += event.bytes
-        this.#waitingForWindow?.()
-        return
       case 'end':
       case 'shell_closed':
         this.#remoteEnded = true
-        this.#waitingForWindow?.()
         this.push(null)
         // Nobody reads an idle pooled connection: it closes now, so the pool drops it instead
         // of sending the next request into a connection the server has closed.
         if (this.listenerCount('data') === 0 && this.readableLength === 0) this.destroy()
         return
       case 'error':
-        this.#waitingForWindow?.()
         this.destroy(RunnerError.fromWire(event.error))
         return
       default:
@@ -122,30 +120,20 @@ export class SandboxTcpStream extends Duplex {
   }
 
   override _final(callback: (error?: Error | null) => void): void {
-    this.#channel.end()
+    this.#channel.send({ type: 'end' })
     callback()
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#channel.close()
-    this.#waitingForWindow?.()
     callback(error)
   }
 
   async #send(chunk: Buffer): Promise<void> {
-    for (let at = 0; at < chunk.length; ) {
-      while (this.#sendWindow <= 0) {
-        if (this.#channel.done) throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
-        await new Promise<void>((resolve) => {
-          this.#waitingForWindow = resolve
-        })
-        this.#waitingForWindow = null
-      }
-      if (this.#channel.done) throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
-      const size = Math.min(chunk.length - at, LIMITS.maxDataChunkBytes, this.#sendWindow)
-      this.#sendWindow -= size
-      await this.#channel.write(chunk.subarray(at, at + size))
-      at += size
+    for (let at = 0; at < chunk.length; at += LIMITS.maxDataChunkBytes) {
+      const piece = chunk.subarray(at, at + LIMITS.maxDataChunkBytes)
+      if (!(await this.#channel.write({ type: 'data' }, piece)))
+        throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
     }
   }
 }

@@ -42,9 +42,10 @@ import {
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import { z } from 'zod'
-import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
+import type { AgentLink } from './agent-link.ts'
 import { OutputDecoder } from './output-decoder.ts'
 import { checkCommand, clampCallTimeout, stdinToBase64 } from './run-input.ts'
+import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
@@ -107,7 +108,7 @@ export class ShellConnection {
   readonly #lastRunShown: Record<StreamName, string | null> = { stdout: null, stderr: null }
   readonly #lastOffset: Record<StreamName, number> = { stdout: 0, stderr: 0 }
   #link: AgentLink | null = null
-  #channel: LinkChannel | null = null
+  #channel: RunnerChannel | null = null
   #sessionId: string | null = null
   #early: (string | null)[] | null = []
   #earlyBytes = 0

@@ -20,7 +20,8 @@ import {
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import type { z } from 'zod'
-import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
+import type { AgentLink } from './agent-link.ts'
+import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
@@ -50,7 +51,7 @@ export interface TerminalSocketOptions {
 export class TerminalSocket {
   readonly #o: TerminalSocketOptions
   #link: AgentLink | null = null
-  #channel: LinkChannel | null = null
+  #channel: RunnerChannel | null = null
   #closed = false
   #expiry: NodeJS.Timeout | undefined
   /** Input waiting for the link, in order. */
@@ -162,7 +163,11 @@ export class TerminalSocket {
         return
       }
       const copy = Uint8Array.from(bytes)
-      this.#input = this.#input.then(() => (channel.done ? undefined : channel.write(copy))).catch(() => {})
+      this.#input = this.#input
+        .then(async () => {
+          await channel.write({ type: 'data' }, copy)
+        })
+        .catch(() => {})
       return
     }
     let json: unknown

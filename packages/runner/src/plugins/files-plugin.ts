@@ -1,20 +1,20 @@
 // Files. Reads stream raw bytes from an agent channel into the response (credit is granted as
 // the HTTP client pulls), or answer JSON `{content, encoding}` with `?encoding=`. Writes stream
-// the raw request body into a `file.write` channel, respecting the agent socket's backpressure.
+// the raw request body into a `file.write` channel, respecting the agent link's backpressure.
 // Path checks (traversal, symlinks out of the workspace) are the agent's: it answers
 // PATH_OUTSIDE_SANDBOX.
 import { Readable } from 'node:stream'
 import { LIMITS } from '@conch/protocol'
 import type { FastifyInstance } from 'fastify'
-import type { ChannelEvent, LinkChannel } from '../agent-link.ts'
 import { bindRoutes } from '../route-table.ts'
+import type { ChannelEvent, RunnerChannel } from '../runner-channel.ts'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
 
 /** Largest file a JSON read returns; larger files are read as raw bytes. */
 const MAX_JSON_READ_BYTES = LIMITS.maxAgentFrameBytes
 
-function rawBody(channel: LinkChannel): Readable {
+function rawBody(channel: RunnerChannel): Readable {
   let owed = 0
   const out = new Readable({
     read() {
@@ -38,7 +38,7 @@ function rawBody(channel: LinkChannel): Readable {
   return out
 }
 
-function collect(channel: LinkChannel): Promise<Buffer> {
+function collect(channel: RunnerChannel): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const parts: Uint8Array[] = []
     let size = 0
@@ -123,13 +123,14 @@ export async function filesPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
           const body = request.body
           if (body && typeof body === 'object' && Symbol.asyncIterator in body) {
             for await (const chunk of chunksOf(body as AsyncIterable<Buffer>)) {
-              if (failed) break
-              await channel.write(chunk)
+              if (failed || !(await channel.write({ type: 'data' }, chunk))) break
             }
           } else if (typeof body === 'string' || Buffer.isBuffer(body)) {
-            for await (const chunk of chunksOf([body])) await channel.write(chunk)
+            for await (const chunk of chunksOf([body])) {
+              if (!(await channel.write({ type: 'data' }, chunk))) break
+            }
           }
-          if (!failed) channel.end()
+          if (!failed) channel.send({ type: 'end' })
           return await result
         } finally {
           channel.close()
