@@ -35,7 +35,13 @@ import {
   WaitRequest,
 } from './rest-bodies.ts'
 import { RunResult } from './run-result.ts'
-import { AccessToken, CreateSandboxRequest, CreateTokenRequest, SandboxInfo } from './sandbox.ts'
+import {
+  AccessToken,
+  CreateSandboxRequest,
+  CreateTokenRequest,
+  KeepAliveRequest,
+  SandboxInfo,
+} from './sandbox.ts'
 import { HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
 import { SnapshotInfo } from './snapshot.ts'
 import {
@@ -434,6 +440,15 @@ export const API_ROUTES = [
     operationId: 'hibernateSandbox',
     summary: 'Hibernate: snapshot the sandbox and stop everything in it; the next request wakes it',
     params: SandboxParams,
+    response: SandboxInfo,
+  },
+  {
+    method: 'POST',
+    path: `${S}/keep-alive`,
+    operationId: 'keepSandboxAlive',
+    summary: 'Hold the sandbox awake (no hibernation, no idle deletion) for a while, up to the runner cap',
+    params: SandboxParams,
+    body: KeepAliveRequest,
     response: SandboxInfo,
   },
   {

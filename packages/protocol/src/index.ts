@@ -192,6 +192,7 @@ export {
   CreateSandboxRequest,
   CreateTokenRequest,
   Isolation,
+  KeepAliveRequest,
   SANDBOX_BOUNDS,
   SandboxInfo,
   SandboxLimits,

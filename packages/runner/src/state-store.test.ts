@@ -15,6 +15,8 @@ const sandbox = (id: string): SandboxRecord => ({
   metadata: { a: 'b' },
   env: { X: '1' },
   idleTimeoutMs: null,
+  hibernateAfterMs: null,
+  sessionIdleTimeoutMs: null,
   createdAt: 1,
   deadReason: null,
   driverState: { pid: 5 },

@@ -187,6 +187,8 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
         )
       const stream = await openSandboxTcp(await sandbox.link(), target.port)
       open.set(sandbox.id, (open.get(sandbox.id) ?? 0) + 1)
+      // An open relayed connection keeps its sandbox awake (sandbox-lifetimes.ts).
+      stream.once('close', sandbox.hold())
       stream.once('close', () => {
         const n = (open.get(sandbox.id) ?? 1) - 1
         if (n <= 0) open.delete(sandbox.id)

@@ -49,7 +49,9 @@ export async function processesPlugin(app: FastifyInstance, ctx: RunnerContext):
         throw error
       }
       reply.type('application/x-ndjson')
-      return reply.send(channelToNdjson(channel, { encoding: query.encoding ?? 'utf8' }))
+      // A client following the output keeps the sandbox awake (sandbox-lifetimes.ts).
+      const release = ctx.manager.get(params.id).hold()
+      return reply.send(channelToNdjson(channel, { encoding: query.encoding ?? 'utf8', onDone: release }))
     },
     killProcess: async ({ params, body }) =>
       (await link(params.id)).call('process.kill', { id: params.processId, signal: body.signal }),

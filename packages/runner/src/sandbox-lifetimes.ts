@@ -1,0 +1,161 @@
+// Idle lifetimes: what happens to a sandbox nobody uses. A sandbox is idle while no run is
+// running or queued through the runner, no client is attached (shell and terminal sockets, port
+// relays, process output followers), no keep-alive holds it and no command runs in any of its
+// sessions; its idle time starts at its last request or when its last client, run or keep-alive
+// let go. Idle for `hibernateAfterMs`, it is snapshotted and stopped (the next request wakes it);
+// idle for `idleTimeoutMs`, it is deleted, hibernated or not. Its idle sessions are deleted by
+// `IdleSessions`. One sweep runs at a time, every second, on the runner's clock.
+import type { FastifyBaseLogger as Logger } from 'fastify'
+import type { AgentLink } from './agent-link.ts'
+import { IdleSessions } from './idle-sessions.ts'
+import type { RunnerLimits } from './runner-limits.ts'
+import type { SandboxRuntime } from './sandbox-runtime.ts'
+import type { StateStore } from './state-store.ts'
+
+/** Interval between sweeps (real time; idleness is measured on the runner's clock). */
+const SWEEP_INTERVAL_MS = 1_000
+
+/** What the lifetimes act on: the sandbox manager. */
+export interface LifetimeHost {
+  /** Every sandbox. */
+  list(): SandboxRuntime[]
+  /** Deletes a sandbox. */
+  destroy(id: string): Promise<void>
+  /** Hibernates a sandbox unless `abortIf` says, after its snapshot, that it is in use again. */
+  hibernate(runtime: SandboxRuntime, options: { abortIf: () => boolean }): Promise<unknown>
+}
+
+/** What the lifetimes need. */
+export interface SandboxLifetimesOptions {
+  /** The sandbox manager. */
+  host: LifetimeHost
+  /** Durable state. */
+  store: StateStore
+  /** Shell sockets open on a session. */
+  sockets: (sandboxId: string, sessionId: string) => number
+  /** Limits (`maxKeepAliveMs`). */
+  limits: Pick<RunnerLimits, 'maxKeepAliveMs'>
+  /** Whether sandboxes can hibernate (the runner keeps snapshots). */
+  canHibernate: boolean
+  /** Logger. */
+  logger: Logger
+  /** Clock. */
+  now: () => number
+}
+
+/** Sweeps idle sandboxes and sessions, and holds sandboxes awake on request. */
+export class SandboxLifetimes {
+  readonly #o: SandboxLifetimesOptions
+  /** Idle sessions of every sandbox. */
+  readonly sessions: IdleSessions
+  #timer: NodeJS.Timeout | undefined
+  #sweeping: Promise<void> = Promise.resolve()
+  #stopped = false
+
+  /** Does nothing until `start`. */
+  constructor(options: SandboxLifetimesOptions) {
+    this.#o = options
+    this.sessions = new IdleSessions({
+      store: options.store,
+      sockets: options.sockets,
+      logger: options.logger,
+    })
+  }
+
+  /** Sweeps every second until `stop`. */
+  start(): void {
+    this.#timer = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS)
+    this.#timer.unref()
+  }
+
+  /** Stops sweeping; a sweep under way finishes. */
+  stop(): Promise<void> {
+    this.#stopped = true
+    clearInterval(this.#timer)
+    return this.#sweeping
+  }
+
+  /**
+   * Holds a sandbox awake for `durationMs` from now, lowered to `maxKeepAliveMs`; it replaces
+   * the previous hold (so calls never add up past the cap) and 0 ends it. Returns the end.
+   */
+  keepAlive(runtime: SandboxRuntime, durationMs: number): number | null {
+    const now = this.#o.now()
+    const ms = Math.min(durationMs, this.#o.limits.maxKeepAliveMs)
+    runtime.keepAliveUntil = ms === 0 ? null : now + ms
+    runtime.touch()
+    return runtime.keepAliveUntil
+  }
+
+  /** Whether something holds the sandbox awake at `now`. */
+  #held(runtime: SandboxRuntime, now: number): boolean {
+    if (runtime.keepAliveUntil !== null && runtime.keepAliveUntil <= now) {
+      runtime.keepAliveUntil = null
+      runtime.touch()
+    }
+    return runtime.runs > 0 || runtime.attached > 0 || runtime.keepAliveUntil !== null
+  }
+
+  /** One pass over every sandbox; waits for a pass under way first, so passes never overlap. */
+  sweep(): Promise<void> {
+    this.#sweeping = this.#sweeping.then(() => this.#pass())
+    return this.#sweeping
+  }
+
+  async #pass(): Promise<void> {
+    for (const runtime of this.#o.host.list()) {
+      if (this.#stopped) return
+      try {
+        await this.#sweepOne(runtime)
+      } catch (error) {
+        // The idle time starts again, so a failing step is retried one idle period later.
+        runtime.touch()
+        this.#o.logger.warn({ err: error, sandboxId: runtime.id }, 'idle sweep of a sandbox failed')
+      }
+    }
+  }
+
+  async #sweepOne(runtime: SandboxRuntime): Promise<void> {
+    const now = this.#o.now()
+    const { record } = runtime
+    if (this.#held(runtime, now)) {
+      runtime.lastActivity = now
+      return
+    }
+    const idle = now - runtime.lastActivity
+    if (record.idleTimeoutMs !== null && idle >= record.idleTimeoutMs) {
+      this.#o.logger.info(
+        { sandboxId: runtime.id, idleTimeoutMs: record.idleTimeoutMs },
+        'deleting idle sandbox',
+      )
+      this.sessions.forget(runtime.id)
+      await this.#o.host.destroy(runtime.id)
+      return
+    }
+    const link = runtime.currentLink
+    if (record.status !== 'running' || link === null || runtime.isHibernating) return
+    if (this.#o.canHibernate && record.hibernateAfterMs !== null && idle >= record.hibernateAfterMs) {
+      await this.#hibernate(runtime, link)
+      return
+    }
+    await this.sessions.sweep(runtime, link, now)
+  }
+
+  /** Hibernates an idle sandbox unless a command runs in it or it was used meanwhile. */
+  async #hibernate(runtime: SandboxRuntime, link: AgentLink): Promise<void> {
+    const { sessions } = await link.call('session.list', {})
+    if (sessions.some((s) => s.running !== null || s.queued > 0)) {
+      // A command a client left running keeps its sandbox awake.
+      runtime.touch()
+      return
+    }
+    const since = runtime.lastActivity
+    const used = (): boolean => runtime.lastActivity !== since || this.#held(runtime, this.#o.now())
+    if (used()) return
+    this.#o.logger.info(
+      { sandboxId: runtime.id, hibernateAfterMs: runtime.record.hibernateAfterMs },
+      'hibernating idle sandbox',
+    )
+    await this.#o.host.hibernate(runtime, { abortIf: used })
+  }
+}
