@@ -1,0 +1,390 @@
+// Idle lifetimes against a real runner, real agents and a real snapshot store, on a fake clock:
+// the test moves the clock and runs one sweep itself (`manager.lifetimes.sweep()`), so nothing
+// depends on how long a step takes. Hibernation by idle timer and the wake on every kind of
+// request, what keeps a sandbox awake, deletion after the TTL, idle sessions, a restart, and
+// attacks: another sandbox's token, hostile option values, a keep-alive spammer.
+import { mkdtempSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, vi } from 'vitest'
+import { PORT_SERVER } from './ports/port-fixture.ts'
+import { baseUrl, shellUrl, startRunner, type TestRunner, type TestRunnerOptions } from './runner-fixture.ts'
+import { ShellClient } from './shell-client.ts'
+
+const MIN = 60_000
+
+/** A runner on a fake clock that keeps snapshots; `clock.now` moves only when the test says. */
+async function lifetimeRunner(
+  options: TestRunnerOptions = {},
+): Promise<{ runner: TestRunner; clock: { now: number }; sweep: (ms: number) => Promise<void> }> {
+  const clock = { now: 1_000_000 }
+  const runner = await startRunner({ listen: true, snapshots: true, now: () => clock.now, ...options })
+  return {
+    runner,
+    clock,
+    /** Moves the clock by `ms`, then runs one idle sweep to its end. */
+    sweep: async (ms) => {
+      clock.now += ms
+      await runner.app.conch.manager.lifetimes.sweep()
+    },
+  }
+}
+
+async function create(runner: TestRunner, payload: object): Promise<string> {
+  const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload })
+  expect(res.statusCode, res.body).toBe(200)
+  return (res.json() as { id: string }).id
+}
+
+async function info(runner: TestRunner, id: string): Promise<Record<string, unknown>> {
+  const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
+  expect(res.statusCode, res.body).toBe(200)
+  return res.json() as Record<string, unknown>
+}
+
+/** The status as the manager holds it, without a request (a request counts as activity). */
+function status(runner: TestRunner, id: string): string | undefined {
+  return runner.app.conch.manager.list().find((s) => s.id === id)?.record.status
+}
+
+async function exec(runner: TestRunner, id: string, command: string, headers = runner.auth) {
+  return runner.app.inject({
+    method: 'POST',
+    url: `/v1/sandboxes/${id}/exec`,
+    headers,
+    payload: { command, sessionId: 'default' },
+  })
+}
+
+async function token(runner: TestRunner, id: string): Promise<{ authorization: string }> {
+  const res = await runner.app.inject({
+    method: 'POST',
+    url: `/v1/sandboxes/${id}/tokens`,
+    headers: runner.auth,
+    payload: {},
+  })
+  return { authorization: `Bearer ${(res.json() as { token: string }).token}` }
+}
+
+const IDLE = { hibernateAfterMs: 10 * MIN, idleTimeoutMs: 60 * MIN, sessionIdleTimeoutMs: null }
+
+describe('idle hibernation', () => {
+  it('hibernates an idle sandbox and wakes it on a shell attach that sees `resumed`, with its shell state', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    expect((await exec(runner, id, 'cd /tmp && export KEPT=yes')).statusCode).toBe(200)
+    await sweep(10 * MIN - 1)
+    expect(status(runner, id)).toBe('running')
+    await sweep(1)
+    expect(status(runner, id)).toBe('hibernated')
+    const listed = await runner.app.inject({ method: 'GET', url: '/v1/sandboxes', headers: runner.auth })
+    const row = (listed.json() as { sandboxes: { id: string; status: string }[] }).sandboxes.find(
+      (s) => s.id === id,
+    )
+    expect(row?.status).toBe('hibernated')
+
+    await using client = await ShellClient.open(shellUrl(runner, id, '?sessionId=default'), runner.apiKey)
+    const ready = await client.nextOf('shell_ready')
+    expect(ready.resumed).toMatchObject({ snapshotId: expect.stringMatching(/^snap_/) })
+    expect((await client.run('r1', 'echo "$KEPT $PWD"')).stdout).toBe('yes /tmp\n')
+    expect(status(runner, id)).toBe('running')
+  })
+
+  it('wakes a hibernated sandbox on a REST run', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    await exec(runner, id, 'echo kept > note')
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+    const res = await exec(runner, id, 'cat note')
+    expect(res.statusCode, res.body).toBe(200)
+    expect((res.json() as { stdout: string }).stdout).toBe('kept\n')
+    expect((await info(runner, id)).status).toBe('running')
+  })
+
+  it('wakes a hibernated sandbox on a port request, its server started again', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const port = await freePort()
+    const base = `${baseUrl(runner.app)}/v1/sandboxes/${id}`
+    const put = await fetch(`${base}/files?path=/workspace/srv.js`, {
+      method: 'PUT',
+      headers: runner.auth,
+      body: PORT_SERVER,
+    })
+    expect(put.status).toBe(200)
+    const started = await fetch(`${base}/processes`, {
+      method: 'POST',
+      headers: { ...runner.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ command: `PORT=${port} exec node srv.js srv` }),
+    })
+    expect(started.status).toBe(200)
+    const echo = `${base}/ports/${port}/echo/x`
+    await vi.waitFor(async () => expect((await fetch(echo, { headers: runner.auth })).status).toBe(200), {
+      timeout: 20_000,
+      interval: 100,
+    })
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+    // The first request wakes it; its server, restarted with it, answers once it listens again.
+    await fetch(echo, { headers: runner.auth }).then((r) => r.arrayBuffer())
+    expect(status(runner, id)).toBe('running')
+    await vi.waitFor(async () => expect((await fetch(echo, { headers: runner.auth })).status).toBe(200), {
+      timeout: 20_000,
+      interval: 100,
+    })
+  })
+
+  it('keeps a sandbox awake while a shell is attached, and hibernates it once the shell leaves', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const client = await ShellClient.open(shellUrl(runner, id, '?sessionId=default'), runner.apiKey)
+    await client.nextOf('shell_ready')
+    await sweep(30 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await client[Symbol.asyncDispose]()
+    await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+  })
+
+  it('keeps a sandbox awake while a command a client left runs in it', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const client = await ShellClient.open(shellUrl(runner, id, '?sessionId=default'), runner.apiKey)
+    await client.nextOf('shell_ready')
+    client.send({ type: 'shell_run', id: 'long', command: 'sleep 600' })
+    await client.nextOf('shell_start', 'long')
+    await client[Symbol.asyncDispose]()
+    await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('running')
+  })
+
+  it('keeps a sandbox awake for its keep-alive, then hibernates it', async () => {
+    const { runner, clock, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const kept = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/keep-alive`,
+      headers: runner.auth,
+      payload: { durationMs: 30 * MIN },
+    })
+    expect(kept.statusCode, kept.body).toBe(200)
+    expect((kept.json() as { keepAliveUntil: number }).keepAliveUntil).toBe(clock.now + 30 * MIN)
+    await sweep(20 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+  })
+
+  it('does not hibernate a sandbox created with hibernateAfterMs: null', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, { ...IDLE, hibernateAfterMs: null })
+    expect((await info(runner, id)).hibernateAfterMs).toBeNull()
+    await sweep(59 * MIN)
+    expect(status(runner, id)).toBe('running')
+  })
+
+  it('deletes a hibernated sandbox and its snapshot after its idle timeout', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+    await sweep(49 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+    await sweep(1 * MIN)
+    expect(status(runner, id)).toBeUndefined()
+    const snapshots = await runner.app.inject({ method: 'GET', url: '/v1/snapshots', headers: runner.auth })
+    expect(
+      (snapshots.json() as { snapshots: { sandboxId: string }[] }).snapshots.map((s) => s.sandboxId),
+    ).not.toContain(id)
+  })
+
+  it('keeps a sandbox hibernated by idle through a runner restart and wakes it after', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-lifetimes-'))
+    const first = await lifetimeRunner({ stateDir })
+    const id = await create(first.runner, IDLE)
+    await exec(first.runner, id, 'export SURVIVED=yes')
+    await first.sweep(10 * MIN)
+    expect(status(first.runner, id)).toBe('hibernated')
+    await first.runner[Symbol.asyncDispose]()
+
+    const second = await lifetimeRunner({ stateDir, removeStateDir: true })
+    await using _ = second.runner
+    expect((await info(second.runner, id)).status).toBe('hibernated')
+    const res = await exec(second.runner, id, 'echo "$SURVIVED"')
+    expect(res.statusCode, res.body).toBe(200)
+    expect((res.json() as { stdout: string }).stdout).toBe('yes\n')
+  })
+})
+
+describe('idle sessions', () => {
+  it('deletes a session no client came back to, but not one running a command, nor the default', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, {
+      hibernateAfterMs: null,
+      idleTimeoutMs: null,
+      sessionIdleTimeoutMs: 5 * MIN,
+    })
+    for (const session of ['left', 'busy']) {
+      const made = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${id}/sessions`,
+        headers: runner.auth,
+        payload: { id: session },
+      })
+      expect(made.statusCode, made.body).toBe(200)
+    }
+    await exec(runner, id, 'true')
+    const client = await ShellClient.open(shellUrl(runner, id, '?sessionId=busy'), runner.apiKey)
+    await client.nextOf('shell_ready')
+    client.send({ type: 'shell_run', id: 'long', command: 'sleep 600' })
+    await client.nextOf('shell_start', 'long')
+    await client[Symbol.asyncDispose]()
+    await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
+    const sessions = async () => {
+      const res = await runner.app.inject({
+        method: 'GET',
+        url: `/v1/sandboxes/${id}/sessions`,
+        headers: runner.auth,
+      })
+      return (res.json() as { sessions: { id: string }[] }).sessions.map((s) => s.id).sort()
+    }
+    await sweep(5 * MIN - 1)
+    expect(await sessions()).toEqual(['busy', 'default', 'left'])
+    await sweep(1)
+    expect(await sessions()).toEqual(['busy', 'default'])
+  })
+})
+
+describe('attacks on lifetimes', () => {
+  it('a sandbox token cannot wake, keep alive or hibernate another sandbox', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const a = await create(runner, { ...IDLE, hibernateAfterMs: null })
+    const b = await create(runner, IDLE)
+    const tokenA = await token(runner, a)
+    await sweep(10 * MIN)
+    expect(status(runner, b)).toBe('hibernated')
+    const tries = [
+      { method: 'POST' as const, url: `/v1/sandboxes/${b}/keep-alive`, payload: { durationMs: 60 * MIN } },
+      { method: 'POST' as const, url: `/v1/sandboxes/${b}/exec`, payload: { command: 'true' } },
+      { method: 'GET' as const, url: `/v1/sandboxes/${b}/sessions` },
+      { method: 'POST' as const, url: `/v1/sandboxes/${b}/hibernate` },
+    ]
+    for (const t of tries) {
+      const res = await runner.app.inject({ ...t, headers: tokenA })
+      expect(res.statusCode, `${t.method} ${t.url}`).toBe(403)
+    }
+    expect(status(runner, b)).toBe('hibernated')
+    expect(runner.app.conch.manager.list().find((s) => s.id === b)?.keepAliveUntil).toBeNull()
+    const own = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${a}/keep-alive`,
+      headers: tokenA,
+      payload: { durationMs: MIN },
+    })
+    expect(own.statusCode, own.body).toBe(200)
+  })
+
+  it('refuses hostile lifetime values with BAD_REQUEST', async () => {
+    const { runner } = await lifetimeRunner()
+    await using _ = runner
+    const bad = [
+      { hibernateAfterMs: -1 },
+      { hibernateAfterMs: 0 },
+      { hibernateAfterMs: 1.5 },
+      { hibernateAfterMs: 1e15 },
+      { hibernateAfterMs: '600000' },
+      { sessionIdleTimeoutMs: -5 },
+      { sessionIdleTimeoutMs: Number.MAX_SAFE_INTEGER },
+      { idleTimeoutMs: 0.1 },
+      { hibernateAfterMs: 60 * MIN, idleTimeoutMs: 60 * MIN },
+    ]
+    for (const payload of bad) {
+      const res = await runner.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        headers: runner.auth,
+        payload,
+      })
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400)
+      expect((res.json() as { error: { code: string } }).error.code).toBe('BAD_REQUEST')
+    }
+    expect(runner.app.conch.manager.list()).toHaveLength(0)
+    const id = await create(runner, IDLE)
+    for (const durationMs of [-1, 1.5, 1e15, '1000', null]) {
+      const res = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${id}/keep-alive`,
+        headers: runner.auth,
+        payload: { durationMs },
+      })
+      expect(res.statusCode, String(durationMs)).toBe(400)
+      expect((res.json() as { error: { code: string } }).error.code).toBe('BAD_REQUEST')
+    }
+  })
+
+  it('refuses hibernateAfterMs on a runner that keeps no snapshots, and never hibernates there', async () => {
+    await using runner = await startRunner({ listen: true })
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: { hibernateAfterMs: MIN },
+    })
+    expect(res.statusCode).toBe(400)
+    expect((res.json() as { error: { message: string } }).error.message).toContain('keeps no snapshots')
+    const id = await create(runner, {})
+    expect((await info(runner, id)).hibernateAfterMs).toBeNull()
+  })
+
+  it('a sandbox that spams keep-alive is held at most the runner cap', async () => {
+    const { runner, clock, sweep } = await lifetimeRunner({ limits: { maxKeepAliveMs: 30 * MIN } })
+    await using _ = runner
+    const id = await create(runner, { ...IDLE, idleTimeoutMs: 10 * 60 * MIN })
+    const own = await token(runner, id)
+    const start = clock.now
+    for (let i = 0; i < 50; i++) {
+      const res = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${id}/keep-alive`,
+        headers: own,
+        payload: { durationMs: 2_147_483_647 },
+      })
+      expect(res.statusCode).toBe(200)
+      expect((res.json() as { keepAliveUntil: number }).keepAliveUntil).toBe(start + 30 * MIN)
+    }
+    await sweep(30 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+  })
+})
+
+/** A TCP port free on the host now (the local driver's sandboxes share the host's network). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
