@@ -1,8 +1,9 @@
-// The sandbox manager owns every sandbox's runtime: its stored record, its driver and its live
-// agent link. It creates sandboxes through a driver, reconnects to their agents after a runner
-// restart, reconnects when a link drops while the agent lives, counts runs per sandbox for the
-// queue limit, and destroys idle sandboxes. Agents are never stopped by the runner's own
-// shutdown: they are detached.
+// The sandbox manager owns every sandbox's runtime (sandbox-runtime.ts): its stored record, its
+// driver and its live agent link. It creates sandboxes through a driver, reconnects to their
+// agents after a runner restart, and reconnects when a link drops while the agent lives. What
+// happens to idle sandboxes and sessions is in sandbox-lifetimes.ts, hibernation and waking in
+// sandbox-hibernation.ts. Agents are never stopped by the runner's own shutdown: they are
+// detached.
 //
 // No sandbox can hold up the runner or another sandbox. A restart checks which agents are gone
 // (marked `dead`, with the reason) and then reconnects to the others in the background, each
@@ -40,6 +41,7 @@ import { lifetimeSettings } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
+import { SandboxHibernation } from './sandbox-hibernation.ts'
 import { SandboxLifetimes } from './sandbox-lifetimes.ts'
 import { REACH_TIMEOUT_MS, SandboxRuntime } from './sandbox-runtime.ts'
 import type { SandboxSnapshots } from './sandbox-snapshots.ts'
@@ -86,6 +88,7 @@ export class SandboxManager {
   readonly #o: SandboxManagerOptions
   readonly #sandboxes = new Map<string, SandboxRuntime>()
   #closing = false
+  #hibernator: SandboxHibernation | null = null
   #ready = false
   /** Idle hibernation and deletion, idle sessions, keep-alives (sandbox-lifetimes.ts). */
   readonly lifetimes: SandboxLifetimes
@@ -408,75 +411,32 @@ export class SandboxManager {
   }
 
   /**
-   * Hibernates a sandbox: snapshots it (every open shell and the workspace), then stops its
-   * agent and deletes its workspace; its record stays, `hibernated`, and the next request that
-   * needs its agent wakes it (`wake`). With `abortIf`, asked once the snapshot is taken, a
-   * sandbox used meanwhile stays awake and the snapshot is deleted.
+   * Hibernates a sandbox (sandbox-hibernation.ts): snapshotted and stopped, `hibernated` until
+   * the next request that needs its agent wakes it. With `abortIf`, asked once the snapshot is
+   * taken, a sandbox used meanwhile stays awake.
    */
   async hibernate(runtime: SandboxRuntime, options: { abortIf?: () => boolean } = {}): Promise<SandboxInfo> {
-    const snapshots = this.#snapshots(true)!
-    const driver = this.#o.drivers.get(runtime.record.driver)
-    const link = await runtime.link()
-    if (!driver)
-      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    const handle = this.#handle(runtime.record)
-    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
-    if (options.abortIf?.() === true) {
-      await snapshots.dropHibernation({ ...runtime.record, driverState: state })
-      return this.info(runtime)
-    }
-    await runtime.hibernating(async () => {
-      runtime.detach()
-      await driver.destroy(handle)
-      runtime.record.driverState = state
-      runtime.record.status = 'hibernated'
-      runtime.record.deadReason = null
-      this.#o.store.setDriverState(runtime.id, state)
-      this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
-    })
-    this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
+    await this.#hibernation().hibernate(runtime, options)
     return this.info(runtime)
   }
 
-  /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */
-  async wake(runtime: SandboxRuntime): Promise<AgentLink> {
+  /** Wakes a hibernated sandbox (sandbox-hibernation.ts); resolves with its new link. */
+  wake(runtime: SandboxRuntime): Promise<AgentLink> {
+    return this.#hibernation().wake(runtime)
+  }
+
+  /** Hibernation, on a runner that keeps snapshots; a runner without refuses with a message. */
+  #hibernation(): SandboxHibernation {
     const snapshots = this.#snapshots(true)!
-    const { record } = runtime
-    const driver = this.#o.drivers.get(record.driver)
-    if (!driver)
-      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    const manifest = snapshots.hibernation(record)
-    const spec: SandboxSpec = {
-      id: record.id,
-      env: record.env,
-      limits: record.limits,
-      scrollbackBytes: this.#o.limits.scrollbackBytes,
-      maxSessions: this.#o.limits.maxSessionsPerSandbox,
-      linkSecret: mintLinkSecret(),
-    }
-    const handle = await driver.create(spec)
-    let current = handle
-    try {
-      await snapshots.restoreWorkspace(manifest, driver, handle)
-      current = await driver.startAgent(handle, spec)
-      const started = current
-      record.driverState = started.state
-      this.#o.store.setDriverState(record.id, started.state)
-      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
-      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
-      await snapshots.store.delete(manifest.id)
-      this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
-      return link
-    } catch (error) {
-      // Back to hibernating: the snapshot is still there for the next attempt.
-      runtime.detach()
-      await driver.destroy(current).catch(() => {})
-      record.driverState = { hibernatedFrom: manifest.id }
-      record.status = 'hibernated'
-      this.#o.store.setDriverState(record.id, record.driverState)
-      this.#o.store.setSandboxStatus(record.id, 'hibernated')
-      throw error
-    }
+    this.#hibernator ??= new SandboxHibernation({
+      snapshots,
+      drivers: this.#o.drivers,
+      store: this.#o.store,
+      logger: this.#o.logger,
+      limits: this.#o.limits,
+      connect: (runtime) => this.connect(runtime, CONNECT_TIMEOUT_MS),
+    })
+    return this.#hibernator
   }
 
   /** The snapshot service; with `required`, a runner without one refuses with a message. */

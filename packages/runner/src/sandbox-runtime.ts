@@ -2,6 +2,7 @@
 // reconnect backoff), and what keeps it from being idle: runs, attached clients, a keep-alive.
 // The manager creates runtimes and does the work they ask for (reach, wake).
 import type { AgentLink } from './agent-link.ts'
+import type { DriverSandbox } from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
 import type { RestoredFrom } from './sandbox-snapshots.ts'
@@ -89,6 +90,12 @@ export class SandboxRuntime {
   /** Sandbox id. */
   get id(): string {
     return this.record.id
+  }
+
+  /** The driver's handle on it. */
+  get handle(): DriverSandbox {
+    const { id, workdir, driverState } = this.record
+    return { id, workdir, state: driverState }
   }
 
   /** The current link, if one is open. */
