@@ -2,7 +2,7 @@ import type { z } from 'zod'
 import { ErrorBody } from './error-codes.ts'
 import { FileInfo } from './file.ts'
 import { ExposedPort, ExposePortRequest, PortList, PortParams } from './network.ts'
-import { ProcessInfo, ProcessOptions, ProcessOutput } from './process.ts'
+import { ProcessInfo, ProcessOutput } from './process.ts'
 import {
   AliasMap,
   EnvMap,
@@ -32,6 +32,7 @@ import {
   SnapshotList,
   SnapshotParams,
   SnapshotRequest,
+  StartProcessRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 import { RunResult } from './run-result.ts'
@@ -305,7 +306,7 @@ export const API_ROUTES = [
     operationId: 'startProcess',
     summary: 'Start a background process',
     params: SandboxParams,
-    body: ProcessOptions,
+    body: StartProcessRequest,
     response: ProcessInfo,
   },
   {

@@ -64,6 +64,7 @@ export class SandboxHibernation {
     }
     await runtime.hibernating(async () => {
       runtime.detach()
+      runtime.keptProcesses.clear()
       await driver.destroy(handle)
       runtime.record.driverState = state
       runtime.record.status = 'hibernated'

@@ -1,19 +1,22 @@
 // Idle lifetimes: what happens to a sandbox nobody uses. A sandbox is idle while no run is
 // running or queued through the runner, no client is attached (shell and terminal sockets, port
-// relays, process output followers), no keep-alive holds it and no command runs in any of its
-// sessions; its idle time starts at its last request or when its last client, run or keep-alive
+// relays, process output followers), no keep-alive holds it, no process started with
+// `keepAlive` runs and no command runs in any of its sessions; its idle time starts at its last request or when its last client, run or keep-alive
 // let go. Idle for `hibernateAfterMs`, it is snapshotted and stopped (the next request wakes it);
 // idle for `idleTimeoutMs`, it is deleted, hibernated or not. Its idle sessions are deleted by
 // `IdleSessions`. One sweep runs at a time, every second, on the runner's clock.
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
 import { IdleSessions } from './idle-sessions.ts'
+import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { SandboxRuntime } from './sandbox-runtime.ts'
 import type { StateStore } from './state-store.ts'
 
 /** Interval between sweeps (real time; idleness is measured on the runner's clock). */
 const SWEEP_INTERVAL_MS = 1_000
+/** Background processes started with `keepAlive` that one sandbox may have at once. */
+export const MAX_KEPT_PROCESSES = 16
 
 /** What the lifetimes act on: the sandbox manager. */
 export interface LifetimeHost {
@@ -87,6 +90,39 @@ export class SandboxLifetimes {
     return runtime.keepAliveUntil
   }
 
+  /**
+   * RATE_LIMITED when the sandbox already has `MAX_KEPT_PROCESSES` processes started with
+   * `keepAlive` that may still hold it; call before starting another.
+   */
+  checkKeptProcesses(runtime: SandboxRuntime): void {
+    const now = this.#o.now()
+    for (const [id, until] of runtime.keptProcesses) if (until <= now) runtime.keptProcesses.delete(id)
+    if (runtime.keptProcesses.size >= MAX_KEPT_PROCESSES) {
+      throw new RunnerError(
+        'RATE_LIMITED',
+        `sandbox ${runtime.id} already has ${runtime.keptProcesses.size} processes started with keepAlive (limit ${MAX_KEPT_PROCESSES}); kill one, or start this one without keepAlive`,
+        { details: { limit: MAX_KEPT_PROCESSES, value: runtime.keptProcesses.size } },
+      )
+    }
+  }
+
+  /** Holds the sandbox awake while process `processId` runs, for at most `maxKeepAliveMs`. */
+  keepProcess(runtime: SandboxRuntime, processId: string): void {
+    runtime.keptProcesses.set(processId, this.#o.now() + this.#o.limits.maxKeepAliveMs)
+    runtime.touch()
+  }
+
+  /** Whether a process started with `keepAlive` still runs (and may still hold the sandbox). */
+  async #processHolds(runtime: SandboxRuntime, link: AgentLink | null, now: number): Promise<boolean> {
+    const kept = runtime.keptProcesses
+    for (const [id, until] of kept) if (until <= now) kept.delete(id)
+    if (kept.size === 0 || link === null) return false
+    const { processes } = await link.call('process.list', {})
+    const running = new Set(processes.filter((p) => p.status === 'running').map((p) => p.id))
+    for (const id of kept.keys()) if (!running.has(id)) kept.delete(id)
+    return kept.size > 0
+  }
+
   /** Whether something holds the sandbox awake at `now`. */
   #held(runtime: SandboxRuntime, now: number): boolean {
     if (runtime.keepAliveUntil !== null && runtime.keepAliveUntil <= now) {
@@ -122,6 +158,11 @@ export class SandboxLifetimes {
       runtime.lastActivity = now
       return
     }
+    const link = runtime.currentLink
+    if (await this.#processHolds(runtime, link, now)) {
+      runtime.lastActivity = now
+      return
+    }
     const idle = now - runtime.lastActivity
     if (record.idleTimeoutMs !== null && idle >= record.idleTimeoutMs) {
       this.#o.logger.info(
@@ -132,7 +173,6 @@ export class SandboxLifetimes {
       await this.#o.host.destroy(runtime.id)
       return
     }
-    const link = runtime.currentLink
     if (record.status !== 'running' || link === null || runtime.isHibernating) return
     if (this.#o.canHibernate && record.hibernateAfterMs !== null && idle >= record.hibernateAfterMs) {
       await this.#hibernate(runtime, link)

@@ -27,6 +27,8 @@ export class SandboxRuntime {
   lastActivity: number
   /** Until when a keep-alive holds it awake (ms since the epoch); null when none does. */
   keepAliveUntil: number | null = null
+  /** Background processes started with `keepAlive`: process id → until when one may hold it awake. */
+  readonly keptProcesses = new Map<string, number>()
   /** Set while the sandbox is being stopped for hibernation. */
   #hibernating: Promise<unknown> | null = null
 

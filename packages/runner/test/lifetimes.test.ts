@@ -1,73 +1,17 @@
 // Idle lifetimes against a real runner, real agents and a real snapshot store, on a fake clock:
 // the test moves the clock and runs one sweep itself (`manager.lifetimes.sweep()`), so nothing
 // depends on how long a step takes. Hibernation by idle timer and the wake on every kind of
-// request, what keeps a sandbox awake, deletion after the TTL, idle sessions, a restart, and
-// attacks: another sandbox's token, hostile option values, a keep-alive spammer.
+// request, what keeps a sandbox awake, deletion after the TTL, idle sessions and a restart.
+// The attacks are in lifetimes-attacks.test.ts.
 import { mkdtempSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
+import { create, exec, IDLE, info, lifetimeRunner, MIN, status } from './lifetime-fixture.ts'
 import { PORT_SERVER } from './ports/port-fixture.ts'
-import { baseUrl, shellUrl, startRunner, type TestRunner, type TestRunnerOptions } from './runner-fixture.ts'
+import { baseUrl, shellUrl } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
-
-const MIN = 60_000
-
-/** A runner on a fake clock that keeps snapshots; `clock.now` moves only when the test says. */
-async function lifetimeRunner(
-  options: TestRunnerOptions = {},
-): Promise<{ runner: TestRunner; clock: { now: number }; sweep: (ms: number) => Promise<void> }> {
-  const clock = { now: 1_000_000 }
-  const runner = await startRunner({ listen: true, snapshots: true, now: () => clock.now, ...options })
-  return {
-    runner,
-    clock,
-    /** Moves the clock by `ms`, then runs one idle sweep to its end. */
-    sweep: async (ms) => {
-      clock.now += ms
-      await runner.app.conch.manager.lifetimes.sweep()
-    },
-  }
-}
-
-async function create(runner: TestRunner, payload: object): Promise<string> {
-  const res = await runner.app.inject({ method: 'POST', url: '/v1/sandboxes', headers: runner.auth, payload })
-  expect(res.statusCode, res.body).toBe(200)
-  return (res.json() as { id: string }).id
-}
-
-async function info(runner: TestRunner, id: string): Promise<Record<string, unknown>> {
-  const res = await runner.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}`, headers: runner.auth })
-  expect(res.statusCode, res.body).toBe(200)
-  return res.json() as Record<string, unknown>
-}
-
-/** The status as the manager holds it, without a request (a request counts as activity). */
-function status(runner: TestRunner, id: string): string | undefined {
-  return runner.app.conch.manager.list().find((s) => s.id === id)?.record.status
-}
-
-async function exec(runner: TestRunner, id: string, command: string, headers = runner.auth) {
-  return runner.app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/exec`,
-    headers,
-    payload: { command, sessionId: 'default' },
-  })
-}
-
-async function token(runner: TestRunner, id: string): Promise<{ authorization: string }> {
-  const res = await runner.app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/tokens`,
-    headers: runner.auth,
-    payload: {},
-  })
-  return { authorization: `Bearer ${(res.json() as { token: string }).token}` }
-}
-
-const IDLE = { hibernateAfterMs: 10 * MIN, idleTimeoutMs: 60 * MIN, sessionIdleTimeoutMs: null }
 
 describe('idle hibernation', () => {
   it('hibernates an idle sandbox and wakes it on a shell attach that sees `resumed`, with its shell state', async () => {
@@ -189,6 +133,39 @@ describe('idle hibernation', () => {
     expect(status(runner, id)).toBe('hibernated')
   })
 
+  it('keeps a sandbox awake while a process started with keepAlive runs, and not once it ended', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const start = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/processes`,
+      headers: runner.auth,
+      payload: { command: 'sleep 6000', keepAlive: true },
+    })
+    expect(start.statusCode, start.body).toBe(200)
+    const processId = (start.json() as { id: string }).id
+    await sweep(30 * MIN)
+    expect(status(runner, id)).toBe('running')
+    const killed = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/processes/${processId}/kill`,
+      headers: runner.auth,
+      payload: {},
+    })
+    expect(killed.statusCode, killed.body).toBe(200)
+    await vi.waitFor(async () => {
+      const got = await runner.app.inject({
+        method: 'GET',
+        url: `/v1/sandboxes/${id}/processes/${processId}`,
+        headers: runner.auth,
+      })
+      expect((got.json() as { status: string }).status).not.toBe('running')
+    })
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+  })
+
   it('does not hibernate a sandbox created with hibernateAfterMs: null', async () => {
     const { runner, sweep } = await lifetimeRunner()
     await using _ = runner
@@ -269,111 +246,6 @@ describe('idle sessions', () => {
     expect(await sessions()).toEqual(['busy', 'default', 'left'])
     await sweep(1)
     expect(await sessions()).toEqual(['busy', 'default'])
-  })
-})
-
-describe('attacks on lifetimes', () => {
-  it('a sandbox token cannot wake, keep alive or hibernate another sandbox', async () => {
-    const { runner, sweep } = await lifetimeRunner()
-    await using _ = runner
-    const a = await create(runner, { ...IDLE, hibernateAfterMs: null })
-    const b = await create(runner, IDLE)
-    const tokenA = await token(runner, a)
-    await sweep(10 * MIN)
-    expect(status(runner, b)).toBe('hibernated')
-    const tries = [
-      { method: 'POST' as const, url: `/v1/sandboxes/${b}/keep-alive`, payload: { durationMs: 60 * MIN } },
-      { method: 'POST' as const, url: `/v1/sandboxes/${b}/exec`, payload: { command: 'true' } },
-      { method: 'GET' as const, url: `/v1/sandboxes/${b}/sessions` },
-      { method: 'POST' as const, url: `/v1/sandboxes/${b}/hibernate` },
-    ]
-    for (const t of tries) {
-      const res = await runner.app.inject({ ...t, headers: tokenA })
-      expect(res.statusCode, `${t.method} ${t.url}`).toBe(403)
-    }
-    expect(status(runner, b)).toBe('hibernated')
-    expect(runner.app.conch.manager.list().find((s) => s.id === b)?.keepAliveUntil).toBeNull()
-    const own = await runner.app.inject({
-      method: 'POST',
-      url: `/v1/sandboxes/${a}/keep-alive`,
-      headers: tokenA,
-      payload: { durationMs: MIN },
-    })
-    expect(own.statusCode, own.body).toBe(200)
-  })
-
-  it('refuses hostile lifetime values with BAD_REQUEST', async () => {
-    const { runner } = await lifetimeRunner()
-    await using _ = runner
-    const bad = [
-      { hibernateAfterMs: -1 },
-      { hibernateAfterMs: 0 },
-      { hibernateAfterMs: 1.5 },
-      { hibernateAfterMs: 1e15 },
-      { hibernateAfterMs: '600000' },
-      { sessionIdleTimeoutMs: -5 },
-      { sessionIdleTimeoutMs: Number.MAX_SAFE_INTEGER },
-      { idleTimeoutMs: 0.1 },
-      { hibernateAfterMs: 60 * MIN, idleTimeoutMs: 60 * MIN },
-    ]
-    for (const payload of bad) {
-      const res = await runner.app.inject({
-        method: 'POST',
-        url: '/v1/sandboxes',
-        headers: runner.auth,
-        payload,
-      })
-      expect(res.statusCode, JSON.stringify(payload)).toBe(400)
-      expect((res.json() as { error: { code: string } }).error.code).toBe('BAD_REQUEST')
-    }
-    expect(runner.app.conch.manager.list()).toHaveLength(0)
-    const id = await create(runner, IDLE)
-    for (const durationMs of [-1, 1.5, 1e15, '1000', null]) {
-      const res = await runner.app.inject({
-        method: 'POST',
-        url: `/v1/sandboxes/${id}/keep-alive`,
-        headers: runner.auth,
-        payload: { durationMs },
-      })
-      expect(res.statusCode, String(durationMs)).toBe(400)
-      expect((res.json() as { error: { code: string } }).error.code).toBe('BAD_REQUEST')
-    }
-  })
-
-  it('refuses hibernateAfterMs on a runner that keeps no snapshots, and never hibernates there', async () => {
-    await using runner = await startRunner({ listen: true })
-    const res = await runner.app.inject({
-      method: 'POST',
-      url: '/v1/sandboxes',
-      headers: runner.auth,
-      payload: { hibernateAfterMs: MIN },
-    })
-    expect(res.statusCode).toBe(400)
-    expect((res.json() as { error: { message: string } }).error.message).toContain('keeps no snapshots')
-    const id = await create(runner, {})
-    expect((await info(runner, id)).hibernateAfterMs).toBeNull()
-  })
-
-  it('a sandbox that spams keep-alive is held at most the runner cap', async () => {
-    const { runner, clock, sweep } = await lifetimeRunner({ limits: { maxKeepAliveMs: 30 * MIN } })
-    await using _ = runner
-    const id = await create(runner, { ...IDLE, idleTimeoutMs: 10 * 60 * MIN })
-    const own = await token(runner, id)
-    const start = clock.now
-    for (let i = 0; i < 50; i++) {
-      const res = await runner.app.inject({
-        method: 'POST',
-        url: `/v1/sandboxes/${id}/keep-alive`,
-        headers: own,
-        payload: { durationMs: 2_147_483_647 },
-      })
-      expect(res.statusCode).toBe(200)
-      expect((res.json() as { keepAliveUntil: number }).keepAliveUntil).toBe(start + 30 * MIN)
-    }
-    await sweep(30 * MIN)
-    expect(status(runner, id)).toBe('running')
-    await sweep(10 * MIN)
-    expect(status(runner, id)).toBe('hibernated')
   })
 })
 

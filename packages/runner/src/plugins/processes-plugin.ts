@@ -21,7 +21,13 @@ export async function processesPlugin(app: FastifyInstance, ctx: RunnerContext):
   bindRoutes(app, {
     startProcess: async ({ params, body }) => {
       checkEnv(body.env)
-      return (await link(params.id)).call('process.start', body)
+      const { keepAlive, ...options } = body
+      const sandbox = ctx.manager.get(params.id)
+      if (keepAlive === true) ctx.manager.lifetimes.checkKeptProcesses(sandbox)
+      const info = await (await sandbox.link()).call('process.start', options)
+      // A long job keeps its sandbox awake while it runs (sandbox-lifetimes.ts).
+      if (keepAlive === true) ctx.manager.lifetimes.keepProcess(sandbox, info.id)
+      return info
     },
     listProcesses: async ({ params }) => (await link(params.id)).call('process.list', {}),
     getProcess: async ({ params }) => (await link(params.id)).call('process.get', { id: params.processId }),
