@@ -8,6 +8,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
+import { WebSocket } from 'ws'
 import { create, exec, IDLE, info, lifetimeRunner, MIN, status } from './lifetime-fixture.ts'
 import { PORT_SERVER } from './ports/port-fixture.ts'
 import { baseUrl, shellUrl } from './runner-fixture.ts'
@@ -92,6 +93,56 @@ describe('idle hibernation', () => {
     await sweep(30 * MIN)
     expect(status(runner, id)).toBe('running')
     await client[Symbol.asyncDispose]()
+    await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('hibernated')
+  })
+
+  it('keeps a sandbox awake while a terminal or a process output follower is attached', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, IDLE)
+    const base = `${baseUrl(runner.app)}/v1/sandboxes/${id}`
+    const made = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/terminals`,
+      headers: runner.auth,
+      payload: { command: ['bash', '--norc'] },
+    })
+    expect(made.statusCode, made.body).toBe(200)
+    const terminalId = (made.json() as { id: string }).id
+    const term = new WebSocket(`${base.replace('http', 'ws')}/terminals/${terminalId}/socket`, [
+      'conch.terminal.v1',
+      `bearer.${runner.apiKey}`,
+    ])
+    const termClosed = new Promise((resolve) => term.on('close', resolve))
+    await new Promise<void>((resolve, reject) => {
+      term.on('message', (data, isBinary) => {
+        if (!isBinary && (JSON.parse(String(data)) as { type: string }).type === 'terminal_ready') resolve()
+      })
+      term.on('error', reject)
+    })
+    const started = await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/processes`,
+      headers: runner.auth,
+      payload: { command: 'sleep 600' },
+    })
+    const processId = (started.json() as { id: string }).id
+    const follow = new AbortController()
+    const stream = await fetch(`${base}/processes/${processId}/stream`, {
+      headers: runner.auth,
+      signal: follow.signal,
+    })
+    expect(stream.status).toBe(200)
+    expect(runner.app.conch.manager.get(id).attached).toBe(2)
+    await sweep(30 * MIN)
+    expect(status(runner, id)).toBe('running')
+    term.close()
+    await termClosed
+    await sweep(30 * MIN)
+    expect(status(runner, id)).toBe('running')
+    follow.abort()
     await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
     await sweep(10 * MIN)
     expect(status(runner, id)).toBe('hibernated')
