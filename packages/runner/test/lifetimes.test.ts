@@ -126,7 +126,8 @@ describe('idle hibernation', () => {
       method: 'POST',
       url: `/v1/sandboxes/${id}/processes`,
       headers: runner.auth,
-      payload: { command: 'sleep 600' },
+      // Output first: the stream's headers go out with its first line.
+      payload: { command: 'echo started; sleep 600' },
     })
     const processId = (started.json() as { id: string }).id
     const follow = new AbortController()
