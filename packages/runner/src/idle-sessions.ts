@@ -10,6 +10,9 @@ import type { AgentLink } from './agent-link.ts'
 import type { SandboxRuntime } from './sandbox-runtime.ts'
 import type { StateStore } from './state-store.ts'
 
+/** Deadline of one agent call of a sweep, so a wedged agent cannot stall every sandbox's sweep. */
+export const AGENT_CALL_TIMEOUT_MS = 10_000
+
 /** What the runner last saw of a session. */
 interface SessionSeen {
   /** When it was last seen in use. */
@@ -84,7 +87,7 @@ export class IdleSessions {
       else if (now - seen.at >= ttl) due.push(id)
     }
     if (due.length === 0) return []
-    const { sessions: live } = await link.call('session.list', {})
+    const { sessions: live } = await link.call('session.list', {}, { timeoutMs: AGENT_CALL_TIMEOUT_MS })
     const byId = new Map<string, SessionInfo>(live.map((s) => [s.id, s]))
     const deleted: string[] = []
     for (const id of due) {
@@ -100,7 +103,7 @@ export class IdleSessions {
       }
       // A socket may have attached while the agent answered.
       if (this.#o.sockets(runtime.id, id) > 0) continue
-      await link.call('session.delete', { sessionId: id })
+      await link.call('session.delete', { sessionId: id }, { timeoutMs: AGENT_CALL_TIMEOUT_MS })
       this.#o.store.deleteSession(runtime.id, id)
       sessions.delete(id)
       deleted.push(id)

@@ -7,7 +7,7 @@
 // `IdleSessions`. One sweep runs at a time, every second, on the runner's clock.
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
-import { IdleSessions } from './idle-sessions.ts'
+import { AGENT_CALL_TIMEOUT_MS, IdleSessions } from './idle-sessions.ts'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { SandboxRuntime } from './sandbox-runtime.ts'
@@ -117,7 +117,7 @@ export class SandboxLifetimes {
     const kept = runtime.keptProcesses
     for (const [id, until] of kept) if (until <= now) kept.delete(id)
     if (kept.size === 0 || link === null) return false
-    const { processes } = await link.call('process.list', {})
+    const { processes } = await link.call('process.list', {}, { timeoutMs: AGENT_CALL_TIMEOUT_MS })
     const running = new Set(processes.filter((p) => p.status === 'running').map((p) => p.id))
     for (const id of kept.keys()) if (!running.has(id)) kept.delete(id)
     return kept.size > 0
@@ -183,7 +183,7 @@ export class SandboxLifetimes {
 
   /** Hibernates an idle sandbox unless a command runs in it or it was used meanwhile. */
   async #hibernate(runtime: SandboxRuntime, link: AgentLink): Promise<void> {
-    const { sessions } = await link.call('session.list', {})
+    const { sessions } = await link.call('session.list', {}, { timeoutMs: AGENT_CALL_TIMEOUT_MS })
     if (sessions.some((s) => s.running !== null || s.queued > 0)) {
       // A command a client left running keeps its sandbox awake.
       runtime.touch()
