@@ -164,7 +164,15 @@ export class SandboxLifetimes {
       return
     }
     const idle = now - runtime.lastActivity
-    if (record.idleTimeoutMs !== null && idle >= record.idleTimeoutMs) {
+    const dueToDelete = record.idleTimeoutMs !== null && idle >= record.idleTimeoutMs
+    const dueToHibernate =
+      this.#o.canHibernate && record.hibernateAfterMs !== null && idle >= record.hibernateAfterMs
+    if ((dueToDelete || dueToHibernate) && link !== null && (await this.#commandRuns(link))) {
+      // A command a client left running keeps its sandbox awake.
+      runtime.touch()
+      return
+    }
+    if (dueToDelete) {
       this.#o.logger.info(
         { sandboxId: runtime.id, idleTimeoutMs: record.idleTimeoutMs },
         'deleting idle sandbox',
@@ -174,21 +182,21 @@ export class SandboxLifetimes {
       return
     }
     if (record.status !== 'running' || link === null || runtime.isHibernating) return
-    if (this.#o.canHibernate && record.hibernateAfterMs !== null && idle >= record.hibernateAfterMs) {
-      await this.#hibernate(runtime, link)
+    if (dueToHibernate) {
+      await this.#hibernate(runtime)
       return
     }
     await this.sessions.sweep(runtime, link, now)
   }
 
-  /** Hibernates an idle sandbox unless a command runs in it or it was used meanwhile. */
-  async #hibernate(runtime: SandboxRuntime, link: AgentLink): Promise<void> {
+  /** Whether a command runs or waits in any of the sandbox's sessions. */
+  async #commandRuns(link: AgentLink): Promise<boolean> {
     const { sessions } = await link.call('session.list', {}, { timeoutMs: AGENT_CALL_TIMEOUT_MS })
-    if (sessions.some((s) => s.running !== null || s.queued > 0)) {
-      // A command a client left running keeps its sandbox awake.
-      runtime.touch()
-      return
-    }
+    return sessions.some((s) => s.running !== null || s.queued > 0)
+  }
+
+  /** Hibernates an idle sandbox unless it was used meanwhile. */
+  async #hibernate(runtime: SandboxRuntime): Promise<void> {
     const since = runtime.lastActivity
     const used = (): boolean => runtime.lastActivity !== since || this.#held(runtime, this.#o.now())
     if (used()) return

@@ -165,6 +165,36 @@ describe('idle hibernation', () => {
     expect(status(runner, id)).toBe('running')
   })
 
+  it('does not delete a sandbox while a command a client left runs in it', async () => {
+    const { runner, sweep } = await lifetimeRunner()
+    await using _ = runner
+    const id = await create(runner, { hibernateAfterMs: null, idleTimeoutMs: 10 * MIN })
+    const client = await ShellClient.open(shellUrl(runner, id, '?sessionId=default'), runner.apiKey)
+    await client.nextOf('shell_ready')
+    client.send({ type: 'shell_run', id: 'long', command: 'sleep 600' })
+    await client.nextOf('shell_start', 'long')
+    await client[Symbol.asyncDispose]()
+    await vi.waitFor(() => expect(runner.app.conch.manager.get(id).attached).toBe(0))
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBe('running')
+    await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/sessions/default/interrupt`,
+      headers: runner.auth,
+      payload: {},
+    })
+    await vi.waitFor(async () => {
+      const got = await runner.app.inject({
+        method: 'GET',
+        url: `/v1/sandboxes/${id}/sessions/default`,
+        headers: runner.auth,
+      })
+      expect((got.json() as { running: string | null }).running).toBeNull()
+    })
+    await sweep(10 * MIN)
+    expect(status(runner, id)).toBeUndefined()
+  })
+
   it('keeps a sandbox awake for its keep-alive, then hibernates it', async () => {
     const { runner, clock, sweep } = await lifetimeRunner()
     await using _ = runner
