@@ -36,3 +36,18 @@ console.log(again.resumed) // { snapshotId: 'snap_...', processesRestarted: 0 }
 for (const s of await sb.listSnapshots()) console.log(s.id, s.name, s.workspaceBytes, s.storedBytes)
 await Sandbox.deleteSnapshot(checkpoint.id, connection)
 // #endregion manage
+
+// #region lifetimes
+// Asleep after 5 idle minutes, deleted after a day idle; awake while the build runs.
+await using worker = await Sandbox.create({
+  ...connection,
+  hibernateAfterMs: 5 * 60_000,
+  idleTimeoutMs: 24 * 60 * 60_000,
+})
+const build = await worker.startProcess('sleep 1; echo built', { keepAlive: true })
+await worker.keepAlive(60 * 60_000) // or hold the whole sandbox for an hour
+await build.wait()
+await worker.hibernate() // what the idle timer does after 5 minutes
+const woke = await worker.exec('echo awake')
+console.log(woke.stdout) // "awake\n": the request woke it
+// #endregion lifetimes

@@ -121,6 +121,26 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
       'The sandbox is destroyed; `idleTimeoutMs: null` on create keeps it, `0` here turns the default off',
     unit: 'ms',
   },
+  defaultHibernateAfterMs: {
+    what: 'Idle time before a sandbox created without `hibernateAfterMs` is snapshotted and stopped',
+    setting: 'default-hibernate-after-ms',
+    effect:
+      'The sandbox hibernates (no memory, no processes) and the next request wakes it; `hibernateAfterMs: null` on create keeps it awake, `0` here turns the default off',
+    unit: 'ms',
+  },
+  defaultSessionIdleTimeoutMs: {
+    what: 'Idle time (no attached client, no command running, no new output) before a session other than `default` is deleted',
+    setting: 'default-session-idle-timeout-ms',
+    effect:
+      'The session is deleted; `sessionIdleTimeoutMs: null` on create keeps sessions, `0` here turns the default off',
+    unit: 'ms',
+  },
+  maxKeepAliveMs: {
+    what: 'Longest one `keepAlive` holds a sandbox awake',
+    setting: 'max-keep-alive-ms',
+    effect: 'A longer request is lowered to it; calling again replaces the previous hold, it never adds up',
+    unit: 'ms',
+  },
   maxSandboxes: {
     what: 'Sandboxes alive on one runner',
     setting: 'max-sandboxes',

@@ -27,7 +27,7 @@ const RUN: Record<string, string[]> = {
   errors: ['no such sandbox'],
   // The scripted model's answer is the second tool result: the first call's cd and export held.
   'ai-sdk-agent': ['The shell said: exit code 0\nstdout:\nhello from /tmp', '3 steps'],
-  snapshots: ['before-migration', 'app\nv1\nbefore\nbuilding v1\n', 'processesRestarted: 0'],
+  snapshots: ['before-migration', 'app\nv1\nbefore\nbuilding v1\n', 'processesRestarted: 0', 'awake\n'],
 }
 
 /** Snippets that cannot run as a Node process on their own, and why. */

@@ -2,7 +2,7 @@ import type { z } from 'zod'
 import { ErrorBody } from './error-codes.ts'
 import { FileInfo } from './file.ts'
 import { ExposedPort, ExposePortRequest, PortList, PortParams } from './network.ts'
-import { ProcessInfo, ProcessOptions, ProcessOutput } from './process.ts'
+import { ProcessInfo, ProcessOutput } from './process.ts'
 import {
   AliasMap,
   EnvMap,
@@ -32,10 +32,17 @@ import {
   SnapshotList,
   SnapshotParams,
   SnapshotRequest,
+  StartProcessRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 import { RunResult } from './run-result.ts'
-import { AccessToken, CreateSandboxRequest, CreateTokenRequest, SandboxInfo } from './sandbox.ts'
+import {
+  AccessToken,
+  CreateSandboxRequest,
+  CreateTokenRequest,
+  KeepAliveRequest,
+  SandboxInfo,
+} from './sandbox.ts'
 import { HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
 import { SnapshotInfo } from './snapshot.ts'
 import {
@@ -299,7 +306,7 @@ export const API_ROUTES = [
     operationId: 'startProcess',
     summary: 'Start a background process',
     params: SandboxParams,
-    body: ProcessOptions,
+    body: StartProcessRequest,
     response: ProcessInfo,
   },
   {
@@ -434,6 +441,15 @@ export const API_ROUTES = [
     operationId: 'hibernateSandbox',
     summary: 'Hibernate: snapshot the sandbox and stop everything in it; the next request wakes it',
     params: SandboxParams,
+    response: SandboxInfo,
+  },
+  {
+    method: 'POST',
+    path: `${S}/keep-alive`,
+    operationId: 'keepSandboxAlive',
+    summary: 'Hold the sandbox awake (no hibernation, no idle deletion) for a while, up to the runner cap',
+    params: SandboxParams,
+    body: KeepAliveRequest,
     response: SandboxInfo,
   },
   {

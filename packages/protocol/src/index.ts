@@ -183,6 +183,7 @@ export {
   SnapshotList,
   SnapshotParams,
   SnapshotRequest,
+  StartProcessRequest,
   WaitRequest,
 } from './rest-bodies.ts'
 export { RunResult } from './run-result.ts'
@@ -192,6 +193,7 @@ export {
   CreateSandboxRequest,
   CreateTokenRequest,
   Isolation,
+  KeepAliveRequest,
   SANDBOX_BOUNDS,
   SandboxInfo,
   SandboxLimits,

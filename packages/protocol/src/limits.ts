@@ -38,6 +38,20 @@ export const LIMITS = {
    * crashed client so leaves nothing running for long; the runner can change it, 0 turns it off.
    */
   defaultIdleTimeoutMs: 1_800_000,
+  /**
+   * Idle time after which the runner hibernates a sandbox whose create request gave no
+   * `hibernateAfterMs` (same idleness as `defaultIdleTimeoutMs`): its processes stop and its
+   * memory is freed, and the next request wakes it. Only on runners that keep snapshots.
+   */
+  defaultHibernateAfterMs: 600_000,
+  /**
+   * Idle time after which the runner deletes a session (never the default one) of a sandbox
+   * whose create request gave no `sessionIdleTimeoutMs`: no attached client, no command running
+   * or queued, no new output for this long.
+   */
+  defaultSessionIdleTimeoutMs: 3_600_000,
+  /** Longest a keep-alive holds a sandbox awake; longer requests are lowered to it (24 hours). */
+  maxKeepAliveMs: 86_400_000,
   /** Default cap on sandboxes per runner. */
   maxSandboxes: 32,
   /** Default cap on sessions per sandbox. */

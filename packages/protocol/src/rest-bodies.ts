@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { FileInfo, SandboxPath } from './file.ts'
 import { Encoding, EnvName, Offset, SessionId, TimeoutMs } from './primitives.ts'
-import { ProcessInfo } from './process.ts'
+import { ProcessInfo, ProcessOptions } from './process.ts'
 import { BoundedEnv, SandboxInfo } from './sandbox.ts'
 import { HistoryEntry, SessionInfo } from './session.ts'
 import { SnapshotInfo } from './snapshot.ts'
@@ -140,6 +140,17 @@ export type SnapshotList = z.infer<typeof SnapshotList>
 export const SessionList = z.object({ sessions: z.array(SessionInfo) })
 /** The type `SessionList` parses to. */
 export type SessionList = z.infer<typeof SessionList>
+/** Body of `POST .../processes`: the process's options, and whether it keeps the sandbox awake. */
+export const StartProcessRequest = ProcessOptions.extend({
+  /**
+   * Keep the sandbox awake (no idle hibernation or deletion) while this process runs, for at
+   * most the runner's keep-alive cap (24 hours unless its operator changed it) from its start.
+   * At most 16 such processes per sandbox.
+   */
+  keepAlive: z.boolean().optional(),
+})
+/** The type `StartProcessRequest` parses to. */
+export type StartProcessRequest = z.infer<typeof StartProcessRequest>
 /** `GET .../processes` answer. */
 export const ProcessList = z.object({ processes: z.array(ProcessInfo) })
 /** The type `ProcessList` parses to. */

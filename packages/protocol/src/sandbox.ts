@@ -192,6 +192,19 @@ export const CreateSandboxRequest = z.object({
    * never.
    */
   idleTimeoutMs: TimeoutMs.nullable().optional(),
+  /**
+   * Hibernate the sandbox after this long idle (same idleness as `idleTimeoutMs`): it is
+   * snapshotted and stopped, freeing its memory and processes, and the next request wakes it.
+   * Absent: the runner's default (10 minutes unless its operator changed it); `null`: never.
+   * Must be shorter than `idleTimeoutMs` when both are given.
+   */
+  hibernateAfterMs: TimeoutMs.nullable().optional(),
+  /**
+   * Delete a session (never the default one) after this long with no attached client, no
+   * command running or queued and no new output. Absent: the runner's default (1 hour unless its
+   * operator changed it); `null`: never.
+   */
+  sessionIdleTimeoutMs: TimeoutMs.nullable().optional(),
   /** Free-form labels, returned as given (at most 64 keys, 16 KiB). */
   metadata: Metadata.optional(),
   /**
@@ -240,6 +253,14 @@ export const SandboxInfo = z.object({
   deadReason: z.string().nullable(),
   /** Idle time after which it is destroyed; null: never (absent from older runners). */
   idleTimeoutMs: z.number().int().nonnegative().nullable().optional(),
+  /** Idle time after which it hibernates; null: never (absent from older runners). */
+  hibernateAfterMs: z.number().int().nonnegative().nullable().optional(),
+  /** Idle time after which one of its sessions is deleted; null: never (absent from older runners). */
+  sessionIdleTimeoutMs: z.number().int().nonnegative().nullable().optional(),
+  /** When its idle time started (its last request, client or command); absent from older runners. */
+  lastActivityAt: Timestamp.optional(),
+  /** Until when a keep-alive holds it awake; null when none does (absent from older runners). */
+  keepAliveUntil: Timestamp.nullable().optional(),
   /** The snapshot it was restored from, and how; absent when it started empty. */
   restoredFrom: z
     .object({
@@ -256,6 +277,18 @@ export const SandboxInfo = z.object({
 })
 /** A sandbox. */
 export type SandboxInfo = z.infer<typeof SandboxInfo>
+
+/** Body of `POST /v1/sandboxes/:id/keep-alive`. */
+export const KeepAliveRequest = z.object({
+  /**
+   * Hold the sandbox awake (no hibernation, no idle deletion) for this long from now; each call
+   * replaces the previous one, and `0` ends it. Longer than the runner's cap (24 hours unless its
+   * operator changed it) is lowered to the cap.
+   */
+  durationMs: z.number().int().nonnegative().max(2_147_483_647),
+})
+/** Keep-alive options. */
+export type KeepAliveRequest = z.infer<typeof KeepAliveRequest>
 
 /** Body of `POST /v1/sandboxes/:id/tokens`. */
 export const CreateTokenRequest = z.object({

@@ -21,6 +21,16 @@ export const RunnerLimits = z.object({
   maxCommandTimeoutMs: positive.default(LIMITS.maxCommandTimeoutMs),
   /** Idle time after which a sandbox created without `idleTimeoutMs` is destroyed; 0: never. */
   defaultIdleTimeoutMs: z.coerce.number().int().nonnegative().default(LIMITS.defaultIdleTimeoutMs),
+  /** Idle time after which a sandbox created without `hibernateAfterMs` hibernates; 0: never. */
+  defaultHibernateAfterMs: z.coerce.number().int().nonnegative().default(LIMITS.defaultHibernateAfterMs),
+  /** Idle time after which a session of a sandbox created without `sessionIdleTimeoutMs` is deleted; 0: never. */
+  defaultSessionIdleTimeoutMs: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .default(LIMITS.defaultSessionIdleTimeoutMs),
+  /** Longest a keep-alive holds a sandbox awake; longer requests are lowered to it. */
+  maxKeepAliveMs: positive.default(LIMITS.maxKeepAliveMs),
   /** Interval of WebSocket and agent-link heartbeats. */
   heartbeatIntervalMs: positive.default(LIMITS.heartbeatIntervalMs),
   /** Bytes of scrollback an agent keeps per session. */

@@ -178,6 +178,11 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   maxCommandTimeoutMs: 'Largest per-run timeout; larger ones are lowered to it.',
   defaultIdleTimeoutMs:
     'Idle time (no API call, connected shell or running command) after which a sandbox created without idleTimeoutMs is destroyed; 0: never.',
+  defaultHibernateAfterMs:
+    'Idle time after which a sandbox created without hibernateAfterMs is snapshotted and stopped (the next request wakes it); 0: never.',
+  defaultSessionIdleTimeoutMs:
+    'Idle time (no attached client, no command running, no new output) after which a session other than the default one is deleted, for sandboxes created without sessionIdleTimeoutMs; 0: never.',
+  maxKeepAliveMs: 'Longest a keep-alive holds a sandbox awake; longer requests are lowered to it.',
   heartbeatIntervalMs: 'Interval of WebSocket and agent-link heartbeats.',
   scrollbackBytes: 'Output an agent keeps per session for reattach (OUTPUT_LOST before it).',
   maxConnections:
@@ -216,7 +221,11 @@ export const SETTINGS: readonly Setting[] = [
       boolean: false,
       summary: LIMIT_SUMMARIES[key],
       accepts:
-        key === 'defaultIdleTimeoutMs' ? 'a whole number of milliseconds, 0 for never' : 'a positive integer',
+        key === 'defaultIdleTimeoutMs' ||
+        key === 'defaultHibernateAfterMs' ||
+        key === 'defaultSessionIdleTimeoutMs'
+          ? 'a whole number of milliseconds, 0 for never'
+          : 'a positive integer',
     }),
   ),
 ]

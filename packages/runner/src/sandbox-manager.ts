@@ -1,8 +1,9 @@
-// The sandbox manager owns every sandbox's runtime: its stored record, its driver and its live
-// agent link. It creates sandboxes through a driver, reconnects to their agents after a runner
-// restart, reconnects when a link drops while the agent lives, counts runs per sandbox for the
-// queue limit, and destroys idle sandboxes. Agents are never stopped by the runner's own
-// shutdown: they are detached.
+// The sandbox manager owns every sandbox's runtime (sandbox-runtime.ts): its stored record, its
+// driver and its live agent link. It creates sandboxes through a driver, reconnects to their
+// agents after a runner restart, and reconnects when a link drops while the agent lives. What
+// happens to idle sandboxes and sessions is in sandbox-lifetimes.ts, hibernation and waking in
+// sandbox-hibernation.ts. Agents are never stopped by the runner's own shutdown: they are
+// detached.
 //
 // No sandbox can hold up the runner or another sandbox. A restart checks which agents are gone
 // (marked `dead`, with the reason) and then reconnects to the others in the background, each
@@ -36,24 +37,25 @@ import {
   type SandboxDriver,
   type SandboxSpec,
 } from './drivers/sandbox-driver.ts'
+import { lifetimeSettings } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
-import type { RestoredFrom, SandboxSnapshots } from './sandbox-snapshots.ts'
+import { SandboxHibernation } from './sandbox-hibernation.ts'
+import { SandboxLifetimes } from './sandbox-lifetimes.ts'
+import { REACH_TIMEOUT_MS, SandboxRuntime } from './sandbox-runtime.ts'
+import type { SandboxSnapshots } from './sandbox-snapshots.ts'
+import { ShellSessionRegistry } from './shell-session-registry.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import type { SandboxRecord, StateStore } from './state-store.ts'
 import { defaultLimitsOf, type PooledSandbox, WarmPool } from './warm-pool.ts'
 
 /** Deadline for a new sandbox's agent to start and answer. */
 const CONNECT_TIMEOUT_MS = 15_000
-/** Deadline of one reconnect attempt to an agent that already ran, its hello included. */
-const REACH_TIMEOUT_MS = 5_000
 /** Deadline of a liveness check at startup; a driver that takes longer is left to the reconnect. */
 const LIVENESS_TIMEOUT_MS = 250
-/** First delay before retrying an unreachable agent; it doubles up to the maximum. */
-const RETRY_FIRST_MS = 1_000
-/** Longest delay between retries of an unreachable agent. */
-const RETRY_MAX_MS = 15_000
+
+export { SandboxRuntime }
 
 /** What the manager needs. */
 export interface SandboxManagerOptions {
@@ -81,160 +83,17 @@ export interface SandboxManagerOptions {
   availableMemoryBytes?: () => number
 }
 
-/** One sandbox as the runner holds it in memory. */
-export class SandboxRuntime {
-  /** The stored record (kept in sync with the database). */
-  record: SandboxRecord
-  /** Runs running or queued through this runner. */
-  runs = 0
-  /** Shell sockets attached. */
-  attached = 0
-  /** Last API activity. */
-  lastActivity: number
-  /** Set while the sandbox is being stopped for hibernation. */
-  #hibernating: Promise<unknown> | null = null
-
-  /** Whether the sandbox is being stopped for hibernation. */
-  get isHibernating(): boolean {
-    return this.#hibernating !== null
-  }
-
-  /** Runs `stop` (the part of hibernating after the snapshot); requests wait for it. */
-  async hibernating<T>(stop: () => Promise<T>): Promise<T> {
-    let done: () => void = () => {}
-    // Set before `stop` runs: closing the link inside it must already see it.
-    this.#hibernating = new Promise<void>((resolve) => {
-      done = resolve
-    })
-    try {
-      return await stop()
-    } finally {
-      this.#hibernating = null
-      done()
-    }
-  }
-
-  /** The snapshot this sandbox was forked from, and how the restore went. */
-  restoredFrom: RestoredFrom | null = null
-  #link: AgentLink | null = null
-  #connecting: Promise<AgentLink> | null = null
-  #retryTimer: NodeJS.Timeout | undefined
-  #retryDelayMs = RETRY_FIRST_MS
-  readonly #manager: SandboxManager
-
-  /** Created by the manager. */
-  constructor(manager: SandboxManager, record: SandboxRecord, now: number) {
-    this.#manager = manager
-    this.record = record
-    this.lastActivity = now
-  }
-
-  /** Sandbox id. */
-  get id(): string {
-    return this.record.id
-  }
-
-  /** The current link, if one is open. */
-  get currentLink(): AgentLink | null {
-    return this.#link?.open ? this.#link : null
-  }
-
-  /**
-   * The agent link. Waits for a reconnect in progress; fails at once with SANDBOX_NOT_RUNNING
-   * when the sandbox is dead and with AGENT_UNAVAILABLE while it is unreachable.
-   */
-  async link(): Promise<AgentLink> {
-    // A request that arrives while the sandbox goes to sleep waits, then wakes it.
-    if (this.#hibernating !== null) await this.#hibernating.catch(() => {})
-    if (this.#link?.open) return this.#link
-    const { status, deadReason } = this.record
-    if (status === 'dead') {
-      throw new RunnerError(
-        'SANDBOX_NOT_RUNNING',
-        `sandbox ${this.id} is dead (${deadReason ?? 'agent gone'})`,
-      )
-    }
-    if (status === 'hibernated') {
-      this.#connecting ??= this.#manager.wake(this).finally(() => {
-        this.#connecting = null
-      })
-      return this.#connecting
-    }
-    if (status === 'unreachable') {
-      throw new RunnerError(
-        'AGENT_UNAVAILABLE',
-        `sandbox ${this.id} is unreachable: its agent is alive but does not answer (${deadReason ?? 'no answer'}); the runner keeps retrying, so try again later or destroy the sandbox`,
-        { details: { status, reason: deadReason } },
-      )
-    }
-    return this.reach(REACH_TIMEOUT_MS)
-  }
-
-  /** One attempt to reach the agent, shared by every caller while it runs. */
-  reach(timeoutMs: number): Promise<AgentLink> {
-    this.#connecting ??= this.#manager.reach(this, timeoutMs).finally(() => {
-      this.#connecting = null
-    })
-    return this.#connecting
-  }
-
-  /** Runs `attempt` after the current backoff delay (unless one is already due); doubles the delay. */
-  retryLater(attempt: () => void): void {
-    if (this.#retryTimer) return
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined
-      attempt()
-    }, this.#retryDelayMs)
-    this.#retryTimer.unref()
-    this.#retryDelayMs = Math.min(this.#retryDelayMs * 2, RETRY_MAX_MS)
-  }
-
-  /** Cancels a pending retry and resets the backoff. */
-  stopRetrying(): void {
-    clearTimeout(this.#retryTimer)
-    this.#retryTimer = undefined
-    this.#retryDelayMs = RETRY_FIRST_MS
-  }
-
-  /** Installs a fresh link. */
-  adopt(link: AgentLink): void {
-    this.#link = link
-  }
-
-  /** Closes the link and cancels retries without touching the agent. */
-  detach(): void {
-    this.stopRetrying()
-    const link = this.#link
-    this.#link = null
-    link?.close()
-  }
-
-  /** Counts a run against the per-sandbox queue limit; returns the release function. */
-  acquireRun(limit: number): () => void {
-    if (this.runs >= limit) {
-      throw new RunnerError(
-        'RATE_LIMITED',
-        `sandbox ${this.id} already has ${this.runs} runs running or queued (limit ${limit})`,
-        { details: { limit, value: this.runs } },
-      )
-    }
-    this.runs += 1
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      this.runs -= 1
-    }
-  }
-}
-
 /** Creates, tracks, reconnects and destroys sandboxes. */
 export class SandboxManager {
   readonly #o: SandboxManagerOptions
   readonly #sandboxes = new Map<string, SandboxRuntime>()
   #closing = false
+  #hibernator: SandboxHibernation | null = null
   #ready = false
-  #idleTimer: NodeJS.Timeout | undefined
+  /** Idle hibernation and deletion, idle sessions, keep-alives (sandbox-lifetimes.ts). */
+  readonly lifetimes: SandboxLifetimes
+  /** Socket counts and run ids per session, shared by the runner's shell sockets. */
+  readonly shellSessions = new ShellSessionRegistry()
   /** Sandboxes started ahead of demand. */
   readonly pool: WarmPool
 
@@ -256,10 +115,18 @@ export class SandboxManager {
       },
     })
     for (const record of options.store.listSandboxes()) {
-      this.#sandboxes.set(record.id, new SandboxRuntime(this, record, options.now()))
+      this.#sandboxes.set(record.id, new SandboxRuntime(this, record, options.now))
     }
-    this.#idleTimer = setInterval(() => void this.#reapIdle(), 1_000)
-    this.#idleTimer.unref()
+    this.lifetimes = new SandboxLifetimes({
+      host: this,
+      store: options.store,
+      sockets: (sandboxId, sessionId) => this.shellSessions.sockets(sandboxId, sessionId),
+      limits: options.limits,
+      canHibernate: options.snapshots !== undefined,
+      logger: options.logger,
+      now: options.now,
+    })
+    this.lifetimes.start()
   }
 
   /** True once every stored sandbox had its first reconnect attempt. */
@@ -327,6 +194,7 @@ export class SandboxManager {
       request: input,
       manifest: null,
     }
+    lifetimeSettings(request, this.#o.limits, this.#o.snapshots !== undefined)
     const live = this.liveCount()
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
@@ -388,7 +256,7 @@ export class SandboxManager {
     const handle = await driver.create(spec)
     const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
-    const runtime = new SandboxRuntime(this, record, this.#o.now())
+    const runtime = new SandboxRuntime(this, record, this.#o.now)
     this.#sandboxes.set(id, runtime)
     if (record.isolation === 'none') {
       this.#o.logger.warn({ sandboxId: id, driver: driver.name }, record.description)
@@ -467,7 +335,7 @@ export class SandboxManager {
       limits: spec.limits,
       metadata: request.metadata ?? {},
       env: spec.env,
-      idleTimeoutMs: idleTimeout(request.idleTimeoutMs, this.#o.limits.defaultIdleTimeoutMs),
+      ...lifetimeSettings(request, this.#o.limits, this.#o.snapshots !== undefined),
       createdAt: this.#o.now(),
       deadReason: null,
       driverState: handle.state,
@@ -480,7 +348,7 @@ export class SandboxManager {
     const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
     this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
-    const runtime = new SandboxRuntime(this, record, this.#o.now())
+    const runtime = new SandboxRuntime(this, record, this.#o.now)
     this.#sandboxes.set(spec.id, runtime)
     if (driver.isolation === 'none') {
       this.#o.logger.warn({ sandboxId: spec.id, driver: driver.name }, driver.description)
@@ -523,6 +391,10 @@ export class SandboxManager {
       createdAt: r.createdAt,
       deadReason: r.deadReason,
       idleTimeoutMs: r.idleTimeoutMs,
+      hibernateAfterMs: r.hibernateAfterMs,
+      sessionIdleTimeoutMs: r.sessionIdleTimeoutMs,
+      lastActivityAt: runtime.lastActivity,
+      keepAliveUntil: runtime.keepAliveUntil,
       ...(runtime.restoredFrom === null ? {} : { restoredFrom: runtime.restoredFrom }),
       usage,
     }
@@ -539,70 +411,32 @@ export class SandboxManager {
   }
 
   /**
-   * Hibernates a sandbox: snapshots it (every open shell and the workspace), then stops its
-   * agent and deletes its workspace; its record stays, `hibernated`, and the next request that
-   * needs its agent wakes it (`wake`).
+   * Hibernates a sandbox (sandbox-hibernation.ts): snapshotted and stopped, `hibernated` until
+   * the next request that needs its agent wakes it. With `abortIf`, asked once the snapshot is
+   * taken, a sandbox used meanwhile stays awake.
    */
-  async hibernate(runtime: SandboxRuntime): Promise<SandboxInfo> {
-    const snapshots = this.#snapshots(true)!
-    const driver = this.#o.drivers.get(runtime.record.driver)
-    const link = await runtime.link()
-    if (!driver)
-      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    const handle = this.#handle(runtime.record)
-    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
-    await runtime.hibernating(async () => {
-      runtime.detach()
-      await driver.destroy(handle)
-      runtime.record.driverState = state
-      runtime.record.status = 'hibernated'
-      runtime.record.deadReason = null
-      this.#o.store.setDriverState(runtime.id, state)
-      this.#o.store.setSandboxStatus(runtime.id, 'hibernated')
-    })
-    this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
+  async hibernate(runtime: SandboxRuntime, options: { abortIf?: () => boolean } = {}): Promise<SandboxInfo> {
+    await this.#hibernation().hibernate(runtime, options)
     return this.info(runtime)
   }
 
-  /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */
-  async wake(runtime: SandboxRuntime): Promise<AgentLink> {
+  /** Wakes a hibernated sandbox (sandbox-hibernation.ts); resolves with its new link. */
+  wake(runtime: SandboxRuntime): Promise<AgentLink> {
+    return this.#hibernation().wake(runtime)
+  }
+
+  /** Hibernation, on a runner that keeps snapshots; a runner without refuses with a message. */
+  #hibernation(): SandboxHibernation {
     const snapshots = this.#snapshots(true)!
-    const { record } = runtime
-    const driver = this.#o.drivers.get(record.driver)
-    if (!driver)
-      throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    const manifest = snapshots.hibernation(record)
-    const spec: SandboxSpec = {
-      id: record.id,
-      env: record.env,
-      limits: record.limits,
-      scrollbackBytes: this.#o.limits.scrollbackBytes,
-      maxSessions: this.#o.limits.maxSessionsPerSandbox,
-      linkSecret: mintLinkSecret(),
-    }
-    const handle = await driver.create(spec)
-    let current = handle
-    try {
-      await snapshots.restoreWorkspace(manifest, driver, handle)
-      current = await driver.startAgent(handle, spec)
-      const started = current
-      record.driverState = started.state
-      this.#o.store.setDriverState(record.id, started.state)
-      const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
-      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
-      await snapshots.store.delete(manifest.id)
-      this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
-      return link
-    } catch (error) {
-      // Back to hibernating: the snapshot is still there for the next attempt.
-      runtime.detach()
-      await driver.destroy(current).catch(() => {})
-      record.driverState = { hibernatedFrom: manifest.id }
-      record.status = 'hibernated'
-      this.#o.store.setDriverState(record.id, record.driverState)
-      this.#o.store.setSandboxStatus(record.id, 'hibernated')
-      throw error
-    }
+    this.#hibernator ??= new SandboxHibernation({
+      snapshots,
+      drivers: this.#o.drivers,
+      store: this.#o.store,
+      logger: this.#o.logger,
+      limits: this.#o.limits,
+      connect: (runtime) => this.connect(runtime, CONNECT_TIMEOUT_MS),
+    })
+    return this.#hibernator
   }
 
   /** The snapshot service; with `required`, a runner without one refuses with a message. */
@@ -624,6 +458,7 @@ export class SandboxManager {
     const driver = this.#o.drivers.get(runtime.record.driver)
     this.#o.store.deleteSandbox(id)
     this.#o.snapshots?.store.forgetSandbox(id)
+    this.lifetimes.sessions.forget(id)
     if (runtime.record.status === 'hibernated') await this.#snapshots(true)!.dropHibernation(runtime.record)
     else if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
@@ -636,6 +471,7 @@ export class SandboxManager {
     const link = await runtime.link()
     const info = await link.call('session.create', options)
     this.#o.store.addSession(runtime.id, info.id, this.#o.now())
+    this.lifetimes.sessions.touch(runtime.id, info.id, this.#o.now())
     return info
   }
 
@@ -776,7 +612,7 @@ export class SandboxManager {
   /** Closes every link; agents keep running. Pooled sandboxes, never a client's, are destroyed. */
   async close(): Promise<void> {
     this.#closing = true
-    clearInterval(this.#idleTimer)
+    await this.lifetimes.stop()
     for (const s of this.#sandboxes.values()) s.detach()
     await this.pool.close()
   }
@@ -804,23 +640,4 @@ export class SandboxManager {
   #handle(record: SandboxRecord): DriverSandbox {
     return { id: record.id, workdir: record.workdir, state: record.driverState }
   }
-
-  async #reapIdle(): Promise<void> {
-    const now = this.#o.now()
-    for (const s of [...this.#sandboxes.values()]) {
-      const idle = s.record.idleTimeoutMs
-      if (idle === null || s.attached > 0 || s.runs > 0) continue
-      if (now - s.lastActivity < idle) continue
-      this.#o.logger.info({ sandboxId: s.id, idleTimeoutMs: idle }, 'destroying idle sandbox')
-      await this.destroy(s.id).catch((error) =>
-        this.#o.logger.error({ err: error, sandboxId: s.id }, 'idle destroy failed'),
-      )
-    }
-  }
-}
-
-/** A sandbox's idle timeout: the request's (`null` for never), else the runner's default (0: never). */
-function idleTimeout(requested: number | null | undefined, runnerDefault: number): number | null {
-  if (requested !== undefined) return requested
-  return runnerDefault === 0 ? null : runnerDefault
 }

@@ -30,6 +30,10 @@ export interface SandboxRecord {
   env: Record<string, string>
   /** Idle timeout in ms, if any. */
   idleTimeoutMs: number | null
+  /** Idle time after which it hibernates, if ever. */
+  hibernateAfterMs: number | null
+  /** Idle time after which one of its sessions (not the default) is deleted, if ever. */
+  sessionIdleTimeoutMs: number | null
   /** Creation time. */
   createdAt: number
   /** Why the agent is gone (`dead`) or does not answer (`unreachable`). */
@@ -62,6 +66,13 @@ interface SandboxRow {
   created_at: number
   dead_reason: string | null
   driver_state: string
+  lifetime: string
+}
+
+/** The `lifetime` column: the idle settings added after the first schema, as JSON. */
+interface StoredLifetime {
+  hibernateAfterMs?: number | null
+  sessionIdleTimeoutMs?: number | null
 }
 
 const SCHEMA = `
@@ -95,6 +106,10 @@ export class StateStore {
     db.exec('PRAGMA foreign_keys = ON')
     db.exec('PRAGMA busy_timeout = 5000')
     db.exec(SCHEMA)
+    const columns = db.prepare('PRAGMA table_info(sandboxes)').all() as { name: string }[]
+    if (!columns.some((c) => c.name === 'lifetime')) {
+      db.exec("ALTER TABLE sandboxes ADD COLUMN lifetime TEXT NOT NULL DEFAULT '{}'")
+    }
   }
 
   /** Opens (or creates) `runner.db` in `stateDir`, in WAL mode; StateDirError when it cannot. */
@@ -169,7 +184,8 @@ export class StateStore {
   putSandbox(s: SandboxRecord): void {
     this.#stmt(
       `INSERT OR REPLACE INTO sandboxes (id, status, driver, isolation, description, workdir, limits, metadata,
-        env, idle_timeout_ms, created_at, dead_reason, driver_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        env, idle_timeout_ms, created_at, dead_reason, driver_state, lifetime)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       s.id,
       s.status,
@@ -184,6 +200,10 @@ export class StateStore {
       s.createdAt,
       s.deadReason,
       JSON.stringify(s.driverState),
+      JSON.stringify({
+        hibernateAfterMs: s.hibernateAfterMs,
+        sessionIdleTimeoutMs: s.sessionIdleTimeoutMs,
+      } satisfies StoredLifetime),
     )
   }
 
@@ -300,6 +320,8 @@ export class StateStore {
 }
 
 function toSandbox(r: SandboxRow): SandboxRecord {
+  // A sandbox stored before these settings existed never hibernates and keeps its sessions.
+  const lifetime = JSON.parse(r.lifetime) as StoredLifetime
   return {
     id: r.id,
     status: r.status as SandboxRecord['status'],
@@ -311,6 +333,8 @@ function toSandbox(r: SandboxRow): SandboxRecord {
     metadata: JSON.parse(r.metadata) as Record<string, string>,
     env: JSON.parse(r.env) as Record<string, string>,
     idleTimeoutMs: r.idle_timeout_ms,
+    hibernateAfterMs: lifetime.hibernateAfterMs ?? null,
+    sessionIdleTimeoutMs: lifetime.sessionIdleTimeoutMs ?? null,
     createdAt: r.created_at,
     deadReason: r.dead_reason,
     driverState: JSON.parse(r.driver_state) as Record<string, unknown>,

@@ -54,6 +54,7 @@ export class TerminalSocket {
   #channel: RunnerChannel | null = null
   #closed = false
   #expiry: NodeJS.Timeout | undefined
+  #release: () => void = () => {}
   /** Input waiting for the link, in order. */
   #input: Promise<void> = Promise.resolve()
 
@@ -65,6 +66,8 @@ export class TerminalSocket {
   /** Attaches to the terminal; errors become an error frame and a typed close. */
   async start(): Promise<void> {
     const { ws } = this.#o
+    // An attached terminal keeps its sandbox awake (sandbox-lifetimes.ts).
+    this.#release = this.#o.sandbox.hold()
     ws.on('close', () => this.#cleanup())
     ws.on('error', () => this.#cleanup())
     ws.on('message', (data, isBinary) => this.#onMessage(toBytes(data), isBinary))
@@ -246,6 +249,7 @@ export class TerminalSocket {
   #cleanup(): void {
     if (this.#closed) return
     this.#closed = true
+    this.#release()
     clearTimeout(this.#expiry)
     this.#channel?.close()
   }

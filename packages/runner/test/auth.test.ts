@@ -27,6 +27,8 @@ async function runnerWithSandboxes(now = () => 1_000_000) {
       metadata: {},
       env: {},
       idleTimeoutMs: null,
+      hibernateAfterMs: null,
+      sessionIdleTimeoutMs: null,
       createdAt: 1,
       deadReason: 'test',
       driverState: { dir: '/nowhere', socketDir: '/nowhere/link', linkSecret: '0'.repeat(64) },

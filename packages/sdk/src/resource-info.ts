@@ -56,6 +56,14 @@ export interface SandboxInfo {
   deadReason: string | null
   /** Idle time after which the runner destroys it; null: never (absent from older runners). */
   idleTimeoutMs?: number | null
+  /** Idle time after which the runner hibernates it; null: never (absent from older runners). */
+  hibernateAfterMs?: number | null
+  /** Idle time after which the runner deletes one of its sessions; null: never (absent from older runners). */
+  sessionIdleTimeoutMs?: number | null
+  /** When its idle time started (ms since the epoch): its last request, client or command (absent from older runners). */
+  lastActivityAt?: number
+  /** Until when a keep-alive holds it awake (ms since the epoch); null when none does (absent from older runners). */
+  keepAliveUntil?: number | null
   /** The snapshot it was forked from (`fromSnapshot`), and how the restore went; absent otherwise. */
   restoredFrom?: {
     /** The snapshot. */

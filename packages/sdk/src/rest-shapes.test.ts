@@ -39,6 +39,11 @@ const sandbox = {
   metadata: { team: 'a' },
   createdAt: 1,
   deadReason: null,
+  idleTimeoutMs: 1_800_000,
+  hibernateAfterMs: 600_000,
+  sessionIdleTimeoutMs: null,
+  lastActivityAt: 5,
+  keepAliveUntil: null,
 }
 const session = {
   id: 'build',

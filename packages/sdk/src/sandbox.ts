@@ -97,10 +97,25 @@ export interface CreateSandboxOptions extends ConnectOptions {
   /** Resource limits. */
   limits?: SandboxLimits
   /**
-   * Destroy the sandbox after this long without API activity, a connected shell or a running
-   * command. Default: the runner's (30 minutes unless its operator changed it); `null`: never.
+   * Destroy the sandbox after this long idle: no API activity, no attached client (shell,
+   * terminal, port relay, output follower), no running command, no keep-alive. Counted while it
+   * hibernates too. Default: the runner's (30 minutes unless its operator changed it); `null`: never.
    */
   idleTimeoutMs?: number | null
+  /**
+   * Hibernate the sandbox after this long idle (same idleness as `idleTimeoutMs`): it is
+   * snapshotted and stopped, freeing its memory and processes, and the next request wakes it
+   * (a reattached shell gets `resumed`). Must be shorter than `idleTimeoutMs`. Default: the
+   * runner's (10 minutes unless its operator changed it; never on a runner without snapshots);
+   * `null`: never.
+   */
+  hibernateAfterMs?: number | null
+  /**
+   * Delete a session (never `default`) after this long with no attached client, no command
+   * running or queued and no new output. Default: the runner's (1 hour unless its operator
+   * changed it); `null`: never.
+   */
+  sessionIdleTimeoutMs?: number | null
   /** Free-form labels, returned as given. */
   metadata?: Record<string, string>
   /**
@@ -215,6 +230,12 @@ export interface StartProcessOptions {
   env?: Record<string, string>
   /** Take the starting cwd and exported environment from this session's shell. */
   sessionId?: string
+  /**
+   * Keep the sandbox awake (no idle hibernation or deletion) while this process runs, for at
+   * most the runner's keep-alive cap (24 hours unless its operator changed it). At most 16 per
+   * sandbox (`RATE_LIMITED` beyond).
+   */
+  keepAlive?: boolean
 }
 
 interface Resolved {
@@ -316,6 +337,8 @@ export class Sandbox {
         env: options.env,
         limits: options.limits,
         idleTimeoutMs: options.idleTimeoutMs,
+        hibernateAfterMs: options.hibernateAfterMs,
+        sessionIdleTimeoutMs: options.sessionIdleTimeoutMs,
         metadata: options.metadata,
         fromSnapshot: options.fromSnapshot,
         restartProcesses: options.restartProcesses,
@@ -601,6 +624,24 @@ export class Sandbox {
     this.#closeShells()
     this.info = await this.#http.json('POST', `${this.#path}/hibernate`, sandboxInfo, {
       timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
+    })
+    return this.info
+  }
+
+  /**
+   * Holds the sandbox awake (no idle hibernation or deletion) for `durationMs` from now, for a
+   * long job that makes no requests. Each call replaces the previous hold, so calls never add
+   * up; a longer duration than the runner's cap (24 hours unless its operator changed it) is
+   * lowered to it, and `0` ends the hold. `info.keepAliveUntil` says until when.
+   *
+   * @example
+   * ```ts
+   * await sb.keepAlive(2 * 60 * 60_000) // a two-hour build with no client attached
+   * ```
+   */
+  async keepAlive(durationMs: number): Promise<SandboxInfo> {
+    this.info = await this.#http.json('POST', `${this.#path}/keep-alive`, sandboxInfo, {
+      json: { durationMs },
     })
     return this.info
   }

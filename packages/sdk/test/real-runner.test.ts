@@ -233,4 +233,39 @@ describe('against the real runner', () => {
       expect(watcher.isOpen).toBe(true)
     }, 180_000)
   })
+
+  test('sets idle lifetimes on create, and holds a sandbox awake with keepAlive lowered to the runner cap', async ({
+    runner,
+  }) => {
+    await using sb = await Sandbox.create({
+      url: runner.url,
+      apiKey: runner.apiKey,
+      WebSocket: WsWebSocket,
+      hibernateAfterMs: 5 * 60_000,
+      idleTimeoutMs: 60 * 60_000,
+      sessionIdleTimeoutMs: null,
+    })
+    expect(sb.info).toMatchObject({
+      hibernateAfterMs: 300_000,
+      idleTimeoutMs: 3_600_000,
+      sessionIdleTimeoutMs: null,
+    })
+    expect(sb.info.keepAliveUntil).toBeNull()
+    const before = Date.now()
+    const held = await sb.keepAlive(10 * LIMITS.maxKeepAliveMs)
+    expect(held.keepAliveUntil).toBeGreaterThanOrEqual(before)
+    expect(held.keepAliveUntil).toBeLessThanOrEqual(Date.now() + LIMITS.maxKeepAliveMs)
+    expect((await sb.keepAlive(0)).keepAliveUntil).toBeNull()
+    const job = await sb.startProcess('sleep 60', { keepAlive: true })
+    expect(job.info.status).toBe('running')
+    await job.kill()
+    await expect(
+      Sandbox.create({
+        url: runner.url,
+        apiKey: runner.apiKey,
+        WebSocket: WsWebSocket,
+        hibernateAfterMs: -1,
+      }),
+    ).rejects.toMatchObject({ code: 'BAD_REQUEST' })
+  })
 })

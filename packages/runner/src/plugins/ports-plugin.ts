@@ -208,6 +208,8 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     }
     if (request.headers.upgrade) {
       const stream = await openStream()
+      // A relayed WebSocket keeps its sandbox awake while open (sandbox-lifetimes.ts).
+      stream.once('close', sandbox.hold())
       reply.hijack()
       proxyUpgrade(request.raw, request.raw.socket as Socket, upgradeHead(request.raw), stream, proxyTarget)
       return
@@ -228,7 +230,13 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       pools.set(poolKey, agent)
     }
     reply.hijack()
-    await proxyHttp(request.raw, reply.raw, { agent: agent.pool }, proxyTarget)
+    // A request in flight keeps its sandbox awake; an idle pooled connection does not.
+    const release = sandbox.hold()
+    try {
+      await proxyHttp(request.raw, reply.raw, { agent: agent.pool }, proxyTarget)
+    } finally {
+      release()
+    }
   }
 
   // The relay takes the body as the raw stream: no parser reads it, and no body limit applies

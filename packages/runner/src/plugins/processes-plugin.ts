@@ -21,7 +21,13 @@ export async function processesPlugin(app: FastifyInstance, ctx: RunnerContext):
   bindRoutes(app, {
     startProcess: async ({ params, body }) => {
       checkEnv(body.env)
-      return (await link(params.id)).call('process.start', body)
+      const { keepAlive, ...options } = body
+      const sandbox = ctx.manager.get(params.id)
+      if (keepAlive === true) ctx.manager.lifetimes.checkKeptProcesses(sandbox)
+      const info = await (await sandbox.link()).call('process.start', options)
+      // A long job keeps its sandbox awake while it runs (sandbox-lifetimes.ts).
+      if (keepAlive === true) ctx.manager.lifetimes.keepProcess(sandbox, info.id)
+      return info
     },
     listProcesses: async ({ params }) => (await link(params.id)).call('process.list', {}),
     getProcess: async ({ params }) => (await link(params.id)).call('process.get', { id: params.processId }),
@@ -49,7 +55,9 @@ export async function processesPlugin(app: FastifyInstance, ctx: RunnerContext):
         throw error
       }
       reply.type('application/x-ndjson')
-      return reply.send(channelToNdjson(channel, { encoding: query.encoding ?? 'utf8' }))
+      // A client following the output keeps the sandbox awake (sandbox-lifetimes.ts).
+      const release = ctx.manager.get(params.id).hold()
+      return reply.send(channelToNdjson(channel, { encoding: query.encoding ?? 'utf8', onDone: release }))
     },
     killProcess: async ({ params, body }) =>
       (await link(params.id)).call('process.kill', { id: params.processId, signal: body.signal }),

@@ -29,6 +29,11 @@ export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext):
       sandboxes: await Promise.all(ctx.manager.list().map((s) => ctx.manager.info(s))),
     }),
     getSandbox: async ({ params }) => ctx.manager.info(ctx.manager.get(params.id)),
+    keepSandboxAlive: async ({ params, body }) => {
+      const sandbox = ctx.manager.get(params.id)
+      ctx.manager.lifetimes.keepAlive(sandbox, body.durationMs)
+      return ctx.manager.info(sandbox)
+    },
     destroySandbox: async ({ params }) => {
       await ctx.manager.destroy(params.id)
       ctx.egress.forget(params.id)

@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import type { RunnerContext } from '../runner-context.ts'
 import { RunnerError } from '../runner-error.ts'
 import { ShellConnection } from '../shell-connection.ts'
-import { ShellSessionRegistry } from '../shell-session-registry.ts'
 import { ShellWebSocket } from '../shell-web-socket.ts'
 import { terminalSocketRoute } from './terminals-plugin.ts'
 
@@ -16,7 +15,7 @@ const FRAME_SLACK_BYTES = 1_048_576
 
 /** The shell WebSocket `/v1/sandboxes/:id/shell[?sessionId=&offset=&encoding=]`. */
 export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
-  const sessions = new ShellSessionRegistry()
+  const sessions = ctx.manager.shellSessions
   await app.register(websocket, {
     options: {
       maxPayload: ctx.limits.maxClientFrameBytes + FRAME_SLACK_BYTES,
