@@ -1,6 +1,6 @@
 // A channel attached to a session's output: the replay from an offset, then live events, with
 // the channel's credit as the brake on the shell.
-import { assertNever } from '@conch/protocol'
+import { assertNever } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import type { BashSession } from './bash-session.ts'
 import type { LogEvent } from './output-log.ts'

@@ -12,13 +12,17 @@ export {
   type CallErrors,
   type CallFrame,
   type CallOptions,
+  type CallParser,
   type HandlerTable,
+  invalidParams,
   LinkCalls,
   type MethodTable,
   type ParamsOf,
   type ResultOf,
+  schemaCallParser,
 } from './link-calls.ts'
 export {
+  type FrameParser,
   type HeartbeatFrame,
   LinkEndpoint,
   type LinkEndpointOptions,

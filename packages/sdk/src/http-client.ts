@@ -1,3 +1,4 @@
+import { check, type Shape, ShapeError } from '@conch/protocol/json-shape'
 import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from './conch-error.ts'
 import { deadlineError, deadlineSignal, isTimeoutAbort } from './deadline.ts'
 import { errorFromWire } from './error-from-wire.ts'
@@ -13,7 +14,6 @@ import {
   sleep,
 } from './retry-policy.ts'
 import type { FetchLike } from './web-socket-like.ts'
-import { check, type Shape, ShapeError } from './wire-shape.ts'
 
 // The REST half of the SDK: one `fetch` per call with the bearer secret, a deadline on every
 // call (covering its retries), answers checked against the protocol's shapes, and every failure

@@ -1,16 +1,23 @@
-// Checking untrusted JSON against the protocol's schemas without shipping zod. The schemas are
-// generated at build time from the protocol's zod schemas into JSON Schema (wire-schemas.ts);
-// `shapeOf` turns one into a validator that returns a fresh value (unknown keys are dropped, as
-// zod drops them) or throws `ShapeError` naming the path. It implements the JSON Schema subset
-// that zod emits for these schemas; the generator fails on any other keyword.
+// Checking untrusted JSON against the protocol's schemas without zod, for the processes that
+// do not ship it (the SDK, the agent). The schemas are generated at build time from the
+// protocol's zod schemas into JSON Schema (the SDK's wire-schemas.ts, the protocol's
+// agent-inbound-schemas.ts); `shapeOf` turns one into a validator that returns a fresh value
+// (unknown keys are dropped, as zod drops them; a `__proto__` key is never copied, as zod never
+// copies it) or throws `ShapeError` naming the path. It implements the JSON Schema subset that
+// zod emits for these schemas, plus two extensions for what JSON Schema cannot say: `x-coerce`
+// (zod's `z.coerce.number()`) and `x-refine` (a named refinement from `refinements.ts`). The
+// generators fail on any other keyword, so nothing a schema says is silently left unchecked.
+// This module imports nothing but the refinements, so it is zod-free.
+import { REFINEMENTS, type RefinementName } from './refinements.ts'
 
 /** Thrown by a shape when a value does not match; `path` names the field. */
 export class ShapeError extends Error {
   /** Dotted path of the offending field. */
   readonly path: string
 
-  constructor(path: string, expected: string) {
-    super(`${path || '(value)'}: expected ${expected}`)
+  /** `expected` says what the field must be; with `isMessage`, it is the whole complaint. */
+  constructor(path: string, expected: string, isMessage = false) {
+    super(`${path || '(value)'}: ${isMessage ? expected : `expected ${expected}`}`)
     this.name = 'ShapeError'
     this.path = path
   }
@@ -29,8 +36,12 @@ export interface JsonSchema {
   readonly required?: readonly string[]
   /** The schema of every other field (a record), or `false`/absent: other fields are dropped. */
   readonly additionalProperties?: JsonSchema | boolean
-  /** The schema of every array item. */
-  readonly items?: JsonSchema
+  /** The schema of every array item; `false` after `prefixItems`: no items beyond them. */
+  readonly items?: JsonSchema | false
+  /** The schemas of a tuple's items, by position. */
+  readonly prefixItems?: readonly JsonSchema[]
+  /** The schema every key of a record matches. */
+  readonly propertyNames?: JsonSchema
   /** Allowed values. */
   readonly enum?: readonly unknown[]
   /** The one allowed value. */
@@ -49,9 +60,18 @@ export interface JsonSchema {
   readonly maxLength?: number
   /** The most items an array may hold. */
   readonly maxItems?: number
+  /** The fewest items an array may hold. */
+  readonly minItems?: number
   /** A regular expression a string matches. */
   readonly pattern?: string
+  /** `number`: the value is converted with `Number()` first, as `z.coerce.number()` does. */
+  readonly 'x-coerce'?: 'number'
+  /** Refinements (by name in `REFINEMENTS`) the value must pass once every other check has. */
+  readonly 'x-refine'?: readonly RefinementName[]
 }
+
+/** `path` and `key` as a dotted path. */
+const join = (path: string, key: string): string => (path ? `${path}.${key}` : key)
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -105,6 +125,20 @@ function range(s: JsonSchema): string {
 
 /** Checks `v` against `s` and returns the value with unknown object keys dropped. */
 function checkValue(s: JsonSchema, v: unknown, path: string): unknown {
+  const value = checkForm(s, s['x-coerce'] === 'number' ? Number(v) : v, path)
+  const refine = s['x-refine']
+  if (refine) {
+    for (const name of refine) {
+      const refinement = REFINEMENTS[name] as { test: (v: unknown) => boolean; message: string } | undefined
+      if (!refinement) throw new Error(`unknown refinement "${name}": regenerate the schemas`)
+      if (!refinement.test(value)) throw new ShapeError(path, refinement.message, true)
+    }
+  }
+  return value
+}
+
+/** Checks `v` against every keyword of `s` but `x-coerce` and `x-refine`. */
+function checkForm(s: JsonSchema, v: unknown, path: string): unknown {
   if (s.anyOf) {
     for (const branch of s.anyOf) {
       try {
@@ -137,8 +171,18 @@ function checkValue(s: JsonSchema, v: unknown, path: string): unknown {
   if (Array.isArray(v)) {
     if (s.maxItems !== undefined && v.length > s.maxItems)
       throw new ShapeError(path, `at most ${s.maxItems} items`)
-    const items = s.items
-    return items ? v.map((item: unknown, i) => checkValue(items, item, `${path}.${i}`)) : v
+    if (s.minItems !== undefined && v.length < s.minItems)
+      throw new ShapeError(path, `at least ${s.minItems} items`)
+    const { items, prefixItems } = s
+    if (prefixItems) {
+      if (items === false && v.length > prefixItems.length)
+        throw new ShapeError(path, `at most ${prefixItems.length} items`)
+      return v.map((item: unknown, i) => {
+        const schema = prefixItems[i] ?? (items === false ? undefined : items)
+        return schema ? checkValue(schema, item, join(path, String(i))) : item
+      })
+    }
+    return items ? v.map((item: unknown, i) => checkValue(items, item, join(path, String(i)))) : v
   }
   if (isRecord(v) && (s.properties || typeof s.additionalProperties === 'object'))
     return checkObject(s, v, path)
@@ -149,7 +193,7 @@ function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): R
   const out: Record<string, unknown> = {}
   const known = s.properties ?? {}
   for (const [key, field] of Object.entries(known)) {
-    const at = path ? `${path}.${key}` : key
+    const at = join(path, key)
     const item = Object.hasOwn(v, key) ? v[key] : undefined
     if (item === undefined) {
       if (s.required?.includes(key)) throw new ShapeError(at, 'a value')
@@ -159,9 +203,12 @@ function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): R
   }
   const rest = s.additionalProperties
   if (typeof rest === 'object') {
+    const names = s.propertyNames
     for (const [key, item] of Object.entries(v)) {
-      if (Object.hasOwn(known, key)) continue
-      const at = path ? `${path}.${key}` : key
+      // Assigning `__proto__` to a plain object would replace its prototype: zod skips the key.
+      if (Object.hasOwn(known, key) || key === '__proto__') continue
+      const at = join(path, key)
+      if (names) checkValue(names, key, at)
       out[key] = checkValue(rest, item, at)
     }
   }
