@@ -65,6 +65,15 @@ function annotate(ctx: {
   path: (string | number)[]
 }) {
   const def = (ctx.zodSchema as SchemaInternals)._zod.def
+  // These change the parsed value, which JSON Schema of the input cannot say.
+  if (
+    def.type === 'pipe' ||
+    def.type === 'transform' ||
+    def.type === 'default' ||
+    def.type === 'prefault' ||
+    def.type === 'catch'
+  )
+    throw new Error(`${ctx.path.join('.') || '(schema)'}: a ${def.type} cannot be checked without zod`)
   if (def.coerce) {
     if (def.type !== 'number') throw new Error(`${ctx.path.join('.')}: only z.coerce.number() is supported`)
     ctx.jsonSchema['x-coerce'] = 'number'
@@ -114,6 +123,11 @@ function compact(schema: Json, path: string): Json {
     } else out[key] = compact(value, `${path}.${key}`)
   }
   return out
+}
+
+/** The checker's JSON Schema of one zod schema; throws on what the checker cannot enforce. */
+export function schemaOf(schema: z.ZodType): Json {
+  return compact(toJson(schema), '(schema)')
 }
 
 /** Object schemas of a discriminated union, keyed by their `type` constant. */

@@ -194,10 +194,13 @@ function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): R
   const known = s.properties ?? {}
   for (const [key, field] of Object.entries(known)) {
     const at = join(path, key)
-    const item = Object.hasOwn(v, key) ? v[key] : undefined
+    const present = Object.hasOwn(v, key)
+    const item = present ? v[key] : undefined
     if (item === undefined) {
-      if (s.required?.includes(key)) throw new ShapeError(at, 'a value')
-      continue
+      // As zod: a missing required key fails; a present `undefined` (never from JSON) passes
+      // only a schema that accepts anything, and an optional key may be absent or undefined.
+      if (!s.required?.includes(key)) continue
+      if (!present || Object.keys(field).length > 0) throw new ShapeError(at, 'a value')
     }
     out[key] = checkValue(field, item, at)
   }
