@@ -256,10 +256,11 @@ describe('refinements run without zod', () => {
   })
 
   it('oneListener: the agent needs exactly one of --listenFd and --socket', () => {
-    for (const args of [
+    const cases: Record<string, string>[] = [
       { root: '/r', secretFd: '3' },
       { root: '/r', secretFd: '3', listenFd: '4', socket: '/s' },
-    ]) {
+    ]
+    for (const args of cases) {
       expect(AgentArgs.safeParse(args).success).toBe(false)
       expect(parseAgentArgs(args)).toEqual({
         ok: false,
@@ -269,10 +270,11 @@ describe('refinements run without zod', () => {
   })
 
   it('oneSecretSource: the agent needs exactly one of --secretFd and --secretFile', () => {
-    for (const args of [
+    const cases: Record<string, string>[] = [
       { root: '/r', socket: '/s' },
       { root: '/r', socket: '/s', secretFd: '3', secretFile: '/f' },
-    ]) {
+    ]
+    for (const args of cases) {
       expect(AgentArgs.safeParse(args).success).toBe(false)
       expect(parseAgentArgs(args)).toEqual({
         ok: false,
