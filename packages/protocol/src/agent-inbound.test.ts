@@ -168,7 +168,7 @@ describe('parseHostFrame answers as zod does', () => {
       }
     }
     expect(compared).toBeGreaterThan(900)
-  })
+  }, 60_000)
 
   it('rejects a non-object, a missing type and an unknown type with the same codes', () => {
     for (const value of [
@@ -208,7 +208,7 @@ describe('parseAgentParams answers as zod does', () => {
       }
     }
     expect(compared).toBeGreaterThan(2000)
-  })
+  }, 60_000)
 
   it('never lets a __proto__ key reach the parsed value or Object.prototype', () => {
     const parsed = parseAgentParams(
