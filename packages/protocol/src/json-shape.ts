@@ -76,17 +76,6 @@ const join = (path: string, key: string): string => (path ? `${path}.${key}` : k
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)
 
-const patterns = new Map<string, RegExp>()
-
-function regex(source: string): RegExp {
-  let re = patterns.get(source)
-  if (!re) {
-    re = new RegExp(source)
-    patterns.set(source, re)
-  }
-  return re
-}
-
 function isType(type: string, v: unknown): boolean {
   switch (type) {
     case 'string':
@@ -110,12 +99,95 @@ function isType(type: string, v: unknown): boolean {
 
 const article = (type: string): string => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`)
 
-function within(s: JsonSchema, n: number): boolean {
-  return (
-    (s.minimum === undefined || n >= s.minimum) &&
-    (s.maximum === undefined || n <= s.maximum) &&
-    (s.exclusiveMinimum === undefined || n > s.exclusiveMinimum)
-  )
+/**
+ * A schema made ready for checking, once per schema: every keyword in one object shape, so the
+ * checks read the same fields of the same shape at every node (JSON-parsed schemas have as
+ * many shapes as keyword sets, which makes each read a slow lookup).
+ */
+interface Compiled {
+  /** The allowed JSON types (empty: any). */
+  types: readonly string[]
+  /** Alternatives, or null. */
+  anyOf: readonly Compiled[] | null
+  /** Whether `constValue` applies. */
+  hasConst: boolean
+  /** The one allowed value. */
+  constValue: unknown
+  /** Allowed values, or null. */
+  enumValues: readonly unknown[] | null
+  /** String bounds and form (`-1`/`Infinity`: none). */
+  minLength: number
+  maxLength: number
+  pattern: RegExp | null
+  /** Number bounds. */
+  minimum: number
+  maximum: number
+  exclusiveMinimum: number
+  /** Array bounds and items. */
+  minItems: number
+  maxItems: number
+  items: Compiled | null
+  /** No items beyond `prefixItems`. */
+  closedTuple: boolean
+  prefixItems: readonly Compiled[] | null
+  /** Whether objects are checked field by field (known fields or a record). */
+  isObject: boolean
+  /** The fields, in order. */
+  properties: readonly (readonly [string, Compiled])[]
+  /** Field names, for telling known keys from others. */
+  known: ReadonlySet<string>
+  /** The required fields. */
+  required: ReadonlySet<string>
+  /** Whether a field of this schema accepts anything (even a present `undefined`). */
+  acceptsAnything: boolean
+  /** The schema of other fields (a record), or null: they are dropped. */
+  rest: Compiled | null
+  /** The schema of a record's keys, or null. */
+  propertyNames: Compiled | null
+  /** `Number()` first. */
+  coerce: boolean
+  /** Refinements, looked up. */
+  refinements: readonly { test: (v: unknown) => boolean; message: string }[]
+  /** The source schema, for messages. */
+  source: JsonSchema
+}
+
+/** Compiles `s` and every schema inside it. */
+function compile(s: JsonSchema): Compiled {
+  const items = s.items
+  const rest = s.additionalProperties
+  return {
+    types: s.type === undefined ? [] : typeof s.type === 'string' ? [s.type] : s.type,
+    anyOf: s.anyOf ? s.anyOf.map(compile) : null,
+    hasConst: s.const !== undefined,
+    constValue: s.const,
+    enumValues: s.enum ?? null,
+    minLength: s.minLength ?? -1,
+    maxLength: s.maxLength ?? Number.POSITIVE_INFINITY,
+    pattern: s.pattern === undefined ? null : new RegExp(s.pattern),
+    minimum: s.minimum ?? Number.NEGATIVE_INFINITY,
+    maximum: s.maximum ?? Number.POSITIVE_INFINITY,
+    exclusiveMinimum: s.exclusiveMinimum ?? Number.NEGATIVE_INFINITY,
+    minItems: s.minItems ?? -1,
+    maxItems: s.maxItems ?? Number.POSITIVE_INFINITY,
+    items: items === undefined || items === false ? null : compile(items),
+    closedTuple: items === false,
+    prefixItems: s.prefixItems ? s.prefixItems.map(compile) : null,
+    isObject: s.properties !== undefined || typeof rest === 'object',
+    properties: Object.entries(s.properties ?? {}).map(([key, field]) => [key, compile(field)] as const),
+    known: new Set(Object.keys(s.properties ?? {})),
+    required: new Set(s.required ?? []),
+    acceptsAnything: Object.keys(s).length === 0,
+    rest: typeof rest === 'object' ? compile(rest) : null,
+    propertyNames: s.propertyNames ? compile(s.propertyNames) : null,
+    coerce: s['x-coerce'] === 'number',
+    refinements: (s['x-refine'] ?? []).map((name) => {
+      const refinement = REFINEMENTS[name] as { test: (v: unknown) => boolean; message: string } | undefined
+      if (!refinement) throw new Error(`unknown refinement "${name}": regenerate the schemas`)
+      return refinement
+    }),
+    source: s,
+  }
 }
 
 function range(s: JsonSchema): string {
@@ -123,24 +195,19 @@ function range(s: JsonSchema): string {
   return s.maximum === undefined ? low : `${low} and <= ${s.maximum}`
 }
 
-/** Checks `v` against `s` and returns the value with unknown object keys dropped. */
-function checkValue(s: JsonSchema, v: unknown, path: string): unknown {
-  const value = checkForm(s, s['x-coerce'] === 'number' ? Number(v) : v, path)
-  const refine = s['x-refine']
-  if (refine) {
-    for (const name of refine) {
-      const refinement = REFINEMENTS[name] as { test: (v: unknown) => boolean; message: string } | undefined
-      if (!refinement) throw new Error(`unknown refinement "${name}": regenerate the schemas`)
-      if (!refinement.test(value)) throw new ShapeError(path, refinement.message, true)
-    }
+/** Checks `v` against `c` and returns the value with unknown object keys dropped. */
+function checkValue(c: Compiled, v: unknown, path: string): unknown {
+  const value = checkForm(c, c.coerce ? Number(v) : v, path)
+  for (const refinement of c.refinements) {
+    if (!refinement.test(value)) throw new ShapeError(path, refinement.message, true)
   }
   return value
 }
 
-/** Checks `v` against every keyword of `s` but `x-coerce` and `x-refine`. */
-function checkForm(s: JsonSchema, v: unknown, path: string): unknown {
-  if (s.anyOf) {
-    for (const branch of s.anyOf) {
+/** Checks `v` against every keyword of `c` but coercion and refinements. */
+function checkForm(c: Compiled, v: unknown, path: string): unknown {
+  if (c.anyOf !== null) {
+    for (const branch of c.anyOf) {
       try {
         return checkValue(branch, v, path)
       } catch (err) {
@@ -149,67 +216,61 @@ function checkForm(s: JsonSchema, v: unknown, path: string): unknown {
     }
     throw new ShapeError(path, 'one of the allowed forms')
   }
-  if (s.const !== undefined && v !== s.const) throw new ShapeError(path, JSON.stringify(s.const))
-  if (s.enum && !s.enum.includes(v)) throw new ShapeError(path, s.enum.join(' | '))
-  const types = s.type === undefined ? [] : typeof s.type === 'string' ? [s.type] : s.type
+  if (c.hasConst && v !== c.constValue) throw new ShapeError(path, JSON.stringify(c.constValue))
+  if (c.enumValues !== null && !c.enumValues.includes(v)) throw new ShapeError(path, c.enumValues.join(' | '))
+  const types = c.types
   if (types.length > 0 && !types.some((t) => isType(t, v)))
     throw new ShapeError(path, types.map(article).join(' or '))
   if (typeof v === 'string') {
-    if (
-      (s.minLength !== undefined && v.length < s.minLength) ||
-      (s.maxLength !== undefined && v.length > s.maxLength) ||
-      (s.pattern !== undefined && !regex(s.pattern).test(v))
-    )
+    if (v.length < c.minLength || v.length > c.maxLength || (c.pattern !== null && !c.pattern.test(v)))
       throw new ShapeError(path, 'a string of the allowed form')
     return v
   }
   if (typeof v === 'number') {
-    if (!within(s, v))
-      throw new ShapeError(path, `${types.includes('integer') ? 'an integer' : 'a number'} ${range(s)}`)
+    if (v < c.minimum || v > c.maximum || v <= c.exclusiveMinimum)
+      throw new ShapeError(
+        path,
+        `${types.includes('integer') ? 'an integer' : 'a number'} ${range(c.source)}`,
+      )
     return v
   }
   if (Array.isArray(v)) {
-    if (s.maxItems !== undefined && v.length > s.maxItems)
-      throw new ShapeError(path, `at most ${s.maxItems} items`)
-    if (s.minItems !== undefined && v.length < s.minItems)
-      throw new ShapeError(path, `at least ${s.minItems} items`)
-    const { items, prefixItems } = s
-    if (prefixItems) {
-      if (items === false && v.length > prefixItems.length)
+    if (v.length > c.maxItems) throw new ShapeError(path, `at most ${c.maxItems} items`)
+    if (v.length < c.minItems) throw new ShapeError(path, `at least ${c.minItems} items`)
+    const { items, prefixItems } = c
+    if (prefixItems !== null) {
+      if (c.closedTuple && v.length > prefixItems.length)
         throw new ShapeError(path, `at most ${prefixItems.length} items`)
       return v.map((item: unknown, i) => {
-        const schema = prefixItems[i] ?? (items === false ? undefined : items)
+        const schema = prefixItems[i] ?? items
         return schema ? checkValue(schema, item, join(path, String(i))) : item
       })
     }
     return items ? v.map((item: unknown, i) => checkValue(items, item, join(path, String(i)))) : v
   }
-  if (isRecord(v) && (s.properties || typeof s.additionalProperties === 'object'))
-    return checkObject(s, v, path)
+  if (c.isObject && isRecord(v)) return checkObject(c, v, path)
   return v
 }
 
-function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): Record<string, unknown> {
+function checkObject(c: Compiled, v: Record<string, unknown>, path: string): Record<string, unknown> {
   const out: Record<string, unknown> = {}
-  const known = s.properties ?? {}
-  for (const [key, field] of Object.entries(known)) {
-    const at = join(path, key)
+  for (const [key, field] of c.properties) {
     const present = Object.hasOwn(v, key)
     const item = present ? v[key] : undefined
     if (item === undefined) {
       // As zod: a missing required key fails; a present `undefined` (never from JSON) passes
       // only a schema that accepts anything, and an optional key may be absent or undefined.
-      if (!s.required?.includes(key)) continue
-      if (!present || Object.keys(field).length > 0) throw new ShapeError(at, 'a value')
+      if (!c.required.has(key)) continue
+      if (!present || !field.acceptsAnything) throw new ShapeError(join(path, key), 'a value')
     }
-    out[key] = checkValue(field, item, at)
+    out[key] = checkValue(field, item, join(path, key))
   }
-  const rest = s.additionalProperties
-  if (typeof rest === 'object') {
-    const names = s.propertyNames
+  const rest = c.rest
+  if (rest !== null) {
+    const names = c.propertyNames
     for (const [key, item] of Object.entries(v)) {
       // Assigning `__proto__` to a plain object would replace its prototype: zod skips the key.
-      if (Object.hasOwn(known, key) || key === '__proto__') continue
+      if (c.known.has(key) || key === '__proto__') continue
       const at = join(path, key)
       if (names) checkValue(names, key, at)
       out[key] = checkValue(rest, item, at)
@@ -223,7 +284,8 @@ function checkObject(s: JsonSchema, v: Record<string, unknown>, path: string): R
  * SDK's mirror types are held equal to it by a type test), which the schema was generated from.
  */
 export function shapeOf<T>(schema: JsonSchema): Shape<T> {
-  return (value, path) => checkValue(schema, value, path) as T
+  const compiled = compile(schema)
+  return (value, path) => checkValue(compiled, value, path) as T
 }
 
 /** Runs a shape and returns its value, or `undefined` when it does not match. */
