@@ -284,8 +284,12 @@ function checkObject(c: Compiled, v: Record<string, unknown>, path: string): Rec
  * SDK's mirror types are held equal to it by a type test), which the schema was generated from.
  */
 export function shapeOf<T>(schema: JsonSchema): Shape<T> {
-  const compiled = compile(schema)
-  return (value, path) => checkValue(compiled, value, path) as T
+  // Compiled on first use: a process holds checkers of many schemas and uses few of them.
+  let compiled: Compiled | undefined
+  return (value, path) => {
+    compiled ??= compile(schema)
+    return checkValue(compiled, value, path) as T
+  }
 }
 
 /** Runs a shape and returns its value, or `undefined` when it does not match. */
