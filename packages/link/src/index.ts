@@ -14,7 +14,6 @@ export {
   type CallOptions,
   type CallParser,
   type HandlerTable,
-  invalidParams,
   LinkCalls,
   type MethodTable,
   type ParamsOf,
