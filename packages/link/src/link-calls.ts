@@ -152,7 +152,7 @@ export interface CallParser<T extends MethodTable> {
 }
 
 /** The BAD_REQUEST of params that did not parse; `fields` lists `path: problem` entries. */
-export function invalidParams(method: string, fields: readonly string[]): WireError {
+function invalidParams(method: string, fields: readonly string[]): WireError {
   return { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields.slice(0, 5).join('; ')}` }
 }
 
