@@ -1,10 +1,5 @@
-import {
-  CodedError,
-  type CodedErrorOptions,
-  type ErrorCode,
-  type ShellClosedInfo,
-  type WireError,
-} from '@conch/protocol'
+import type { CodedErrorOptions, ErrorCode, ShellClosedInfo, WireError } from '@conch/protocol'
+import { CodedError } from '@conch/protocol/zod-free'
 
 /** What an agent error carries besides its code and message (the protocol's `CodedErrorOptions`). */
 export type AgentErrorOptions<C extends ErrorCode> = CodedErrorOptions<C>

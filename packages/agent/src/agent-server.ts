@@ -10,26 +10,31 @@
 // is dropped and changes nothing. Shells, processes and their output logs live on across
 // connections, since they belong to the agent, not the link.
 // Every incoming frame is decoded with the length-prefixed codec and parsed against
-// `HostFrame` and the called method's params schema; a bad frame gets an `error` frame (or a
+// `HostFrame` and the called method's params schema (by the zod-free checker of the JSON
+// Schema generated from them: `@conch/protocol/zod-free`, so zod is not in the agent); a bad frame gets an `error` frame (or a
 // `fail` for a call with an id) and the agent keeps serving. The link is hostile input: user
 // code runs next to the agent.
 import { chmodSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
-import { answerCall, type CallFrame, LinkEndpoint } from '@conch/link'
-import {
+import { answerCall, type CallFrame, type CallParser, LinkEndpoint } from '@conch/link'
+import type {
   AGENT_METHODS,
-  type AgentFrame,
-  type AgentMethod,
-  type AgentParams,
-  type AgentResultOf,
-  HOST_FRAME_TYPES,
+  AgentFrame,
+  AgentMethod,
+  AgentParams,
+  AgentResultOf,
   HostFrame,
-  LIMITS,
-  LINK_VERSION,
-  type WireError,
-  WORKSPACE_PATH,
+  WireError,
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
+import {
+  isAgentMethodName,
+  LIMITS,
+  LINK_VERSION,
+  parseAgentParams,
+  parseHostFrame,
+  WORKSPACE_PATH,
+} from '@conch/protocol/zod-free'
 import { AgentChannel } from './agent-channel.ts'
 import { AgentError, toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
@@ -430,8 +435,7 @@ class RunnerConnection {
     this.#secret = secret
     this.#context = { channel: (ch) => this.#channel(ch) }
     this.#endpoint = new LinkEndpoint<AgentFrame, HostFrame>(socket, {
-      schema: HostFrame,
-      types: HOST_FRAME_TYPES,
+      parse: parseHostFrame,
       maxFrameBytes: LIMITS.maxAgentFrameBytes,
       onFrame: (frame, payload) => this.#receive(frame, payload),
       onBadFrame: (error, header) => this.#badFrame(error, header),
@@ -557,7 +561,7 @@ class RunnerConnection {
 
   #call(frame: CallFrame): Promise<void> {
     return answerCall(
-      AGENT_METHODS,
+      CALLS,
       frame,
       (method, params) => this.#server.dispatch(method, params, this.#context),
       (answer) => this.send(answer),
@@ -565,6 +569,9 @@ class RunnerConnection {
     )
   }
 }
+
+/** The agent's calls, checked by the zod-free parsers of `AGENT_METHODS`' params. */
+const CALLS: CallParser<typeof AGENT_METHODS> = { has: isAgentMethodName, params: parseAgentParams }
 
 function callId(header: unknown): number | undefined {
   if (typeof header !== 'object' || header === null || !('id' in header)) return undefined

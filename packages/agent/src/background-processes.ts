@@ -8,7 +8,8 @@
 // even if a kill was requested.
 import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { LIMITS, type ProcessInfo } from '@conch/protocol'
+import type { ProcessInfo } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'

@@ -24,7 +24,8 @@
 //   trap runs), then kills bash and every process in its session.
 import { dirname } from 'node:path'
 import type { Readable } from 'node:stream'
-import { type HistoryEntry, LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
+import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError, ShellClosedError } from './agent-error.ts'
 import { type Clock, delay } from './clock.ts'
 import { FramingLines, newNonce, shellQuote } from './framing-lines.ts'

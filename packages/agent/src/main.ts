@@ -4,8 +4,8 @@
 // over (or a path, in tests). The agent outlives its runner: it ignores SIGHUP and SIGPIPE,
 // and exits only on SIGTERM/SIGINT, after ending its shells.
 import { closeSync, readFileSync, rmSync } from 'node:fs'
-import { AGENT_ENV_PREFIX, AgentArgs, argvToRecord } from '@conch/protocol'
 import { watchIdleMemory } from '@conch/protocol/idle-memory-release'
+import { AGENT_ENV_PREFIX, argvToRecord, parseAgentArgs } from '@conch/protocol/zod-free'
 import { buildAgent } from './build-agent.ts'
 import { systemClock } from './clock.ts'
 import { jsonLineLogger } from './logger.ts'
@@ -18,15 +18,15 @@ const logger = jsonLineLogger(
   process.env.CONCH_AGENT_LOG_LEVEL === 'debug' ? 'debug' : 'info',
 )
 
-const parsed = AgentArgs.safeParse(argvToRecord(process.argv.slice(2)))
-if (!parsed.success) {
+const parsed = parseAgentArgs(argvToRecord(process.argv.slice(2)))
+if (!parsed.ok) {
   logger.error(
-    { issues: parsed.error.issues },
+    { problem: parsed.message },
     'usage: conch-agent (--listenFd n | --socket <path>) (--secretFd n | --secretFile <path>) --root <dir> [--scrollbackBytes n] [--maxSessions n] [--maxProcesses n] [--sandboxUid n --sandboxGid n] [--workCgroup <cgroup.procs> [--workPidsCgroup <cgroup.procs>]] [--oomEvents <memory events file>]',
   )
   process.exit(2)
 }
-const args = parsed.data
+const args = parsed.value
 
 /** Reads the link secret once: from the fd (then closed) or the file (then deleted, so no later process finds it). */
 function readLinkSecret(): string {

@@ -5,7 +5,8 @@
 // Output is either buffered (capped per stream) or handed to `onData`, which applies
 // backpressure by returning false (the child's pipes pause until `resume` is called).
 import type { ChildProcess } from 'node:child_process'
-import { LIMITS, type StreamName } from '@conch/protocol'
+import type { StreamName } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import { CappedBytes } from './capped-bytes.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
 import type { Clock } from './clock.ts'

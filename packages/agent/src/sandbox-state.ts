@@ -9,13 +9,8 @@
 // workspace are written as `/workspace/...` in the state, so they map onto the restored
 // sandbox's root. Background processes are listed and, when the caller asks, started again:
 // they restart, they do not continue.
-import {
-  type RestoredSession,
-  type SandboxShellState,
-  type ShellState,
-  type SnapshotProcess,
-  WORKSPACE_PATH,
-} from '@conch/protocol'
+import type { RestoredSession, SandboxShellState, ShellState, SnapshotProcess } from '@conch/protocol'
+import { WORKSPACE_PATH } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { BashSession } from './bash-session.ts'

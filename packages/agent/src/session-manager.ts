@@ -8,16 +8,8 @@
 // State queries (env, aliases, cwd) are internal runs: queued like any run, kept out of the
 // output log and the history, and they leave `$?` as it was.
 import { randomBytes } from 'node:crypto'
-import {
-  type AgentParams,
-  type AgentResultOf,
-  clampTimeout,
-  DEFAULT_SESSION_ID,
-  LIMITS,
-  type RunResult,
-  type SessionInfo,
-  type SessionOptions,
-} from '@conch/protocol'
+import type { AgentParams, AgentResultOf, RunResult, SessionInfo, SessionOptions } from '@conch/protocol'
+import { clampTimeout, DEFAULT_SESSION_ID, LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 import { BashSession } from './bash-session.ts'
 import type { Clock } from './clock.ts'

@@ -9,7 +9,7 @@
 // reads holds at most one window in the agent and nothing grows. The server closing ends the
 // channel; the runner closing the channel destroys the socket.
 import { connect, type Socket } from 'node:net'
-import { LIMITS } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel, ChannelEndFrame } from './agent-channel.ts'
 import { AgentError } from './agent-error.ts'
 import type { Clock } from './clock.ts'

@@ -9,7 +9,8 @@
 // limited per sandbox; an ended terminal keeps its scrollback (and its exit code) until it is
 // closed, and the oldest ended ones are forgotten when more than the limit pile up.
 import { randomBytes } from 'node:crypto'
-import { type AgentParams, type AgentResultOf, assertNever, LIMITS, type TerminalInfo } from '@conch/protocol'
+import type { AgentParams, AgentResultOf, TerminalInfo } from '@conch/protocol'
+import { assertNever, LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import { AgentError } from './agent-error.ts'
 import type { Clock } from './clock.ts'

@@ -7,7 +7,7 @@
 // shells' working directories, which are strings handed to a spawned process.
 import { realpathSync } from 'node:fs'
 import { posix, sep } from 'node:path'
-import { WORKSPACE_PATH } from '@conch/protocol'
+import { WORKSPACE_PATH } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 
 /** Confines sandbox paths to one workspace root on the host. */

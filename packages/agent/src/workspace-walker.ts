@@ -21,7 +21,7 @@ import {
   openSync,
   readlinkSync,
 } from 'node:fs'
-import { WORKSPACE_PATH } from '@conch/protocol'
+import { WORKSPACE_PATH } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 import { outsideError } from './workspace-paths.ts'
 

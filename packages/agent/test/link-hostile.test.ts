@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { encodeFrame, FrameDecoder } from '@conch/link'
 import { LINK_VERSION } from '@conch/protocol'
 import { linkNonce, linkProof, mintLinkSecret } from '@conch/protocol/link-proof'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { buildAgent } from '../src/build-agent.ts'
 import { systemClock } from '../src/clock.ts'
 import { silentLogger } from '../src/logger.ts'
@@ -130,6 +130,88 @@ describe('hostile peers on the agent link', () => {
     c.send({ type: 'credit', ch: 1, bytes: 2 ** 60 })
     const error = await c.waitFor((f) => f.type === 'error')
     expect(error).toMatchObject({ type: 'error', error: { code: 'INVALID_FRAME' } })
+    await expect(c.call('session.list', {})).resolves.toBeDefined()
+    c.close()
+  })
+
+  it('answers hostile frames with typed errors and keeps serving (wrong types, prototype keys, huge strings, deep nesting)', async () => {
+    const c = await AgentClient.connect(agent.socketPath, SECRET)
+    const hostile: [unknown, string][] = [
+      [{ type: 'credit', ch: '1', bytes: 1 }, 'INVALID_FRAME'],
+      [{ type: 'credit', ch: 1.5, bytes: 1 }, 'INVALID_FRAME'],
+      [{ type: 'close' }, 'INVALID_FRAME'],
+      [{ type: 7 }, 'INVALID_FRAME'],
+      [[{ type: 'ping', n: 1 }], 'INVALID_FRAME'],
+      [{ type: '__proto__', ch: 1 }, 'UNKNOWN_FRAME_TYPE'],
+      [{ type: 'constructor', ch: 1 }, 'UNKNOWN_FRAME_TYPE'],
+      [{ type: 'toString' }, 'UNKNOWN_FRAME_TYPE'],
+      [{ type: 'x'.repeat(500_000) }, 'UNKNOWN_FRAME_TYPE'],
+      [{ type: 'end', ch: JSON.parse(`${'['.repeat(1000)}${']'.repeat(1000)}`) }, 'INVALID_FRAME'],
+      [JSON.parse('{"type": "close", "__proto__": {"ch": 1}}'), 'INVALID_FRAME'],
+    ]
+    // The agent's error frames as it wrote them (the client's own parse maps codes an agent
+    // may not send, such as UNKNOWN_FRAME_TYPE, to INTERNAL, as the runner does).
+    const raw: { code: string; message: string }[] = []
+    const decoder = new FrameDecoder()
+    c.socket.on('data', (chunk: Buffer) => {
+      for (const r of decoder.push(chunk)) {
+        const header = r.ok
+          ? (r.frame.header as { type?: string; error?: { code: string; message: string } })
+          : {}
+        if (header.type === 'error' && header.error) raw.push(header.error)
+      }
+    })
+    for (const [frame] of hostile) c.send(frame)
+    await vi.waitFor(() => expect(raw).toHaveLength(hostile.length))
+    expect(raw.map((e) => e.code)).toEqual(hostile.map(([, code]) => code))
+    for (const e of raw) expect(e.message.length).toBeLessThan(1000)
+    // Extra keys are dropped, as the schema says: the frame is served, not refused.
+    c.send({ type: 'credit', ch: 99, bytes: 1, junk: 'x'.repeat(100_000), constructor: 1 })
+    await expect(c.call('session.list', {})).resolves.toBeDefined()
+    c.close()
+  })
+
+  it('fails hostile calls with BAD_REQUEST, never pollutes Object.prototype, and keeps serving', async () => {
+    const c = await AgentClient.connect(agent.socketPath, SECRET)
+    const refused = async (method: string, params: unknown): Promise<string> => {
+      const error = await c.call(method, params).then(
+        () => undefined,
+        (e: { code?: string; message: string }) => e,
+      )
+      expect(error, `${method} ${JSON.stringify(params)?.slice(0, 80)}`).toMatchObject({
+        code: 'BAD_REQUEST',
+      })
+      return error?.message ?? ''
+    }
+    expect(await refused('__proto__', {})).toContain('unknown method')
+    expect(await refused('constructor', {})).toContain('unknown method')
+    expect(await refused('hasOwnProperty', {})).toContain('unknown method')
+    expect(await refused('session.run', { sessionId: 5, id: 'r', command: 'true', buffer: true })).toContain(
+      'invalid params for session.run: sessionId',
+    )
+    expect(
+      await refused('session.run', { sessionId: 'default', id: '', command: 'true', buffer: true }),
+    ).toContain('id')
+    expect(await refused('session.create', { env: { A: 'x\0y' } })).toContain('values may not contain NUL')
+    expect(await refused('file.stat', { path: '/workspace/a\0b' })).toContain('paths may not contain NUL')
+    expect(await refused('session.create', { cwd: 'x'.repeat(5000) })).toContain('cwd')
+    expect(
+      await refused('session.stdin', { sessionId: 'default', id: 'r', data: 'A'.repeat(2_000_000) }),
+    ).toContain('data')
+    expect(
+      await refused('session.create', { id: JSON.parse(`${'{"a":'.repeat(3000)}1${'}'.repeat(3000)}`) }),
+    ).toContain('id')
+    expect(await refused('process.kill', { id: 'proc_abcd', signal: 'SIGSTOP' })).toContain('signal')
+    // Prototype keys in params: never copied, so nothing reaches Object.prototype.
+    const hostile = JSON.parse(
+      '{"id": "s-proto", "env": {"__proto__": {"polluted": "yes"}, "A": "b"}, "__proto__": {"polluted": "yes"}, "constructor": {"prototype": {"polluted": "yes"}}}',
+    )
+    const created = await c.call<{ id: string }>('session.create', hostile)
+    expect(created.id).toBe('s-proto')
+    const env = await c.call<{ env: Record<string, string> }>('session.env.list', { sessionId: 's-proto' })
+    expect(env.env.A).toBe('b')
+    expect(Object.hasOwn(env.env, '__proto__')).toBe(false)
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     await expect(c.call('session.list', {})).resolves.toBeDefined()
     c.close()
   })

@@ -9,7 +9,8 @@
 // The decoder never throws on bad input: an oversized frame is skipped byte-exactly and
 // reported, a frame with a bad header is reported, and decoding continues with the next frame.
 import { Buffer } from 'node:buffer'
-import { LIMITS, type WireError } from '@conch/protocol'
+import type { WireError } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 const EMPTY = new Uint8Array(0)

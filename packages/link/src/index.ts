@@ -12,11 +12,13 @@ export {
   type CallErrors,
   type CallFrame,
   type CallOptions,
+  type CallParser,
   type HandlerTable,
   LinkCalls,
   type MethodTable,
   type ParamsOf,
   type ResultOf,
+  schemaCallParser,
 } from './link-calls.ts'
 export {
   type ChannelHandler,
@@ -27,6 +29,7 @@ export {
   type WithoutChannel,
 } from './link-channel.ts'
 export {
+  type FrameParser,
   type HeartbeatFrame,
   LinkEndpoint,
   type LinkEndpointOptions,

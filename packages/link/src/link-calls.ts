@@ -1,10 +1,11 @@
 // Requests over the link, typed by a method table (`AGENT_METHODS`: name → params and result
 // schemas). The caller side numbers calls, settles each on exactly one `result` or `fail`,
 // parses the result with the method's schema before resolving, and fails calls on timeout or
-// link loss. The answering side parses params with the method's schema, runs the handler from
-// a table with one typed handler per method, and answers. Neither side trusts the other: a
-// bad result is INTERNAL on the caller, bad params are BAD_REQUEST to the caller.
-import type { ErrorCode, WireError } from '@conch/protocol'
+// link loss. The answering side parses params with its `CallParser` (zod's schemas in
+// `schemaCallParser`, or the agent's zod-free checker of the same schemas), runs the handler
+// from a table with one typed handler per method, and answers. Neither side trusts the other:
+// a bad result is INTERNAL on the caller, bad params are BAD_REQUEST to the caller.
+import type { ErrorCode, ParseResult, WireError } from '@conch/protocol'
 import type { z } from 'zod'
 
 /** Method name → params and result schemas. */
@@ -140,41 +141,63 @@ export type HandlerTable<T extends MethodTable, C> = {
 }
 
 /**
- * Answers one call: parses its params against the method's schema, runs `handle`, and sends
+ * How the answering side checks a call: whether it names a method of `T`, and its params
+ * parsed by that method's schema. Never throws.
+ */
+export interface CallParser<T extends MethodTable> {
+  /** Whether `method` is one of `T`'s (own keys only: `__proto__` and `constructor` are not). */
+  has(method: string): method is keyof T & string
+  /** The params of `method`, or BAD_REQUEST naming the fields that do not match. */
+  params<M extends keyof T & string>(method: M, params: unknown): ParseResult<ParamsOf<T, M>>
+}
+
+/** The BAD_REQUEST of params that did not parse; `fields` lists `path: problem` entries. */
+function invalidParams(method: string, fields: readonly string[]): WireError {
+  return { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields.slice(0, 5).join('; ')}` }
+}
+
+/** A `CallParser` that parses with the zod schemas of `methods` (the runner, tests). */
+export function schemaCallParser<T extends MethodTable>(methods: T): CallParser<T> {
+  return {
+    has: (method): method is keyof T & string => Object.hasOwn(methods, method),
+    params(method, params) {
+      const parsed = methods[method]!.params.safeParse(params)
+      if (parsed.success) return { ok: true, value: parsed.data as ParamsOf<T, typeof method> }
+      const fields = parsed.error.issues.map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
+      return { ok: false, error: invalidParams(method, fields) }
+    },
+  }
+}
+
+/**
+ * Answers one call: checks its method and params with `parser`, runs `handle`, and sends
  * `result` or `fail`. An unknown method or bad params fail with BAD_REQUEST naming the fields;
  * a thrown error becomes the `fail` that `toWire` makes of it.
  */
 export async function answerCall<T extends MethodTable>(
-  methods: T,
+  parser: CallParser<T>,
   frame: CallFrame,
   handle: <M extends keyof T & string>(method: M, params: ParamsOf<T, M>) => Promise<ResultOf<T, M>>,
   reply: (frame: AnswerFrame) => void,
   toWire: (error: unknown) => WireError,
 ): Promise<void> {
   const { id, method } = frame
-  if (!Object.hasOwn(methods, method)) {
+  if (!parser.has(method)) {
+    const name: string = frame.method
     reply({
       type: 'fail',
       id,
-      error: { code: 'BAD_REQUEST', message: `unknown method "${method.slice(0, 64)}"` },
+      error: { code: 'BAD_REQUEST', message: `unknown method "${name.slice(0, 64)}"` },
     })
     return
   }
-  const parsed = methods[method]!.params.safeParse(frame.params ?? {})
-  if (!parsed.success) {
-    const fields = parsed.error.issues
-      .slice(0, 5)
-      .map((i) => `${i.path.join('.') || '(params)'}: ${i.message}`)
-      .join('; ')
-    reply({
-      type: 'fail',
-      id,
-      error: { code: 'BAD_REQUEST', message: `invalid params for ${method}: ${fields}` },
-    })
+  const parsed = parser.params(method, frame.params ?? {})
+  if (!parsed.ok) {
+    reply({ type: 'fail', id, error: parsed.error })
     return
   }
   try {
-    const result = await handle(method, parsed.data as ParamsOf<T, typeof method>)
+    const result = await handle(method, parsed.value)
     reply({ type: 'result', id, result })
   } catch (err) {
     reply({ type: 'fail', id, error: toWire(err) })

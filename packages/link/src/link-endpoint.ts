@@ -1,7 +1,8 @@
 // One end of the runner↔agent link, the same class in both roles.
 //
-// It owns the byte stream: it decodes incoming frames with the one codec and parses each
-// against the role's incoming schema (the peer is untrusted: the agent shares its sandbox with
+// It owns the byte stream: it decodes incoming frames with the one codec and parses each with
+// the role's parser of incoming frames (the runner's is zod's `parseFrame`; the agent's is the
+// zod-free checker of JSON Schema generated from the same schemas; the peer is untrusted: the agent shares its sandbox with
 // user code, and anything may connect to the agent's socket), writes typed outgoing frames,
 // batches writes, and keeps the heartbeat. What the frames mean (calls, channels, the
 // handshake) belongs to the role built on top of it.
@@ -17,8 +18,8 @@
 // two go unanswered. Before that, `ping` and `pong` reach `onFrame` like any other frame, so a
 // role can refuse them before its handshake.
 import type { Duplex } from 'node:stream'
-import { LIMITS, parseFrame, type WireError } from '@conch/protocol'
-import type { z } from 'zod'
+import type { ParseResult, WireError } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
@@ -30,12 +31,16 @@ export interface LinkFrame {
 /** A heartbeat frame, which both roles' unions contain. */
 export type HeartbeatFrame = { type: 'ping'; n: number } | { type: 'pong'; n: number }
 
+/**
+ * Parses an untrusted frame header into a frame the peer may send (e.g. `HostFrame` on the
+ * agent), or says why not: INVALID_FRAME, UNKNOWN_FRAME_TYPE. Never throws.
+ */
+export type FrameParser<In> = (header: unknown) => ParseResult<In>
+
 /** What a role hands its endpoint. */
 export interface LinkEndpointOptions<In extends LinkFrame> {
-  /** The discriminated union of frames the peer may send (e.g. `HostFrame` on the agent). */
-  schema: z.ZodType<In>
-  /** The `t` values of `schema`. */
-  types: readonly string[]
+  /** The parser of the frames the peer may send. */
+  parse: FrameParser<In>
   /** Largest frame accepted; larger ones are skipped and reported as FRAME_TOO_LARGE. */
   maxFrameBytes?: number
   /** A parsed frame and its payload (a view into the read buffer: copy it to keep it). */
@@ -168,12 +173,12 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
         continue
       }
       const { header, payload } = result.frame
-      const parsed = parseFrame(this.#options.schema, header, 'type', this.#options.types)
+      const parsed = this.#options.parse(header)
       if (!parsed.ok) {
         this.#options.onBadFrame(parsed.error, header)
         continue
       }
-      const frame = parsed.value as In
+      const frame = parsed.value
       if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
         const beat = frame as unknown as HeartbeatFrame
         if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })

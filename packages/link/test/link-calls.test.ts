@@ -6,11 +6,12 @@ import {
   type ErrorCode,
   HOST_FRAME_TYPES,
   HostFrame,
+  parseFrame,
   type WireError,
 } from '@conch/protocol'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
-import { answerCall, type HandlerTable, LinkCalls } from '../src/link-calls.ts'
+import { answerCall, type HandlerTable, LinkCalls, schemaCallParser } from '../src/link-calls.ts'
 import { LinkEndpoint } from '../src/link-endpoint.ts'
 import { type SocketPair, socketPair } from './socket-pair.ts'
 
@@ -42,12 +43,11 @@ afterEach(() => {
 async function linked(handlers: HandlerTable<typeof METHODS, null>) {
   pair = await socketPair()
   const answering: LinkEndpoint<AgentFrame, HostFrame> = new LinkEndpoint<AgentFrame, HostFrame>(pair.b, {
-    schema: HostFrame,
-    types: HOST_FRAME_TYPES,
+    parse: (header) => parseFrame(HostFrame, header, 'type', HOST_FRAME_TYPES),
     onFrame: (frame) => {
       if (frame.type !== 'call') return
       void answerCall(
-        METHODS,
+        schemaCallParser(METHODS),
         frame,
         (method, params) => (handlers[method] as (p: unknown, c: null) => Promise<never>)(params, null),
         (answer) => answering.send(answer),
@@ -59,8 +59,7 @@ async function linked(handlers: HandlerTable<typeof METHODS, null>) {
   let calls: LinkCalls<typeof METHODS> | undefined
   const answers: AgentFrame[] = []
   const caller = new LinkEndpoint<HostFrame, AgentFrame>(pair.a, {
-    schema: AgentFrame,
-    types: AGENT_FRAME_TYPES,
+    parse: (header) => parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES),
     onFrame: (frame) => {
       answers.push(frame)
       if (frame.type === 'result' || frame.type === 'fail') calls?.settle(frame)

@@ -2,35 +2,41 @@
 // out, AgentFrame in; the agent's end: the reverse) over a real Unix socket. The peer is either
 // the other role's endpoint or a raw socket writing hostile bytes.
 import type { Socket } from 'node:net'
-import { AGENT_FRAME_TYPES, AgentFrame, HOST_FRAME_TYPES, HostFrame, type WireError } from '@conch/protocol'
+import { AGENT_FRAME_TYPES, AgentFrame, type HostFrame, parseFrame, type WireError } from '@conch/protocol'
+import { parseHostFrame } from '@conch/protocol/zod-free'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import type { z } from 'zod'
 import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
-import { LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
+import { type FrameParser, LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
 import { type SocketPair, socketPair } from './socket-pair.ts'
 
 interface Role<Out extends LinkFrame, In extends LinkFrame> {
   name: string
-  out: { schema: z.ZodType<Out>; types: readonly string[] }
-  in: { schema: z.ZodType<In>; types: readonly string[] }
+  /** The peer's parser: of what this role sends. */
+  out: FrameParser<Out>
+  /** This role's parser: of what the peer sends. */
+  in: FrameParser<In>
   /** A frame of this role that carries a payload. */
   payloadFrame: Out
   /** A frame of this role without one. */
   controlFrame: (n: number) => Out
 }
 
+/** The runner's parser (zod's); the agent's is the zod-free `parseHostFrame`, as in the roles. */
+const parseAgentFrame: FrameParser<AgentFrame> = (header) =>
+  parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES)
+
 const runner: Role<HostFrame, AgentFrame> = {
   name: 'runner',
-  out: { schema: HostFrame, types: HOST_FRAME_TYPES },
-  in: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
+  out: parseHostFrame,
+  in: parseAgentFrame,
   payloadFrame: { type: 'data', ch: 3 },
   controlFrame: (n) => ({ type: 'credit', ch: 3, bytes: n + 1 }),
 }
 
 const agent: Role<AgentFrame, HostFrame> = {
   name: 'agent',
-  out: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
-  in: { schema: HostFrame, types: HOST_FRAME_TYPES },
+  out: parseAgentFrame,
+  in: parseHostFrame,
   payloadFrame: { type: 'shell_out', ch: 3, id: 'r-1', offset: 0 },
   controlFrame: (n) => ({ type: 'shell_start', ch: 3, id: `r-${n}`, offset: n }),
 }
@@ -45,13 +51,12 @@ interface Seen<F> {
 
 function observe<Out extends LinkFrame, In extends LinkFrame>(
   socket: Socket,
-  inSide: { schema: z.ZodType<In>; types: readonly string[] },
+  parse: FrameParser<In>,
   maxFrameBytes?: number,
 ): { endpoint: LinkEndpoint<Out, In>; seen: Seen<In> } {
   const seen: Seen<In> = { frames: [], bad: [], closed: [], drains: 0 }
   const endpoint = new LinkEndpoint<Out, In>(socket, {
-    schema: inSide.schema,
-    types: inSide.types,
+    parse,
     ...(maxFrameBytes === undefined ? {} : { maxFrameBytes }),
     onFrame: (frame, payload) => seen.frames.push({ frame, payload: Buffer.from(payload) }),
     onBadFrame: (error, header) => seen.bad.push({ error, header }),
@@ -152,7 +157,7 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In
       pair.b.write(encodeFrame({ type: 'launch_missiles', ch: 1 }))
       pair.b.write(encodeFrame({ type: 'ping', number: 1 }))
       pair.b.write(encodeFrame([1, 2, 3]))
-      pair.b.write(encodeFrame(role.in.schema.parse(peerControl(role))))
+      pair.b.write(encodeFrame(peerControl(role)))
       await vi.waitFor(() => expect(self.seen.frames).toHaveLength(1))
       expect(self.seen.bad.map((b) => b.error.code)).toEqual([
         'INVALID_FRAME',
@@ -236,8 +241,7 @@ describe('typed send', () => {
   it('rejects a misspelt field at compile time', async () => {
     pair = await socketPair()
     const endpoint = new LinkEndpoint<HostFrame, AgentFrame>(pair.a, {
-      schema: AgentFrame,
-      types: AGENT_FRAME_TYPES,
+      parse: parseAgentFrame,
       onFrame: () => {},
       onBadFrame: () => {},
     })

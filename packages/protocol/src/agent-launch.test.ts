@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { AGENT_NODE_FLAGS, AgentArgs, agentCommand, argvToRecord, compileCacheFlag } from './agent-launch.ts'
+import { AgentArgs } from './agent-args.ts'
+import { AGENT_NODE_FLAGS, agentCommand, argvToRecord, compileCacheFlag } from './agent-launch.ts'
 
 describe('agentCommand', () => {
   it('puts the node flags before the entry and the arguments after it', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { AgentFrame } from './agent-frames.ts'
 import { MAX_AGENT_ERROR_MESSAGE_CHARS } from './agent-wire-error.ts'
-import { MAX_ERROR_DETAILS_BYTES } from './error-details.ts'
+import { MAX_ERROR_DETAILS_BYTES } from './bounded-error-details.ts'
 
 // A hostile agent (user code runs next to it) sends error frames built to mislead the client
 // the runner forwards them to. What parses is no more than an honest agent could have said.

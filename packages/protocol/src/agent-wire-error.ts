@@ -1,6 +1,6 @@
 import type { z } from 'zod'
+import { boundedErrorDetails } from './bounded-error-details.ts'
 import { type ErrorCode, WireError } from './error-codes.ts'
-import { boundedErrorDetails } from './error-details.ts'
 
 // An error as the agent reports it. The agent runs next to code the user does not trust, so its
 // errors are bounded where the runner parses them: a code an agent never throws (UNAUTHORIZED,

@@ -1,5 +1,7 @@
-import { ERROR_STATUS, type ErrorBody, type ErrorCode, type WireError } from './error-codes.ts'
-import { boundedErrorDetails, type ErrorDetails } from './error-details.ts'
+import { boundedErrorDetails } from './bounded-error-details.ts'
+import type { ErrorBody, ErrorCode, WireError } from './error-codes.ts'
+import type { ErrorDetails } from './error-details.ts'
+import { ERROR_STATUS } from './error-status.ts'
 
 // The error class every server-side process builds on (the agent's, the runner's and the
 // router's): a protocol code, a message that says what happened, and details typed by the code

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ERROR_STATUS, ErrorCode } from './error-codes.ts'
+import { ErrorCode } from './error-codes.ts'
+import { ERROR_STATUS } from './error-status.ts'
 
 describe('error codes', () => {
   it('maps every code to an HTTP error status', () => {

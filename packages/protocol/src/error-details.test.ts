@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
+import { boundedErrorDetails } from './bounded-error-details.ts'
 import { ErrorCode } from './error-codes.ts'
-import { boundedErrorDetails, ERROR_DETAILS } from './error-details.ts'
+import { ERROR_DETAILS } from './error-details.ts'
 import { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 
 describe('error details and suggestions', () => {

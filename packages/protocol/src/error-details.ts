@@ -235,24 +235,3 @@ export const ERROR_DETAILS = {
 
 /** The details type of each code. */
 export type ErrorDetails = { [C in ErrorCode]: z.infer<(typeof ERROR_DETAILS)[C]> }
-
-/** The most bytes of JSON a forwarded error's details may take; larger details are dropped. */
-export const MAX_ERROR_DETAILS_BYTES = 4096
-
-const utf8 = new TextEncoder()
-
-/**
- * `details` checked against `code`'s schema: unknown keys are dropped, and details that do not
- * match, or take more than `MAX_ERROR_DETAILS_BYTES` as JSON, become `undefined`.
- */
-export function boundedErrorDetails<C extends ErrorCode>(
-  code: C,
-  details: unknown,
-): ErrorDetails[C] | undefined {
-  if (details === undefined) return undefined
-  const parsed = ERROR_DETAILS[code].safeParse(details)
-  if (!parsed.success) return undefined
-  if (Object.keys(parsed.data).length === 0) return undefined
-  if (utf8.encode(JSON.stringify(parsed.data)).byteLength > MAX_ERROR_DETAILS_BYTES) return undefined
-  return parsed.data as ErrorDetails[C]
-}

@@ -1,12 +1,13 @@
 import { z } from 'zod'
 import { Timestamp } from './primitives.ts'
+import { REFINEMENTS } from './refinements.ts'
 
 /** A path inside the sandbox: absolute under `/workspace`, or relative to it. */
 export const SandboxPath = z
   .string()
   .min(1)
   .max(4096)
-  .refine((p) => !p.includes('\0'), 'paths may not contain NUL')
+  .refine(REFINEMENTS.pathWithoutNul.test, REFINEMENTS.pathWithoutNul.message)
 /** A sandbox path. */
 export type SandboxPath = z.infer<typeof SandboxPath>
 

@@ -1,3 +1,4 @@
+export { AgentArgs } from './agent-args.ts'
 export {
   AGENT_FRAME_TYPES,
   AgentCredit,
@@ -33,7 +34,6 @@ export {
 export {
   AGENT_ENV_PREFIX,
   AGENT_NODE_FLAGS,
-  AgentArgs,
   agentCommand,
   argvToRecord,
   compileCacheFlag,
@@ -60,6 +60,7 @@ export { API_ERROR_BODY, API_ROUTES, type ApiRoute, type OperationId } from './a
 export { assertNever } from './assert-never.ts'
 export { API_KEY_PREFIX, BEARER_SUBPROTOCOL_PREFIX, SANDBOX_TOKEN_PREFIX, SHELL_SUBPROTOCOL } from './auth.ts'
 export { BenchGoal, BenchReport, BenchResult } from './bench-results.ts'
+export { boundedErrorDetails, MAX_ERROR_DETAILS_BYTES } from './bounded-error-details.ts'
 export {
   CLIENT_FRAME_TYPES,
   ClientFrame,
@@ -84,11 +85,11 @@ export {
   ShellStdin,
 } from './client-frames.ts'
 export { CodedError, type CodedErrorOptions } from './coded-error.ts'
-export { ERROR_STATUS, ErrorBody, ErrorCode, WireError } from './error-codes.ts'
+export { DEFAULT_SESSION_ID } from './default-session.ts'
+export { ErrorBody, ErrorCode, WireError } from './error-codes.ts'
 export {
   AgentUnavailableDetails,
   BadRequestDetails,
-  boundedErrorDetails,
   ConnectionLostDetails,
   ERROR_DETAILS,
   type ErrorDetails,
@@ -96,7 +97,6 @@ export {
   FrameTooLargeDetails,
   InternalDetails,
   LimitDetails,
-  MAX_ERROR_DETAILS_BYTES,
   NoDetails,
   OutputLostDetails,
   PathDetails,
@@ -107,6 +107,7 @@ export {
   ShellClosedDetails,
   UnauthorizedDetails,
 } from './error-details.ts'
+export { ERROR_STATUS } from './error-status.ts'
 export { ERROR_SUGGESTIONS } from './error-suggestions.ts'
 export { FileInfo, SandboxPath } from './file.ts'
 export { type ParseResult, parseFrame, parseJsonFrame } from './frame-parse.ts'
@@ -202,7 +203,6 @@ export {
 export { MAX_SHARD_NAME_LENGTH, ShardName, shardedSandboxId, shardOfSandboxId } from './sandbox-shard.ts'
 export { SandboxUsage } from './sandbox-usage.ts'
 export {
-  DEFAULT_SESSION_ID,
   HistoryEntry,
   HistoryQuery,
   SessionInfo,

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { API_ERROR_BODY, API_ROUTES, type ApiRoute } from './api-routes.ts'
-import { ERROR_STATUS } from './error-codes.ts'
+import { ERROR_STATUS } from './error-status.ts'
 
 type Json = Record<string, unknown>
 

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { REFINEMENTS } from './refinements.ts'
 
 /** A session id: letters, digits, `.`, `_` and `-`, starting with a letter or digit. */
 export const SessionId = z
@@ -27,7 +28,7 @@ export type EnvName = z.infer<typeof EnvName>
 /** Environment variables to set; values may not contain NUL. */
 export const Env = z.record(
   EnvName,
-  z.string().refine((v) => !v.includes('\0'), 'values may not contain NUL'),
+  z.string().refine(REFINEMENTS.envValueWithoutNul.test, REFINEMENTS.envValueWithoutNul.message),
 )
 /** Environment variables. */
 export type Env = z.infer<typeof Env>

@@ -1,9 +1,6 @@
 import { z } from 'zod'
 import { Env, Offset, RunId, SessionId, TimeoutMs, Timestamp } from './primitives.ts'
 
-/** The session every sandbox has; it is created on demand and cannot be deleted. */
-export const DEFAULT_SESSION_ID = 'default'
-
 /** Options for a new session (a new long-lived bash). */
 export const SessionOptions = z.object({
   /** Session id; generated when absent. */

@@ -30,6 +30,7 @@ import {
   LINK_VERSION,
   linkVersionOf,
   PROTOCOL_VERSION,
+  parseFrame,
   type WireError,
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
@@ -105,8 +106,7 @@ export class AgentLink {
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
     this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
-      schema: AgentFrame,
-      types: AGENT_FRAME_TYPES,
+      parse: (header) => parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES),
       onFrame: (frame, payload) => this.#dispatch(frame, payload),
       onBadFrame: (error, header) => this.#bad(header, error),
       onDrain: () => {

@@ -1,3 +1,4 @@
+import { ShapeError } from '@conch/protocol/json-shape'
 import { decodeBase64 } from './base64.ts'
 import { ConchError } from './conch-error.ts'
 import { errorFromWire } from './error-from-wire.ts'
@@ -6,7 +7,6 @@ import { ndjsonLines } from './ndjson-lines.ts'
 import type { ProcessInfo } from './resource-info.ts'
 import { execEvent, processInfo, processOutput } from './rest-shapes.ts'
 import { DEADLINE_SLACK_MS } from './run-budget.ts'
-import { ShapeError } from './wire-shape.ts'
 
 /** The longest single wait request; `wait()` repeats it until the process ends or its own budget runs out. */
 const WAIT_SLICE_MS = 60_000

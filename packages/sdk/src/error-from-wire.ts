@@ -1,4 +1,5 @@
 import { assertNever } from '@conch/protocol'
+import { check, type Shape, shapeOf } from '@conch/protocol/json-shape'
 import {
   AuthError,
   ConchError,
@@ -14,7 +15,6 @@ import {
 import { type ErrorCode, isErrorCode } from './error-code.ts'
 import type { ErrorDetails } from './error-details.ts'
 import { ERROR_DETAILS_SCHEMAS } from './wire-schemas.ts'
-import { check, type Shape, shapeOf } from './wire-shape.ts'
 
 /** An error as the runner reports it, before the SDK knows whether its code is known. */
 export interface RawWireError {

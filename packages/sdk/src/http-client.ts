@@ -1,3 +1,4 @@
+import { check, ShapeError } from '@conch/protocol/json-shape'
 import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from './conch-error.ts'
 import { deadlineError, deadlineSignal, isTimeoutAbort } from './deadline.ts'
 import { errorFromWire } from './error-from-wire.ts'
@@ -13,7 +14,12 @@ import {
   sleep,
 } from './retry-policy.ts'
 import type { FetchLike } from './web-socket-like.ts'
-import { check, type Shape, ShapeError } from './wire-shape.ts'
+
+/**
+ * The checker of an answer (the protocol's `Shape`, spelled here so the SDK's published types
+ * name no private package).
+ */
+type AnswerShape<T> = (value: unknown, path: string) => T
 
 // The REST half of the SDK: one `fetch` per call with the bearer secret, a deadline on every
 // call (covering its retries), answers checked against the protocol's shapes, and every failure
@@ -72,7 +78,12 @@ export class HttpClient {
   }
 
   /** Calls a JSON route and checks the answer against `shape`. */
-  async json<T>(method: string, path: string, shape: Shape<T>, options: RequestOptions = {}): Promise<T> {
+  async json<T>(
+    method: string,
+    path: string,
+    shape: AnswerShape<T>,
+    options: RequestOptions = {},
+  ): Promise<T> {
     const response = await this.send(method, path, options, 'application/json')
     const what = `${method} ${path}`
     let value: unknown

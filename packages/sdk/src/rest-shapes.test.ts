@@ -19,11 +19,11 @@ import {
   SnapshotInfo,
   SnapshotList,
 } from '@conch/protocol'
+import { check, type Shape } from '@conch/protocol/json-shape'
 import { describe, expect, it } from 'vitest'
 import type { z } from 'zod'
 import { mutations } from '../test/mutations.ts'
 import * as shapes from './rest-shapes.ts'
-import { check, type Shape } from './wire-shape.ts'
 
 // Each REST shape accepts and rejects exactly what the protocol schema it mirrors does, on a
 // valid sample and on every single-field mutation of it.

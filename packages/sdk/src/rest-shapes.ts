@@ -1,4 +1,5 @@
 import type { ProcessOutput, RunResult } from '@conch/protocol'
+import { type JsonSchema, type Shape, ShapeError, shapeOf } from '@conch/protocol/json-shape'
 import type {
   AccessToken,
   ExposedPort,
@@ -13,7 +14,6 @@ import type {
 } from './resource-info.ts'
 import type { TerminalInfo } from './terminal.ts'
 import { EXEC_EVENT_SCHEMAS, REST_SCHEMAS } from './wire-schemas.ts'
-import { type JsonSchema, type Shape, ShapeError, shapeOf } from './wire-shape.ts'
 
 // Validators of the runner's REST answers, from the protocol's own schemas (generated into
 // wire-schemas.ts). Each is annotated with the SDK's type for that answer, which a type test

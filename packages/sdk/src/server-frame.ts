@@ -1,6 +1,6 @@
 import type { ServerFrame } from '@conch/protocol'
+import { type JsonSchema, ShapeError, shapeOf } from '@conch/protocol/json-shape'
 import { SERVER_FRAME_SCHEMAS } from './wire-schemas.ts'
-import { type JsonSchema, ShapeError, shapeOf } from './wire-shape.ts'
 
 // The frames the runner sends on the shell socket, checked against the protocol's
 // `ServerFrame` schema (generated into wire-schemas.ts). Two fields are deliberately open:

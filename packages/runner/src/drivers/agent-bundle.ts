@@ -1,8 +1,9 @@
-// The agent as one JavaScript file: the agent, the link, the protocol and zod bundled by esbuild, with no
-// imports but Node's own. Every driver runs this file, so a sandbox needs only a Node binary and
+// The agent as one JavaScript file: the agent, the link and the protocol's zod-free modules
+// bundled by esbuild, with no imports but Node's own (the agent checks its input without zod;
+// see docs/PROTOCOL.md, "Validation"). Every driver runs this file, so a sandbox needs only a Node binary and
 // it. The published package ships it as `conch-agent.mjs` beside the runner's code. Running
 // from source (a checkout, the tests), it is built on first use into a cache named by a hash of
-// what it is built from (the agent's, the link's and the protocol's sources by relative path, zod's version,
+// what it is built from (the agent's, the link's and the protocol's sources by relative path,
 // the build options), so an edited agent is rebuilt, an unchanged one costs only the hash, and a
 // copy of the checkout elsewhere (the VM tier) finds the same file without esbuild.
 import { createHash } from 'node:crypto'
@@ -18,7 +19,7 @@ import {
 import { createRequire } from 'node:module'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { BuildOptions, Plugin } from 'esbuild'
+import type { BuildOptions } from 'esbuild'
 import { RunnerError } from '../runner-error.ts'
 import { ensurePtyRuntime } from './pty-runtime.ts'
 
@@ -27,23 +28,6 @@ export const AGENT_BUNDLE_FILE = 'conch-agent.mjs'
 
 /** The oldest Node the bundle is compiled for (the runner checks it at start). */
 export const AGENT_BUNDLE_TARGET = 'node22'
-
-/**
- * zod's `z.locales`: every language's error messages (about 370 KB of source, 40 % of the
- * bundle), imported by zod's classic and core entries only to be re-exported. The agent uses none of them (zod registers English
- * itself, from its own import of `locales/en.js`), so the bundle gets an empty module instead.
- */
-const NO_ZOD_LOCALES: Plugin = {
-  name: 'no-zod-locales',
-  setup(build) {
-    build.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      /[/\\]zod[/\\]v4[/\\](classic|core)[/\\]/.test(args.importer)
-        ? { path: 'zod-locales', namespace: 'empty' }
-        : undefined,
-    )
-    build.onLoad({ filter: /.*/, namespace: 'empty' }, () => ({ contents: 'export {}', loader: 'js' }))
-  },
-}
 
 /** What esbuild needs to bundle the agent from `entry` (its source main file). */
 function agentBundleOptions(entry: string): BuildOptions & { write: false } {
@@ -60,7 +44,6 @@ function agentBundleOptions(entry: string): BuildOptions & { write: false } {
     // Non-ASCII in strings, identifiers and regexps is escaped, so V8 keeps the source (which it
     // holds for as long as the agent lives) one byte per character, not two (see asciiSource).
     charset: 'ascii',
-    plugins: [NO_ZOD_LOCALES],
     write: false,
     logLevel: 'silent',
   }
@@ -70,7 +53,7 @@ function agentBundleOptions(entry: string): BuildOptions & { write: false } {
  * The bundle's text with every non-ASCII character written as `\u{…}`. With `charset: 'ascii'`
  * the only ones esbuild leaves are in comments, where the escape is text like any other; one
  * such character would make V8 hold the whole source as UTF-16, twice its size (measured: a
- * 2.1 MB string instead of 0.9 MB for the bundle with zod's locales).
+ * 2.1 MB string instead of 0.9 MB for a bundle that carried zod's locales).
  */
 export function asciiSource(text: string): string {
   return text.replace(/[\u{80}-\u{10ffff}]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
@@ -90,13 +73,6 @@ function packageRoot(file: string, name: string): string {
     if (up === dir) throw new Error(`no package.json of ${name} above ${file}`)
     dir = up
   }
-}
-
-/** A package's version as `require` from `from` finds it. */
-function versionOf(name: string, from: string): string {
-  const root = packageRoot(createRequire(from).resolve(name), name)
-  const parsed: unknown = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
-  return typeof parsed === 'object' && parsed !== null && 'version' in parsed ? String(parsed.version) : '?'
 }
 
 /** Hashes every non-test source file under `dir` (named relative to `base`), in a stable order. */
@@ -121,7 +97,6 @@ function agentSourceKey(entry: string): string {
   hashTree(hash, join(linkDir, 'src'))
   hash.update('protocol\0')
   hashTree(hash, join(protocolDir, 'src'))
-  hash.update(`zod@${versionOf('zod', join(protocolDir, 'package.json'))}\0`)
   hash.update(JSON.stringify(agentBundleOptions('')))
   return hash.digest('hex').slice(0, 16)
 }
