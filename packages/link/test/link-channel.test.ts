@@ -6,13 +6,13 @@ import type { Socket } from 'node:net'
 import {
   AGENT_FRAME_TYPES,
   AgentFrame,
-  HOST_FRAME_TYPES,
-  HostFrame,
+  type HostFrame,
   LIMITS,
+  parseFrame,
   type WireError,
 } from '@conch/protocol'
+import { parseHostFrame } from '@conch/protocol/zod-free'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import type { z } from 'zod'
 import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
 import {
   type CreditFrame,
@@ -21,7 +21,7 @@ import {
   OVERRUN_ERROR,
   type WithoutChannel,
 } from '../src/link-channel.ts'
-import { LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
+import { type FrameParser, LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
 import { type SocketPair, socketPair } from './socket-pair.ts'
 
 const CHUNK = 16_384
@@ -38,8 +38,8 @@ interface ChannelConfig<Out extends LinkFrame> {
 
 interface Role<Out extends LinkFrame, In extends LinkFrame> {
   name: string
-  out: { schema: z.ZodType<Out>; types: readonly string[] }
-  in: { schema: z.ZodType<In>; types: readonly string[] }
+  /** This role's parser of what the peer sends: zod's on the runner, the zod-free one on the agent. */
+  parse: FrameParser<In>
   /** A frame with a payload this role sends on a channel. */
   payloadFrame: (offset: number) => WithoutChannel<Out>
   /** The frame that ends this role's sending (the agent's terminal `end`, the runner's upload `end`). */
@@ -56,8 +56,7 @@ interface Role<Out extends LinkFrame, In extends LinkFrame> {
 
 const runner: Role<HostFrame, AgentFrame> = {
   name: 'runner',
-  out: { schema: HostFrame, types: HOST_FRAME_TYPES },
-  in: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
+  parse: (header) => parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES),
   payloadFrame: () => ({ type: 'data' }),
   endFrame: { type: 'end' },
   finish: (channel) => channel.send({ type: 'end' }),
@@ -74,8 +73,7 @@ const runner: Role<HostFrame, AgentFrame> = {
 
 const agent: Role<AgentFrame, HostFrame> = {
   name: 'agent',
-  out: { schema: AgentFrame, types: AGENT_FRAME_TYPES },
-  in: { schema: HostFrame, types: HOST_FRAME_TYPES },
+  parse: parseHostFrame,
   payloadFrame: (offset) => ({ type: 'data', offset }),
   endFrame: { type: 'end', exitCode: 0, timedOut: false, durationMs: 0 },
   finish: (channel) => channel.end({ type: 'end', exitCode: 0, timedOut: false, durationMs: 0 }),
@@ -112,8 +110,7 @@ class End<Out extends LinkFrame, In extends LinkFrame> {
     this.#role = role
     this.#windows = { send: windows.send, receive: windows.receive }
     this.endpoint = new LinkEndpoint<Out, In>(socket, {
-      schema: role.in.schema,
-      types: role.in.types,
+      parse: role.parse,
       onFrame: (frame, payload) => {
         const ch = (frame as { ch?: number }).ch
         if (ch !== undefined) this.channels.get(ch)?.deliver(frame, Buffer.from(payload))
