@@ -38,7 +38,8 @@ let ssh2Module: Promise<typeof ssh2> | undefined
 
 /** ssh2, loaded on first use; a failed load is AGENT_UNAVAILABLE and is tried again next time. */
 async function loadSsh2(): Promise<typeof ssh2> {
-  ssh2Module ??= import('ssh2').then((m) => m.default)
+  // ssh2 is CommonJS: its exports are the namespace's default.
+  ssh2Module ??= import('ssh2').then((m) => (m as unknown as { default: typeof ssh2 }).default)
   try {
     return await ssh2Module
   } catch (error) {
