@@ -8,6 +8,7 @@
 //   node --conditions=source bench/runner-memory-bench.ts   (from packages/runner)
 //   BENCH_RUNS=40000 BENCH_SETTLE_SECONDS=30 BENCH_STREAM_BYTES=1073741824 BENCH_VARIANTS=none,bin ...
 //   BENCH_BASELINE_DIST=<dir>   adds `baseline`: a dist/ built from another commit, for before/after
+//   BENCH_EXTRA_FLAGS='--flag …'  adds `dist-extra`: the built dist/conch.js with more node flags
 //
 // Variants: `none` (main.ts with no flags), `bin` (the bin, which adds RUNNER_NODE_FLAGS),
 // `bin-arena2` (the bin with MALLOC_ARENA_MAX=2), `dist` (the built dist/conch.js, when
@@ -50,6 +51,15 @@ const VARIANTS: Variant[] = [
   { name: 'dist', args: [join(ROOT, 'dist', 'conch.js')], env: {} },
   // An empty GLIBC_TUNABLES counts as the operator's: the bin adds no malloc settings.
   { name: 'dist-default-malloc', args: [join(ROOT, 'dist', 'conch.js')], env: { GLIBC_TUNABLES: '' } },
+  ...(process.env.BENCH_EXTRA_FLAGS
+    ? [
+        {
+          name: 'dist-extra',
+          args: [...process.env.BENCH_EXTRA_FLAGS.split(' '), join(ROOT, 'dist', 'conch.js')],
+          env: {},
+        },
+      ]
+    : []),
   ...(BASELINE_DIST ? [{ name: 'baseline', args: [join(BASELINE_DIST, 'conch.js')], env: {} }] : []),
 ]
 
