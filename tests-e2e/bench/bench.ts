@@ -245,9 +245,18 @@ async function phase(name: string, round: number, fn: () => Promise<void>): Prom
   }
 }
 
+/**
+ * `BENCH_RUNNER=bin` starts the main runner through its bin (`src/bin.ts`), as every launch path
+ * ships it: with its node flags, malloc settings and idle release. By default it is `main.ts`
+ * from sources without them, the e2e harness's runner.
+ */
+const RUNNER_ENTRY =
+  process.env.BENCH_RUNNER === 'bin' ? join(REPO_ROOT, 'packages/runner/src/bin.ts') : undefined
+
 async function main(): Promise<void> {
   log(`config ${JSON.stringify(CONFIG)}`)
   await using runner = await startRunner({
+    ...(RUNNER_ENTRY ? { entry: RUNNER_ENTRY } : {}),
     args: [
       '--max-sandboxes',
       String(

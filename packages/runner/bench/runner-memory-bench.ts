@@ -1,17 +1,24 @@
 // Runner memory benchmark: the runner's RSS idle, right after a burst of checked runs pipelined
-// through one WebSocket, and some seconds later, for each way of starting it, each beside a
-// bare Node process (`setInterval` and nothing else) measured in the same run.
+// through one WebSocket, some seconds later, at its peak while one run streams `head -c` through
+// `shell.stream`, and some seconds after that, for each way of starting it. Two references are
+// measured in the same run: a bare Node process (`setInterval` and nothing else) and a bare
+// fastify + @fastify/websocket server with the runner's node flags (one echo WebSocket route),
+// the floor of a server built on the runner's framework.
 //
 //   node --conditions=source bench/runner-memory-bench.ts   (from packages/runner)
-//   BENCH_RUNS=40000 BENCH_SETTLE_SECONDS=30 BENCH_VARIANTS=none,bin ...
+//   BENCH_RUNS=40000 BENCH_SETTLE_SECONDS=30 BENCH_STREAM_BYTES=1073741824 BENCH_VARIANTS=none,bin ...
+//   BENCH_BASELINE_DIST=<dir>   adds `baseline`: a dist/ built from another commit, for before/after
+//   BENCH_EXTRA_FLAGS='--flag …'  adds `dist-extra`: the built dist/conch.js with more node flags
 //
 // Variants: `none` (main.ts with no flags), `bin` (the bin, which adds RUNNER_NODE_FLAGS),
 // `bin-arena2` (the bin with MALLOC_ARENA_MAX=2), `dist` (the built dist/conch.js, when
-// `pnpm build` has made it), and `startup` (what the bin's start-again costs). Each runner gets a preload that writes process.memoryUsage() and
-// V8's heap spaces to a file on SIGUSR2, so RSS can be split into heap, external and the rest.
+// `pnpm build` has made it), `dist-default-malloc` (the same without RUNNER_MALLOC_TUNABLES),
+// `baseline` (see above) and `startup` (what the bin's start-again
+// costs). Each runner gets a preload that writes process.memoryUsage() and V8's heap spaces to a
+// file on SIGUSR2, so RSS can be split into heap, external and the rest.
 
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -23,7 +30,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RUNS = Number(process.env.BENCH_RUNS ?? 40_000)
 const DEPTH = Number(process.env.BENCH_DEPTH ?? 200)
 const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 30)
-const IDLE_SETTLE_MS = 3000
+const STREAM_BYTES = Number(process.env.BENCH_STREAM_BYTES ?? 1024 ** 3)
+const BASELINE_DIST = process.env.BENCH_BASELINE_DIST
 const MB = 1e6
 
 interface Variant {
@@ -41,6 +49,18 @@ const VARIANTS: Variant[] = [
     env: { MALLOC_ARENA_MAX: '2' },
   },
   { name: 'dist', args: [join(ROOT, 'dist', 'conch.js')], env: {} },
+  // An empty GLIBC_TUNABLES counts as the operator's: the bin adds no malloc settings.
+  { name: 'dist-default-malloc', args: [join(ROOT, 'dist', 'conch.js')], env: { GLIBC_TUNABLES: '' } },
+  ...(process.env.BENCH_EXTRA_FLAGS
+    ? [
+        {
+          name: 'dist-extra',
+          args: [...process.env.BENCH_EXTRA_FLAGS.split(' '), join(ROOT, 'dist', 'conch.js')],
+          env: {},
+        },
+      ]
+    : []),
+  ...(BASELINE_DIST ? [{ name: 'baseline', args: [join(BASELINE_DIST, 'conch.js')], env: {} }] : []),
 ]
 
 /** A field of /proc/<pid>/status or smaps_rollup, in bytes. */
@@ -130,7 +150,15 @@ interface Result {
   idle: Figure
   loaded: Figure
   settled: Figure
+  /** Peak RSS (VmHWM, reset just before) while one run streamed STREAM_BYTES. */
+  streamPeak: number
+  afterStream: Figure
   mismatches: number
+}
+
+/** Resets the kernel's peak-RSS mark of `pid` to its current RSS. */
+function resetPeak(pid: number): void {
+  writeFileSync(`/proc/${pid}/clear_refs`, '5')
 }
 
 async function measure(variant: Variant): Promise<Result> {
@@ -159,15 +187,30 @@ async function measure(variant: Variant): Promise<Result> {
     const loaded = await figure(pid, dump)
     await sleep(SETTLE_S * 1000)
     const settled = await figure(pid, dump)
+    resetPeak(pid)
+    let received = 0
+    for await (const event of shell.stream(`head -c ${STREAM_BYTES} /dev/zero`, { timeoutMs: 600_000 })) {
+      if (event.type === 'exit') mismatches += event.exitCode === 0 ? 0 : 1
+      else received += event.data.length
+    }
+    if (received !== STREAM_BYTES) mismatches += 1
+    const streamPeak = procField(pid, 'status', 'VmHWM')
+    await sleep(SETTLE_S * 1000)
+    const afterStream = await figure(pid, dump)
     await shell.close()
     await sandbox.destroy()
-    return { idle, loaded, settled, mismatches }
+    return { idle, loaded, settled, streamPeak, afterStream, mismatches }
   } finally {
     const exited = new Promise((resolve) => child.once('exit', resolve))
     child.kill('SIGTERM')
     await exited
     rmSync(dir, { recursive: true, force: true })
   }
+}
+
+/** `MB (×ratio to ref)`. */
+function mb(bytes: number, ref: number): string {
+  return `${(bytes / MB).toFixed(0)} MB ×${(bytes / ref).toFixed(2)}`
 }
 
 function show(f: Figure, ref: number): string {
@@ -226,12 +269,35 @@ async function startupCost(rounds: number): Promise<void> {
     )
 }
 
+/** The bare fastify reference: the runner's framework, its node flags, one echo WebSocket route. */
+const BARE_FASTIFY = `
+  import Fastify from 'fastify'
+  import websocket from '@fastify/websocket'
+  const app = Fastify({ logger: false })
+  await app.register(websocket)
+  app.get('/ws', { websocket: true }, (socket) => socket.on('message', (m) => socket.send(m)))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  console.log('listening')`
+
 const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' })
+const bareFastify = spawn(
+  process.execPath,
+  [...RUNNER_NODE_FLAGS, '--input-type=module', '-e', BARE_FASTIFY],
+  {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+)
 try {
-  await sleep(IDLE_SETTLE_MS)
+  await new Promise<void>((resolve) => bareFastify.stdout.once('data', () => resolve()))
+  await sleep(SETTLE_S * 1000)
   const ref = await figure(bare.pid!)
+  const fastifyRef = await figure(bareFastify.pid!)
   console.log(`bare node: ${(ref.rss / MB).toFixed(0)} MB RSS, anon ${(ref.anon / MB).toFixed(0)} MB`)
-  const wanted = (process.env.BENCH_VARIANTS ?? 'none,bin,bin-arena2,dist,startup').split(',')
+  console.log(
+    `bare fastify + ws (runner flags): ${(fastifyRef.rss / MB).toFixed(0)} MB RSS, anon ${(fastifyRef.anon / MB).toFixed(0)} MB`,
+  )
+  const wanted = (process.env.BENCH_VARIANTS ?? 'none,bin,dist,baseline,startup').split(',')
   if (wanted.includes('startup') && existsSync(join(ROOT, 'dist', 'conch.js'))) await startupCost(7)
   for (const variant of VARIANTS.filter((v) => wanted.includes(v.name))) {
     if (variant.name === 'dist' && !existsSync(variant.args[0]!)) {
@@ -242,7 +308,11 @@ try {
     console.log(
       `${variant.name}: idle ${show(r.idle, ref.rss)} | after ${RUNS} runs ${show(r.loaded, ref.rss)} | ${SETTLE_S} s later ${show(r.settled, ref.rss)} | mismatches ${r.mismatches}`,
     )
+    console.log(
+      `${variant.name}, ratios to bare fastify: idle ${mb(r.idle.rss, fastifyRef.rss)} (anon ${mb(r.idle.anon, fastifyRef.anon)}) | after runs ${mb(r.loaded.rss, fastifyRef.rss)} | ${SETTLE_S} s later ${mb(r.settled.rss, fastifyRef.rss)} | peak streaming ${STREAM_BYTES} B ${mb(r.streamPeak, fastifyRef.rss)} | ${SETTLE_S} s after ${show(r.afterStream, fastifyRef.rss)}`,
+    )
   }
 } finally {
   bare.kill()
+  bareFastify.kill()
 }

@@ -3,7 +3,7 @@
 // node flags when it was started without them, then loads the CLI (main.ts). The check comes
 // first and imports nothing but the flags (a file of constants), because the CLI's own imports
 // (node:sqlite) fail on an older Node with an error that does not say what to do.
-import { runnerRelaunchArgv } from './runner-node-flags.ts'
+import { runnerRelaunch } from './runner-node-flags.ts'
 
 /** The oldest Node the runner runs on: the first 22.x with node:sqlite unflagged. */
 const MINIMUM_NODE = [22, 13, 0] as const
@@ -23,14 +23,15 @@ process.emitWarning = ((warning: string | Error, ...rest: never[]) => {
   emitWarning(warning, ...rest)
 }) as typeof process.emitWarning
 // V8 sizes its heap at start, so the runner's flags (RUNNER_NODE_FLAGS) must be on Node's command
-// line; a shebang cannot carry them everywhere (`env -S` is missing from busybox and older
+// line, and glibc reads its malloc settings (RUNNER_MALLOC_TUNABLES) from the environment at
+// start; a shebang cannot carry them everywhere (`env -S` is missing from busybox and older
 // coreutils). execve keeps the pid (the state dir's lock, systemd and the image's entrypoint
 // watch it) and costs one more Node start, only for the long-lived `runner` command. A Node
-// without process.execve (22.13, 22.14) runs the runner without the flags.
+// without process.execve (22.13, 22.14) runs the runner without either.
 const [command, ...rest] = process.argv.slice(2)
 if (command === 'runner' && !rest.includes('--help') && !rest.includes('-h') && process.execve) {
-  const argv = runnerRelaunchArgv(process.execPath, process.execArgv, process.argv, process.env.NODE_OPTIONS)
-  if (argv) process.execve(process.execPath, argv, process.env)
+  const again = runnerRelaunch(process.execPath, process.execArgv, process.argv, process.env)
+  if (again) process.execve(process.execPath, again.argv, again.env)
 }
 await import('./main.ts')
 // A long-lived runner gives back what a burst of work grew once it has gone quiet.

@@ -10,13 +10,14 @@
 // header can steer the connection elsewhere: plain HTTP requests get the Host of the URL they
 // named. The proxy does not look inside tunnels; what a TLS client sends as its SNI only picks
 // among the services of an address the allowlist admitted.
-import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { type Duplex, pipeline } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import type { EgressAllowlist } from './egress-allowlist.ts'
 import { normalizeHost } from './egress-allowlist.ts'
 import type { AddressScreen, EgressResolver } from './egress-resolver.ts'
+import { createServer, request } from './node-http.ts'
 
 /** The sandbox a relayed connection came from. */
 export interface EgressOrigin {

@@ -9,17 +9,12 @@
 // server never learns a secret. Bodies stream both ways with backpressure; the response's head
 // is capped (`maxHeaderBytes`), so a server that sends endless headers gets the client a 502.
 // An `Upgrade` request (WebSocket) is relayed as bytes once the sandbox server answers 101.
-import {
-  type Agent,
-  type ClientRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-  request,
-} from 'node:http'
+import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { pipeline } from 'node:stream'
 import { PORT_TOKEN_COOKIE } from '@conch/protocol'
+import { request } from './node-http.ts'
 import { RunnerError } from './runner-error.ts'
 
 /** Headers that belong to one hop and are never forwarded (RFC 9110 §7.6.1, plus proxy ones). */

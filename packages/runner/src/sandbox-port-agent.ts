@@ -5,9 +5,10 @@
 // the agent's dial (one link round trip and a connect inside the sandbox). The sandbox server's
 // own keep-alive timeout closes idle connections; a closed one ends its stream and leaves the
 // pool. At most `maxSockets` connections per port, and `maxFreeSockets` idle ones.
-import { Agent, type AgentOptions } from 'node:http'
+import type { AgentOptions } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import { Agent } from './node-http.ts'
 import { SandboxTcpStream } from './sandbox-tcp-stream.ts'
 
 /** Opens a relayed connection; rejects with the reason (PORT_NOT_LISTENING, RATE_LIMITED, …). */

@@ -8,7 +8,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { missingRunnerNodeFlags, RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
+import {
+  missingRunnerNodeFlags,
+  RUNNER_MALLOC_TUNABLES,
+  RUNNER_NODE_FLAGS,
+  runnerRelaunch,
+} from '../src/runner-node-flags.ts'
 
 const BIN = fileURLToPath(new URL('../src/bin.ts', import.meta.url))
 const ROOT_MANIFEST = fileURLToPath(new URL('../../../package.json', import.meta.url))
@@ -18,13 +23,28 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup()
 })
 
+/**
+ * The first `length` characters of `GLIBC_TUNABLES` in the environment of process `pid`. glibc
+ * parses the variable in place and ends each setting it read with a NUL, so separators read
+ * back as `:` here.
+ */
+function tunablesOf(pid: number, length: number): string {
+  const environ = `\0${readFileSync(`/proc/${pid}/environ`, 'latin1')}`
+  const at = environ.indexOf('\0GLIBC_TUNABLES=')
+  if (at === -1) return ''
+  const start = at + '\0GLIBC_TUNABLES='.length
+  return environ.slice(start, start + length).replaceAll('\0', ':')
+}
+
 /** Starts `node [nodeArgs] bin.ts runner` until it listens; returns its pid's argv and its pid. */
 async function startRunner(
   nodeArgs: string[],
   env: Record<string, string> = {},
 ): Promise<{ pid: number; argv: string[] }> {
   const stateDir = mkdtempSync(join(tmpdir(), 'conch-flags-'))
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_') && k !== 'GLIBC_TUNABLES'),
+  )
   const args = ['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn']
   const child = spawn(process.execPath, [...nodeArgs, '--conditions=source', BIN, ...args], {
     env: { ...clean, CONCH_API_KEY: 'conch_test_key_0123456789abcdef', ...env },
@@ -71,6 +91,30 @@ describe('the runner node flags', () => {
     const { argv } = await startRunner(['--max-semi-space-size=8'], { NODE_OPTIONS: '--v8-pool-size=2' })
     expect(argv.filter((a) => a.startsWith('--max-semi-space-size'))).toEqual(['--max-semi-space-size=8'])
     expect(argv.filter((a) => a.startsWith('--v8-pool-size'))).toEqual([])
+  })
+
+  it('come with the runner malloc settings unless the operator set GLIBC_TUNABLES', () => {
+    const argv = ['/node', '/bin.js', 'runner']
+    const flagged = [...RUNNER_NODE_FLAGS]
+    expect(runnerRelaunch('/node', flagged, argv, { PATH: '/bin' })).toEqual({
+      argv: ['/node', ...flagged, '/bin.js', 'runner'],
+      env: { PATH: '/bin', GLIBC_TUNABLES: RUNNER_MALLOC_TUNABLES },
+    })
+    expect(runnerRelaunch('/node', flagged, argv, { GLIBC_TUNABLES: '' })).toBeNull()
+    expect(runnerRelaunch('/node', [], argv, { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' })).toEqual({
+      argv: ['/node', ...RUNNER_NODE_FLAGS, '/bin.js', 'runner'],
+      env: { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' },
+    })
+  })
+
+  it("start the runner with the malloc settings in its environment, or the operator's own", async () => {
+    const n = RUNNER_MALLOC_TUNABLES.length
+    const started = await startRunner([])
+    expect(tunablesOf(started.pid, n)).toBe(RUNNER_MALLOC_TUNABLES)
+    const flagged = await startRunner([...RUNNER_NODE_FLAGS])
+    expect(tunablesOf(flagged.pid, n)).toBe(RUNNER_MALLOC_TUNABLES)
+    const own = await startRunner([], { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' })
+    expect(tunablesOf(own.pid, n).split(':')[0]).toBe('glibc.malloc.arena_max=2')
   })
 
   it('are spelt nowhere but in runner-node-flags.ts: `pnpm runner` goes through the bin', () => {

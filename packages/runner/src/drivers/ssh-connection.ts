@@ -3,10 +3,12 @@
 // commands, SFTP and OpenSSH's unix-socket forwarding on one in-process connection). The host
 // key is checked against known_hosts before any authentication; a key that is not trusted
 // ends the handshake with SSH_HOST_KEY_REJECTED. Keys are read from files at connect time and
-// never logged; messages name the host only by its configured name.
+// never logged; messages name the host only by its configured name. ssh2 is loaded on the first
+// connect, not with the runner: it costs about 17 MB (a WebAssembly memory for its poly1305 and
+// its protocol code), and most runners never use the ssh driver.
 import { readFileSync } from 'node:fs'
 import type { Duplex } from 'node:stream'
-import ssh2 from 'ssh2'
+import type ssh2 from 'ssh2'
 import { RunnerError } from '../runner-error.ts'
 import { checkHostKeyFile, type HostKeyVerdict, knownHostsName } from './known-hosts.ts'
 import { knownHostsFileOf, type SshHost } from './ssh-hosts.ts'
@@ -31,6 +33,25 @@ const VERDICT_TEXT: Record<Exclude<HostKeyVerdict, 'trusted'>, string> = {
   revoked: 'is marked @revoked in',
 }
 
+/** ssh2, imported once on first use. */
+let ssh2Module: Promise<typeof ssh2> | undefined
+
+/** ssh2, loaded on first use; a failed load is AGENT_UNAVAILABLE and is tried again next time. */
+async function loadSsh2(): Promise<typeof ssh2> {
+  // ssh2 is CommonJS: its exports are the namespace's default.
+  ssh2Module ??= import('ssh2').then((m) => (m as unknown as { default: typeof ssh2 }).default)
+  try {
+    return await ssh2Module
+  } catch (error) {
+    ssh2Module = undefined
+    throw new RunnerError(
+      'AGENT_UNAVAILABLE',
+      `the runner could not load its SSH client library (ssh2: ${(error as Error).message}); reinstall the runner's dependencies`,
+      { cause: error },
+    )
+  }
+}
+
 /** An open, authenticated SSH connection. */
 export class SshConnection {
   readonly #client: ssh2.Client
@@ -44,7 +65,7 @@ export class SshConnection {
   }
 
   /** Connects and authenticates to `host` (named `name` in messages) within `timeoutMs`. */
-  static open(name: string, host: SshHost, timeoutMs: number): Promise<SshConnection> {
+  static async open(name: string, host: SshHost, timeoutMs: number): Promise<SshConnection> {
     const knownHosts = knownHostsFileOf(host)
     const listedAs = knownHostsName(host.address, host.port)
     let refused: HostKeyVerdict = 'trusted'
@@ -53,15 +74,14 @@ export class SshConnection {
       try {
         privateKey = readFileSync(host.privateKeyFile)
       } catch (error) {
-        return Promise.reject(
-          new RunnerError(
-            'AGENT_UNAVAILABLE',
-            `the key file of SSH host "${name}" cannot be read (${(error as NodeJS.ErrnoException).code}); the operator must fix --ssh-hosts`,
-          ),
+        throw new RunnerError(
+          'AGENT_UNAVAILABLE',
+          `the key file of SSH host "${name}" cannot be read (${(error as NodeJS.ErrnoException).code}); the operator must fix --ssh-hosts`,
         )
       }
     }
-    const client = new ssh2.Client()
+    const { Client } = await loadSsh2()
+    const client = new Client()
     return new Promise((resolve, reject) => {
       const fail = (error: Error): void => {
         client.end()
