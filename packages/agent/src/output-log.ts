@@ -12,7 +12,16 @@
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
 // asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
 // subscriber, the log only records and evicts.
-import type { ShellClosedInfo, StreamName } from '@conch/protocol'
+// A log that coalesces (terminals) gathers the reads of a flood of output of one stream and run
+// into one record of at most `COALESCE_MAX_BYTES`, so a program writing through a pty's 4 KiB
+// reads costs one record, one link frame and one WebSocket message per 64 KiB instead of per
+// read. A short read (an echoed key, a prompt, the end of a burst) is recorded at once with
+// whatever was gathered, so interactive output is never held; a gathering of full reads is
+// recorded when it reaches the maximum or `COALESCE_WAIT_MS` after it began. Offsets are given
+// at append time, so they stay exact, and the gathered bytes are recorded before any other
+// record and before any read of the log (replay, subscribe): no reader misses them.
+// Gathered bytes count against the bounds once recorded: at most one record's worth per log.
+import { LIMITS, type ShellClosedInfo, type StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
@@ -108,6 +117,24 @@ export function recordBytes(event: LogEvent): number {
   }
 }
 
+/** Largest record a coalescing log builds: one agent data frame's payload. */
+export const COALESCE_MAX_BYTES = LIMITS.maxDataChunkBytes
+
+/** A read at least this long suggests more output is on its way: it may wait for company. */
+export const COALESCE_FULL_READ_BYTES = 1024
+
+/** Longest a gathering of full reads waits for more before it is recorded. */
+export const COALESCE_WAIT_MS = 2
+
+/** Data appends gathered into one record (see the file comment). */
+interface Gathering {
+  stream: StreamName
+  runId: string | null
+  offset: number
+  chunks: Buffer[]
+  bytes: number
+}
+
 interface Subscriber {
   listener: LogListener
   full: boolean
@@ -126,21 +153,33 @@ export class OutputLog implements BudgetedLog {
   #end = 0
   #fullCount = 0
   readonly #subscribers = new Set<Subscriber>()
+  readonly #coalesce: boolean
+  #gathering: Gathering | null = null
+  #timer: NodeJS.Timeout | null = null
 
   /**
    * Keeps at most `maxBytes`, and with a `budget` also gives up its oldest records when the
    * budget's sum is over and this log is the largest; `onPressure` hears when consumers fill up
-   * and drain.
+   * and drain. With `coalesce`, small data appends are gathered into larger records.
    */
-  constructor(maxBytes: number, onPressure: PressureListener = () => {}, budget?: ScrollbackBudget) {
+  constructor(
+    maxBytes: number,
+    onPressure: PressureListener = () => {},
+    budget?: ScrollbackBudget,
+    coalesce = false,
+  ) {
     this.#maxBytes = maxBytes
     this.#onPressure = onPressure
     this.#budget = budget
+    this.#coalesce = coalesce
     budget?.join(this)
   }
 
   /** Leaves the shared budget, giving back everything held (the session or process is gone). */
   release(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+    this.#gathering = null
     this.#budget?.leave(this)
     this.#budget = undefined
   }
@@ -165,11 +204,13 @@ export class OutputLog implements BudgetedLog {
 
   /** Bytes held: every record's data plus its overhead (see `recordBytes`). */
   get heldBytes(): number {
+    this.flush()
     return this.#bytes
   }
 
   /** Records held. */
   get heldRecords(): number {
+    this.flush()
     return this.#events.length - this.#head
   }
 
@@ -178,8 +219,57 @@ export class OutputLog implements BudgetedLog {
     return this.#fullCount > 0
   }
 
-  /** Appends output bytes and returns the event. */
-  appendData(stream: StreamName, runId: string | null, data: Buffer): DataEvent {
+  /**
+   * Appends output bytes at the next offsets. A coalescing log may gather them with the appends
+   * that follow into one record (see the file comment); others record them at once. Returns the
+   * record made at once, or null when the bytes were gathered.
+   */
+  appendData(stream: StreamName, runId: string | null, data: Buffer): DataEvent | null {
+    if (!this.#coalesce) return this.#pushData(stream, runId, data)
+    if (data.length === 0) return null
+    let g = this.#gathering
+    if (
+      g !== null &&
+      (g.stream !== stream || g.runId !== runId || g.bytes + data.length > COALESCE_MAX_BYTES)
+    ) {
+      this.flush()
+      g = null
+    }
+    const short = data.length < COALESCE_FULL_READ_BYTES
+    if (g === null) {
+      // Alone, a short read or a large one gains nothing from waiting: record it without a copy.
+      if (short || data.length * 2 >= COALESCE_MAX_BYTES) return this.#pushData(stream, runId, data)
+      g = { stream, runId, offset: this.#end, chunks: [], bytes: 0 }
+      this.#gathering = g
+      this.#timer = setTimeout(this.#onWaited, COALESCE_WAIT_MS)
+    }
+    g.chunks.push(data)
+    g.bytes += data.length
+    this.#end += data.length
+    // Full once another read of this size would not fit.
+    if (short || g.bytes + data.length > COALESCE_MAX_BYTES) this.flush()
+    return null
+  }
+
+  /** Records the data appends gathered so far, if any (a coalescing log does so by itself). */
+  flush(): void {
+    const g = this.#gathering
+    if (g === null) return
+    this.#gathering = null
+    if (this.#timer !== null) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+    }
+    const data = g.chunks.length === 1 ? g.chunks[0]! : Buffer.concat(g.chunks, g.bytes)
+    this.#push({ type: 'data', offset: g.offset, stream: g.stream, runId: g.runId, data })
+  }
+
+  readonly #onWaited = (): void => {
+    this.#timer = null
+    this.flush()
+  }
+
+  #pushData(stream: StreamName, runId: string | null, data: Buffer): DataEvent {
     const event: DataEvent = { type: 'data', offset: this.#end, stream, runId, data }
     this.#end += data.length
     this.#push(event)
@@ -188,6 +278,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records a run start at the current offset. */
   appendRunStart(runId: string): RunStartEvent {
+    this.flush()
     const event: RunStartEvent = { type: 'run-start', offset: this.#end, runId }
     this.#push(event)
     return event
@@ -195,6 +286,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records a run exit at the current offset. */
   appendRunExit(exit: Omit<RunExitEvent, 'type' | 'offset'>): RunExitEvent {
+    this.flush()
     const event: RunExitEvent = {
       type: 'run-exit',
       offset: this.#end,
@@ -210,6 +302,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records that the shell closed. */
   appendClosed(info: ShellClosedInfo): ClosedEvent {
+    this.flush()
     const event: ClosedEvent = { type: 'closed', offset: this.#end, info }
     this.#push(event)
     return event
@@ -220,6 +313,7 @@ export class OutputLog implements BudgetedLog {
    * events at positions >= `offset`. Throws OUTPUT_LOST when `offset` was evicted.
    */
   readFrom(offset: number): LogEvent[] {
+    this.flush()
     if (offset < this.#start) {
       throw new AgentError(
         'OUTPUT_LOST',
