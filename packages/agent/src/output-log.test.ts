@@ -8,6 +8,7 @@ import {
   OutputLog,
   recordBytes,
 } from './output-log.ts'
+import { ScrollbackBudget } from './scrollback-budget.ts'
 
 /** A forced full GC, without starting the test process with `--expose-gc`. */
 function collectGarbage(): void {
@@ -264,6 +265,31 @@ describe('a coalescing log', () => {
       text: 'z'.repeat(log.endOffset - log.startOffset),
       offsetsExact: true,
     })
+  })
+
+  it('keeps a shared scrollback budget while two terminals flood it in turns', () => {
+    const budget = new ScrollbackBudget(96 * 1024)
+    const a = new OutputLog(1 << 20, () => {}, budget, true)
+    const b = new OutputLog(1 << 20, () => {}, budget, true)
+    for (let i = 0; i < 200; i++) {
+      a.appendData('stdout', null, read('a', 3000))
+      b.appendData('stdout', null, read('b', 3000))
+      expect(budget.heldBytes).toBeLessThanOrEqual(96 * 1024)
+    }
+    a.flush()
+    b.flush()
+    expect(budget.heldBytes).toBe(a.heldBytes + b.heldBytes)
+    expect(budget.heldBytes).toBeLessThanOrEqual(96 * 1024)
+    for (const [log, c] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const) {
+      expect(replayed(log, log.startOffset)).toEqual({
+        text: c.repeat(log.endOffset - log.startOffset),
+        offsetsExact: true,
+      })
+      expect(() => log.readFrom(log.startOffset - 1)).toThrow(/evicted/)
+    }
   })
 
   it('records a large read at once, without waiting for company', () => {

@@ -202,15 +202,17 @@ export class OutputLog implements BudgetedLog {
     return this.#start
   }
 
-  /** Bytes held: every record's data plus its overhead (see `recordBytes`). */
+  /**
+   * Bytes held: every record's data plus its overhead (see `recordBytes`); bytes still being
+   * gathered count once recorded. Reading it changes nothing (the shared budget reads it while
+   * it evicts).
+   */
   get heldBytes(): number {
-    this.flush()
     return this.#bytes
   }
 
   /** Records held. */
   get heldRecords(): number {
-    this.flush()
     return this.#events.length - this.#head
   }
 
