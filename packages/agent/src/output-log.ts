@@ -12,7 +12,22 @@
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
 // asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
 // subscriber, the log only records and evicts.
-import type { AgentShellExit, AgentShellStart, ShellClosedInfo, StreamName } from '@conch/protocol'
+// A log that coalesces (terminals) gathers the reads of a flood of output of one stream and run
+// into one record of at most `COALESCE_MAX_BYTES`, so a program writing through a pty's 4 KiB
+// reads costs one record, one link frame and one WebSocket message per 64 KiB instead of per
+// read. A short read (an echoed key, a prompt, the end of a burst) is recorded at once with
+// whatever was gathered, so interactive output is never held; a gathering of full reads is
+// recorded when it reaches the maximum or `COALESCE_WAIT_MS` after it began. Offsets are given
+// at append time, so they stay exact, and the gathered bytes are recorded before any other
+// record and before any read of the log (replay, subscribe): no reader misses them.
+// Gathered bytes count against the bounds once recorded: at most one record's worth per log.
+import {
+  type AgentShellExit,
+  type AgentShellStart,
+  LIMITS,
+  type ShellClosedInfo,
+  type StreamName,
+} from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
@@ -86,6 +101,24 @@ export function recordBytes(event: LogEvent): number {
   }
 }
 
+/** Largest record a coalescing log builds: one agent data frame's payload. */
+export const COALESCE_MAX_BYTES = LIMITS.maxDataChunkBytes
+
+/** A read at least this long suggests more output is on its way: it may wait for company. */
+export const COALESCE_FULL_READ_BYTES = 1024
+
+/** Longest a gathering of full reads waits for more before it is recorded. */
+export const COALESCE_WAIT_MS = 2
+
+/** Data appends gathered into one record (see the file comment). */
+interface Gathering {
+  stream: StreamName
+  id: string | null
+  offset: number
+  chunks: Buffer[]
+  bytes: number
+}
+
 interface Subscriber {
   listener: LogListener
   full: boolean
@@ -104,21 +137,33 @@ export class OutputLog implements BudgetedLog {
   #end = 0
   #fullCount = 0
   readonly #subscribers = new Set<Subscriber>()
+  readonly #coalesce: boolean
+  #gathering: Gathering | null = null
+  #timer: NodeJS.Timeout | null = null
 
   /**
    * Keeps at most `maxBytes`, and with a `budget` also gives up its oldest records when the
    * budget's sum is over and this log is the largest; `onPressure` hears when consumers fill up
-   * and drain.
+   * and drain. With `coalesce`, small data appends are gathered into larger records.
    */
-  constructor(maxBytes: number, onPressure: PressureListener = () => {}, budget?: ScrollbackBudget) {
+  constructor(
+    maxBytes: number,
+    onPressure: PressureListener = () => {},
+    budget?: ScrollbackBudget,
+    coalesce = false,
+  ) {
     this.#maxBytes = maxBytes
     this.#onPressure = onPressure
     this.#budget = budget
+    this.#coalesce = coalesce
     budget?.join(this)
   }
 
   /** Leaves the shared budget, giving back everything held (the session or process is gone). */
   release(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+    this.#gathering = null
     this.#budget?.leave(this)
     this.#budget = undefined
   }
@@ -141,7 +186,11 @@ export class OutputLog implements BudgetedLog {
     return this.#start
   }
 
-  /** Bytes held: every record's data plus its overhead (see `recordBytes`). */
+  /**
+   * Bytes held: every record's data plus its overhead (see `recordBytes`); bytes still being
+   * gathered count once recorded. Reading it changes nothing (the shared budget reads it while
+   * it evicts).
+   */
   get heldBytes(): number {
     return this.#bytes
   }
@@ -156,8 +205,54 @@ export class OutputLog implements BudgetedLog {
     return this.#fullCount > 0
   }
 
-  /** Appends output bytes and returns the event. */
-  appendData(stream: StreamName, id: string | null, data: Buffer): OutputEvent {
+  /**
+   * Appends output bytes at the next offsets. A coalescing log may gather them with the appends
+   * that follow into one record (see the file comment); others record them at once. Returns the
+   * record made at once, or null when the bytes were gathered.
+   */
+  appendData(stream: StreamName, id: string | null, data: Buffer): OutputEvent | null {
+    if (!this.#coalesce) return this.#pushData(stream, id, data)
+    if (data.length === 0) return null
+    let g = this.#gathering
+    if (g !== null && (g.stream !== stream || g.id !== id || g.bytes + data.length > COALESCE_MAX_BYTES)) {
+      this.flush()
+      g = null
+    }
+    const short = data.length < COALESCE_FULL_READ_BYTES
+    if (g === null) {
+      // Alone, a short read or a large one gains nothing from waiting: record it without a copy.
+      if (short || data.length * 2 >= COALESCE_MAX_BYTES) return this.#pushData(stream, id, data)
+      g = { stream, id, offset: this.#end, chunks: [], bytes: 0 }
+      this.#gathering = g
+      this.#timer = setTimeout(this.#onWaited, COALESCE_WAIT_MS)
+    }
+    g.chunks.push(data)
+    g.bytes += data.length
+    this.#end += data.length
+    // Full once another read of this size would not fit.
+    if (short || g.bytes + data.length > COALESCE_MAX_BYTES) this.flush()
+    return null
+  }
+
+  /** Records the data appends gathered so far, if any (a coalescing log does so by itself). */
+  flush(): void {
+    const g = this.#gathering
+    if (g === null) return
+    this.#gathering = null
+    if (this.#timer !== null) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+    }
+    const data = g.chunks.length === 1 ? g.chunks[0]! : Buffer.concat(g.chunks, g.bytes)
+    this.#push({ type: g.stream === 'stdout' ? 'shell_out' : 'shell_err', offset: g.offset, id: g.id, data })
+  }
+
+  readonly #onWaited = (): void => {
+    this.#timer = null
+    this.flush()
+  }
+
+  #pushData(stream: StreamName, id: string | null, data: Buffer): OutputEvent {
     const type = stream === 'stdout' ? 'shell_out' : 'shell_err'
     const event: OutputEvent = { type, offset: this.#end, id, data }
     this.#end += data.length
@@ -167,6 +262,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records a run start at the current offset. */
   appendRunStart(id: string): ShellStartEvent {
+    this.flush()
     const event: ShellStartEvent = { type: 'shell_start', id, offset: this.#end }
     this.#push(event)
     return event
@@ -174,6 +270,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records a run exit at the current offset. */
   appendRunExit(exit: Omit<ShellExitEvent, 'type' | 'offset'>): ShellExitEvent {
+    this.flush()
     const event: ShellExitEvent = {
       type: 'shell_exit',
       id: exit.id,
@@ -189,6 +286,7 @@ export class OutputLog implements BudgetedLog {
 
   /** Records that the shell closed. */
   appendClosed(info: ShellClosedInfo): ShellClosedEvent {
+    this.flush()
     const event: ShellClosedEvent = {
       type: 'shell_closed',
       code: info.code,
@@ -205,6 +303,7 @@ export class OutputLog implements BudgetedLog {
    * events at positions >= `offset`. Throws OUTPUT_LOST when `offset` was evicted.
    */
   readFrom(offset: number): LogEvent[] {
+    this.flush()
     if (offset < this.#start) {
       throw new AgentError(
         'OUTPUT_LOST',

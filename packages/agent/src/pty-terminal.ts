@@ -71,7 +71,7 @@ export class PtyTerminal {
     this.#cols = options.cols
     this.#rows = options.rows
     this.#createdAt = options.clock.now()
-    this.log = new OutputLog(options.scrollbackBytes, (full) => this.#setPaused(full), options.budget)
+    this.log = new OutputLog(options.scrollbackBytes, (full) => this.#setPaused(full), options.budget, true)
     const [file, ...args] = options.command
     this.#pty = options.spawn(file ?? 'bash', args, {
       name: options.env.TERM ?? 'xterm-256color',

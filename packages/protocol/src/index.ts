@@ -223,6 +223,7 @@ export {
 export {
   decodeTerminalOutput,
   encodeTerminalOutput,
+  encodeTerminalOutputHeader,
   TERMINAL_OUTPUT_HEADER_BYTES,
   TERMINAL_SIZE_LIMITS,
   TERMINAL_SUBPROTOCOL,

@@ -159,12 +159,19 @@ export const TerminalPongFrame = z.object({ type: z.literal('pong') })
 /** The binary output header's size: two big-endian u32 halves of the offset. */
 export const TERMINAL_OUTPUT_HEADER_BYTES = 8
 
-/** Prefixes output bytes with their offset, as the terminal socket sends them. */
-export function encodeTerminalOutput(offset: number, bytes: Uint8Array): Uint8Array {
-  const out = new Uint8Array(TERMINAL_OUTPUT_HEADER_BYTES + bytes.byteLength)
+/** The header of a binary output message alone, for a sender that sends the bytes after it. */
+export function encodeTerminalOutputHeader(offset: number): Uint8Array {
+  const out = new Uint8Array(TERMINAL_OUTPUT_HEADER_BYTES)
   const view = new DataView(out.buffer)
   view.setUint32(0, Math.floor(offset / 2 ** 32))
   view.setUint32(4, offset >>> 0)
+  return out
+}
+
+/** Prefixes output bytes with their offset, as the terminal socket sends them. */
+export function encodeTerminalOutput(offset: number, bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(TERMINAL_OUTPUT_HEADER_BYTES + bytes.byteLength)
+  out.set(encodeTerminalOutputHeader(offset))
   out.set(bytes, TERMINAL_OUTPUT_HEADER_BYTES)
   return out
 }

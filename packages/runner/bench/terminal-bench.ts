@@ -136,13 +136,18 @@ async function terminalSocket(url: string, sandbox: string, key: string, command
     { perMessageDeflate: false },
   )
   let listener: (n: number) => void = () => {}
+  let messages = 0
   ws.on('message', (data, isBinary) => {
-    if (isBinary) listener((data as Buffer).length - 8)
+    if (!isBinary) return
+    messages += 1
+    listener((data as Buffer).length - 8)
   })
   await new Promise<void>((resolve) => ws.once('message', () => resolve()))
   return {
     ws,
     id,
+    /** Binary output messages received so far. */
+    messages: () => messages,
     onBytes: (fn: (n: number) => void) => {
       listener = fn
     },
@@ -161,7 +166,13 @@ async function main(): Promise<void> {
   try {
     const created = await fetch(`${url}/v1/sandboxes`, { method: 'POST', headers, body: '{}' })
     const sandbox = ((await created.json()) as { id: string }).id
-    const rounds: { bareEchoMs: number; echoMs: number; bareMiBps: number; MiBps: number }[] = []
+    const rounds: {
+      bareEchoMs: number
+      echoMs: number
+      bareMiBps: number
+      MiBps: number
+      messagesPerMiB: number
+    }[] = []
     for (let round = 0; round < ROUNDS; round++) {
       const bareEchoMs = await bareEcho()
       const echo = await terminalSocket(url, sandbox, apiKey, ECHO)
@@ -184,8 +195,9 @@ async function main(): Promise<void> {
         }),
       )
       const MiBps = BYTES / 1048576 / ((performance.now() - start) / 1000)
+      const messagesPerMiB = flood.messages() / (BYTES / 1048576)
       await flood.close()
-      rounds.push({ bareEchoMs, echoMs, bareMiBps, MiBps })
+      rounds.push({ bareEchoMs, echoMs, bareMiBps, MiBps, messagesPerMiB })
     }
     const r = (x: number) => Math.round(x * 1000) / 1000
     const result = {
@@ -200,6 +212,7 @@ async function main(): Promise<void> {
       throughputMiBps: r(median(rounds.map((x) => x.MiBps))),
       bareThroughputMiBps: r(median(rounds.map((x) => x.bareMiBps))),
       throughputRatioToBare: r(median(rounds.map((x) => x.MiBps / x.bareMiBps))),
+      outputMessagesPerMiB: r(median(rounds.map((x) => x.messagesPerMiB))),
     }
     console.log(
       `\nterminal benchmark (${ROUNDS} rounds, ${process.version}, load ${loadavg()[0]!.toFixed(1)})\n`,
@@ -208,7 +221,7 @@ async function main(): Promise<void> {
       `  keystroke echo p50   ${result.echoP50Ms} ms  (bare node-pty ${result.bareEchoP50Ms} ms, ratio ${result.echoRatioToBare})`,
     )
     console.log(
-      `  output throughput    ${result.throughputMiBps} MiB/s  (bare node-pty ${result.bareThroughputMiBps} MiB/s, ratio ${result.throughputRatioToBare})`,
+      `  output throughput    ${result.throughputMiBps} MiB/s  (bare node-pty ${result.bareThroughputMiBps} MiB/s, ratio ${result.throughputRatioToBare}; ${result.outputMessagesPerMiB} messages per MiB)`,
     )
     const out = join(REPO, 'bench', 'results', 'terminal.json')
     mkdirSync(dirname(out), { recursive: true })

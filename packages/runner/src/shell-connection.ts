@@ -269,9 +269,7 @@ export class ShellConnection {
         this.#lastOffset[stream] = offset + n
         if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
         if (this.#binary) {
-          this.#sendData(
-            Buffer.concat([encodeOutputHeader(stream, this.#lastRunShown[stream], offset), payload]),
-          )
+          this.#sendBinary(encodeOutputHeader(stream, this.#lastRunShown[stream], offset), payload)
           this.#credit(n)
           return
         }
@@ -619,14 +617,32 @@ export class ShellConnection {
   #sendData(data: string | Buffer): void {
     if (this.#closed || this.#ws.readyState !== 1) return
     // Frames produced in one tick (shell_start + output + shell_exit of a short run) leave in
-    // one write: cork the socket and uncork on the next tick.
+    // one write.
+    this.#cork()
+    if (this.#held > 0) this.#ws.send(data, this.#onFlushed)
+    else this.#ws.send(data)
+  }
+
+  /**
+   * Sends a binary output message as two WebSocket fragments, its header and then the payload,
+   * so the payload (a view into the agent link's read) is never copied into a new buffer. The
+   * two go out back to back in one corked write; no other message can fall between them.
+   */
+  #sendBinary(header: Uint8Array, payload: Uint8Array): void {
+    if (this.#closed || this.#ws.readyState !== 1) return
+    this.#cork()
+    this.#ws.send(header, { binary: true, fin: false })
+    if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
+    else this.#ws.send(payload, { binary: true, fin: true })
+  }
+
+  /** Frames produced in one tick leave in one write: corks the socket until the next tick. */
+  #cork(): void {
     if (this.#socket && !this.#corked) {
       this.#corked = true
       this.#socket.cork()
       process.nextTick(this.#uncork)
     }
-    if (this.#held > 0) this.#ws.send(data, this.#onFlushed)
-    else this.#ws.send(data)
   }
 
   #close(code: number, reason: string): void {

@@ -11,7 +11,7 @@
 // terminal; the terminal's program ending sends `terminal_exit` and closes the socket (1000).
 // A socket opened with a sandbox token closes with 4401 when the token expires.
 import {
-  encodeTerminalOutput,
+  encodeTerminalOutputHeader,
   LIMITS,
   TerminalClientFrame,
   type TerminalInfo,
@@ -103,8 +103,10 @@ export class TerminalSocket {
     switch (event.type) {
       case 'data': {
         const bytes = event.payload.byteLength
-        // The payload is a view into the link's read buffer: the frame copies it.
-        ws.send(encodeTerminalOutput(event.offset, event.payload), { binary: true }, (err) => {
+        // One message in two fragments, the offset header and then the payload (a view into
+        // the link's read), so the payload is never copied; they go out back to back.
+        ws.send(encodeTerminalOutputHeader(event.offset), { binary: true, fin: false })
+        ws.send(event.payload, { binary: true, fin: true }, (err) => {
           if (!err) this.#channel?.release(bytes)
         })
         return
