@@ -68,6 +68,22 @@ export interface SessionManagerOptions {
   oomCheck?: OomCheck
 }
 
+/** What distinguishes one new shell from another, besides its id. */
+interface ShellShape {
+  env: Record<string, string>
+  cwd: string
+  cleanEnv: boolean
+  commandTimeoutMs: number
+}
+
+/** Whether two shells would start alike: same environment (names and values), directory, options. */
+function sameShape(a: ShellShape, b: ShellShape): boolean {
+  if (a.cwd !== b.cwd || a.cleanEnv !== b.cleanEnv || a.commandTimeoutMs !== b.commandTimeoutMs) return false
+  const names = Object.keys(a.env)
+  if (names.length !== Object.keys(b.env).length) return false
+  return names.every((name) => Object.hasOwn(b.env, name) && a.env[name] === b.env[name])
+}
+
 /** Handles one `session.*` method: params parsed against its schema, result typed by it. */
 type SessionHandler<M extends SessionMethod> = (
   params: AgentParams<M>,
@@ -78,6 +94,8 @@ type SessionHandler<M extends SessionMethod> = (
 export class SessionManager implements SessionService {
   readonly #opts: SessionManagerOptions
   readonly #sessions = new Map<string, BashSession>()
+  /** A shell started ahead of demand with the default options (`prepareSpare`). */
+  #spare: { session: BashSession; shape: ShellShape } | null = null
   #broadcast: Broadcast = () => {}
   #internalRuns = 0
 
@@ -126,8 +144,7 @@ export class SessionManager implements SessionService {
       )
     }
     const cleanEnv = options.cleanEnv ?? false
-    const session = new BashSession({
-      id,
+    const shape: ShellShape = {
       env: buildSessionEnv(o.baseEnv, cleanEnv, options.env),
       cwd: options.cwd === undefined ? o.root : o.resolveDir(options.cwd),
       cleanEnv,
@@ -136,18 +153,8 @@ export class SessionManager implements SessionService {
         LIMITS.defaultCommandTimeoutMs,
         o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
       ),
-      spawn: o.spawn,
-      clock: o.clock,
-      logger: o.logger,
-      processTable: o.processTable,
-      tempRoot: o.tempRoot,
-      ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
-      ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
-      ...(o.scrollbackBudget === undefined ? {} : { scrollbackBudget: o.scrollbackBudget }),
-      ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
-      ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
-      ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
-    })
+    }
+    const session = this.#takeSpare(id, shape) ?? this.#startShell(id, shape)
     this.#sessions.set(id, session)
     void session.closed.then((info) => {
       this.#broadcast({ type: 'session_closed', sessionId: id, ...info })
@@ -311,10 +318,75 @@ export class SessionManager implements SessionService {
     return { cwd, env: parsePairs(out.subarray(nul + 1)) }
   }
 
-  /** Ends every shell. */
+  /**
+   * Starts one spare shell with the default options (the sandbox's environment, the workspace,
+   * the default timeout), held outside the sessions: not listed, not counted, not captured by a
+   * snapshot. The first `create` whose options come to the same shell takes it, so it needs no
+   * bash start; any other `create` starts its own shell. No spare replaces a taken one.
+   */
+  prepareSpare(): void {
+    if (this.#spare !== null) return
+    const o = this.#opts
+    const shape: ShellShape = {
+      env: buildSessionEnv(o.baseEnv, false),
+      cwd: o.root,
+      cleanEnv: false,
+      commandTimeoutMs: clampTimeout(
+        undefined,
+        LIMITS.defaultCommandTimeoutMs,
+        o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
+      ),
+    }
+    const session = this.#startShell(`s-${randomBytes(6).toString('hex')}`, shape)
+    const spare = { session, shape }
+    this.#spare = spare
+    void session.closed.then(() => {
+      if (this.#spare !== spare) return
+      this.#spare = null
+      session.log.release()
+    })
+  }
+
+  /** bash's pid in the spare shell, while there is one. */
+  get sparePid(): number | null {
+    return this.#spare?.session.pid ?? null
+  }
+
+  /** The spare shell as session `id`, when it is open and `shape` is the shell it was started as. */
+  #takeSpare(id: string, shape: ShellShape): BashSession | null {
+    const spare = this.#spare
+    if (spare === null || !spare.session.open || !sameShape(spare.shape, shape)) return null
+    this.#spare = null
+    spare.session.adopt(id)
+    return spare.session
+  }
+
+  #startShell(id: string, shape: ShellShape): BashSession {
+    const o = this.#opts
+    return new BashSession({
+      id,
+      ...shape,
+      spawn: o.spawn,
+      clock: o.clock,
+      logger: o.logger,
+      processTable: o.processTable,
+      tempRoot: o.tempRoot,
+      ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
+      ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
+      ...(o.scrollbackBudget === undefined ? {} : { scrollbackBudget: o.scrollbackBudget }),
+      ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
+      ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
+      ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
+    })
+  }
+
+  /** Ends every shell, the spare's included. */
   async closeAll(): Promise<void> {
     const sessions = [...this.#sessions.values()]
     this.#sessions.clear()
+    const spare = this.#spare
+    this.#spare = null
+    if (spare !== null) sessions.push(spare.session)
     await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
     for (const s of sessions) s.log.release()
   }

@@ -444,9 +444,8 @@ export class SandboxManager {
     const handle = await driver.startAgent(created, spec)
     onHandle(handle)
     const link = await this.#openLink(driver, handle, spec.id, CONNECT_TIMEOUT_MS)
-    // The default session is what a new client attaches to first; listing sessions starts its
-    // bash now (with the defaults it would get on demand), so the first run does not wait for it.
-    await link.call('session.list', {})
+    // The agent starts a spare shell with the default options as it starts (session-manager.ts):
+    // the client's first session, `default` or a new one, takes it without waiting for a bash.
     return { handle, link }
   }
 
