@@ -18,7 +18,6 @@ import { freemem } from 'node:os'
 import {
   type CreateSandboxRequest,
   DEFAULT_SANDBOX_LIMITS,
-  DEFAULT_SESSION_ID,
   type SandboxInfo,
   type SandboxLimits,
   type SessionInfo,
@@ -478,7 +477,6 @@ export class SandboxManager {
     const { driver, spec, handle, link } = pooled
     const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
-    this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
     const runtime = new SandboxRuntime(this, record, this.#o.now())
     this.#sandboxes.set(spec.id, runtime)
     if (driver.isolation === 'none') {
