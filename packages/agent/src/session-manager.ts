@@ -30,6 +30,7 @@ import { attachChannel } from './session-attach.ts'
 import { buildSessionEnv } from './session-env.ts'
 import type { RunOutcome } from './session-run.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
+import { type ShellShape, SpareShell } from './spare-shell.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How the session manager is built. */
@@ -68,22 +69,6 @@ export interface SessionManagerOptions {
   oomCheck?: OomCheck
 }
 
-/** What distinguishes one new shell from another, besides its id. */
-interface ShellShape {
-  env: Record<string, string>
-  cwd: string
-  cleanEnv: boolean
-  commandTimeoutMs: number
-}
-
-/** Whether two shells would start alike: same environment (names and values), directory, options. */
-function sameShape(a: ShellShape, b: ShellShape): boolean {
-  if (a.cwd !== b.cwd || a.cleanEnv !== b.cleanEnv || a.commandTimeoutMs !== b.commandTimeoutMs) return false
-  const names = Object.keys(a.env)
-  if (names.length !== Object.keys(b.env).length) return false
-  return names.every((name) => Object.hasOwn(b.env, name) && a.env[name] === b.env[name])
-}
-
 /** Handles one `session.*` method: params parsed against its schema, result typed by it. */
 type SessionHandler<M extends SessionMethod> = (
   params: AgentParams<M>,
@@ -95,7 +80,7 @@ export class SessionManager implements SessionService {
   readonly #opts: SessionManagerOptions
   readonly #sessions = new Map<string, BashSession>()
   /** A shell started ahead of demand with the default options (`prepareSpare`). */
-  #spare: { session: BashSession; shape: ShellShape } | null = null
+  readonly #spare = new SpareShell()
   #broadcast: Broadcast = () => {}
   #internalRuns = 0
 
@@ -154,7 +139,7 @@ export class SessionManager implements SessionService {
         o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
       ),
     }
-    const session = this.#takeSpare(id, shape) ?? this.#startShell(id, shape)
+    const session = this.#spare.take(id, shape) ?? this.#startShell(id, shape)
     this.#sessions.set(id, session)
     void session.closed.then((info) => {
       this.#broadcast({ type: 'session_closed', sessionId: id, ...info })
@@ -319,13 +304,11 @@ export class SessionManager implements SessionService {
   }
 
   /**
-   * Starts one spare shell with the default options (the sandbox's environment, the workspace,
-   * the default timeout), held outside the sessions: not listed, not counted, not captured by a
-   * snapshot. The first `create` whose options come to the same shell takes it, so it needs no
-   * bash start; any other `create` starts its own shell. No spare replaces a taken one.
+   * Starts the spare shell (spare-shell.ts) with the default options: the sandbox's environment,
+   * the workspace, the default timeout. The first `create` that would start the same shell takes it.
    */
   prepareSpare(): void {
-    if (this.#spare !== null) return
+    if (this.#spare.held) return
     const o = this.#opts
     const shape: ShellShape = {
       env: buildSessionEnv(o.baseEnv, false),
@@ -337,28 +320,12 @@ export class SessionManager implements SessionService {
         o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
       ),
     }
-    const session = this.#startShell(`s-${randomBytes(6).toString('hex')}`, shape)
-    const spare = { session, shape }
-    this.#spare = spare
-    void session.closed.then(() => {
-      if (this.#spare !== spare) return
-      this.#spare = null
-      session.log.release()
-    })
+    this.#spare.hold(this.#startShell(`s-${randomBytes(6).toString('hex')}`, shape), shape)
   }
 
   /** bash's pid in the spare shell, while there is one. */
   get sparePid(): number | null {
-    return this.#spare?.session.pid ?? null
-  }
-
-  /** The spare shell as session `id`, when it is open and `shape` is the shell it was started as. */
-  #takeSpare(id: string, shape: ShellShape): BashSession | null {
-    const spare = this.#spare
-    if (spare === null || !spare.session.open || !sameShape(spare.shape, shape)) return null
-    this.#spare = null
-    spare.session.adopt(id)
-    return spare.session
+    return this.#spare.pid
   }
 
   #startShell(id: string, shape: ShellShape): BashSession {
@@ -384,9 +351,8 @@ export class SessionManager implements SessionService {
   async closeAll(): Promise<void> {
     const sessions = [...this.#sessions.values()]
     this.#sessions.clear()
-    const spare = this.#spare
-    this.#spare = null
-    if (spare !== null) sessions.push(spare.session)
+    const spare = this.#spare.release()
+    if (spare !== null) sessions.push(spare)
     await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
     for (const s of sessions) s.log.release()
   }
