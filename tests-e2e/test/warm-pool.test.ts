@@ -23,6 +23,12 @@ it('serves a default create from the warm pool and destroys the pool when the ru
   expect(await metric(runner, 'conch_warm_pool_hits_total')).toBe(1)
   const shell = await sandbox.shell()
   expect(await shell.run('cd /tmp && echo "$PWD"')).toMatchObject({ stdout: '/tmp\n', exitCode: 0 })
+  // The agent's spare shell, which the first session took, is never listed as a session of its own.
+  expect((await sandbox.listSessions()).map((s) => s.id)).toEqual([shell.sessionId])
+  // A second default session starts its own bash: the state of the first does not reach it.
+  const second = await sandbox.shell()
+  expect(await second.run('pwd; echo "${OLDPWD-none}"')).toMatchObject({ stdout: '/workspace\nnone\n' })
+  second.close()
   expect(await shell.run('pwd')).toMatchObject({ stdout: '/tmp\n' })
   shell.close()
   await sandbox.destroy()

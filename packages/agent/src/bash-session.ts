@@ -106,16 +106,16 @@ export function describeExit(code: number | null, signal: string | null): ShellC
 
 /** A long-lived bash process that executes queued runs and keeps its state between them. */
 export class BashSession {
-  /** Session id. */
-  readonly id: string
+  /** Session id; a spare shell takes its session's id when it is adopted. */
+  id: string
   /** The directory the session started in. */
   readonly cwd: string
   /** Default timeout of runs. */
   readonly commandTimeoutMs: number
   /** Whether the environment started empty. */
   readonly cleanEnv: boolean
-  /** When it was created (ms since the epoch). */
-  readonly createdAt: number
+  /** When it was created (ms since the epoch); for an adopted spare, when it was adopted. */
+  createdAt: number
   /** The session's output log (scrollback). */
   readonly log: OutputLog
   /** Resolves when bash is ready for its first run; rejects if it closed first. */
@@ -206,6 +206,20 @@ export class BashSession {
       stream?.on('error', () => this.#onEnd(s))
     }
     child.stdin?.write(this.#framing.initLine(initFile, this.#initNonce))
+  }
+
+  /**
+   * Makes a spare shell (started ahead of any request, nothing run in it yet) the session
+   * `id`, created now.
+   */
+  adopt(id: string): void {
+    this.id = id
+    this.createdAt = this.#opts.clock.now()
+  }
+
+  /** Whether bash runs and is not being closed. */
+  get open(): boolean {
+    return this.#closedInfo === null && !this.#closing
   }
 
   /** bash's process id while it runs. */

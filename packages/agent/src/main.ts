@@ -59,7 +59,7 @@ const sandboxUser =
 
 const workCgroups = [args.workCgroup, args.workPidsCgroup].filter((path) => path !== undefined)
 
-const { server } = buildAgent({
+const { server, sessions } = buildAgent({
   root: args.root,
   baseEnv,
   spawn: sandboxSpawn(nodeSpawn, sandboxUser, workCgroups, logger),
@@ -93,5 +93,7 @@ process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'un
 
 await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
 logger.info({ root: args.root, pid: process.pid }, 'agent listening')
+// The sandbox's first shell is usually asked for right after its create: start it now.
+sessions.prepareSpare()
 // An agent lives for hours; once a burst of runs is over it gives back what the burst grew.
 watchIdleMemory()

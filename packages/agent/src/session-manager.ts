@@ -22,6 +22,7 @@ import { attachChannel } from './session-attach.ts'
 import { buildSessionEnv } from './session-env.ts'
 import type { RunOutcome } from './session-run.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
+import { type ShellShape, SpareShell } from './spare-shell.ts'
 import type { Spawn } from './spawner.ts'
 
 /** How the session manager is built. */
@@ -70,6 +71,8 @@ type SessionHandler<M extends SessionMethod> = (
 export class SessionManager implements SessionService {
   readonly #opts: SessionManagerOptions
   readonly #sessions = new Map<string, BashSession>()
+  /** A shell started ahead of demand with the default options (`prepareSpare`). */
+  readonly #spare = new SpareShell()
   #broadcast: Broadcast = () => {}
   #internalRuns = 0
 
@@ -118,8 +121,7 @@ export class SessionManager implements SessionService {
       )
     }
     const cleanEnv = options.cleanEnv ?? false
-    const session = new BashSession({
-      id,
+    const shape: ShellShape = {
       env: buildSessionEnv(o.baseEnv, cleanEnv, options.env),
       cwd: options.cwd === undefined ? o.root : o.resolveDir(options.cwd),
       cleanEnv,
@@ -128,18 +130,8 @@ export class SessionManager implements SessionService {
         LIMITS.defaultCommandTimeoutMs,
         o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
       ),
-      spawn: o.spawn,
-      clock: o.clock,
-      logger: o.logger,
-      processTable: o.processTable,
-      tempRoot: o.tempRoot,
-      ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
-      ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
-      ...(o.scrollbackBudget === undefined ? {} : { scrollbackBudget: o.scrollbackBudget }),
-      ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
-      ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
-      ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
-    })
+    }
+    const session = this.#spare.take(id, shape) ?? this.#startShell(id, shape)
     this.#sessions.set(id, session)
     void session.closed.then((info) => {
       this.#broadcast({ type: 'session_closed', sessionId: id, ...info })
@@ -303,10 +295,56 @@ export class SessionManager implements SessionService {
     return { cwd, env: parsePairs(out.subarray(nul + 1)) }
   }
 
-  /** Ends every shell. */
+  /**
+   * Starts the spare shell (spare-shell.ts) with the default options: the sandbox's environment,
+   * the workspace, the default timeout. The first `create` that would start the same shell takes it.
+   */
+  prepareSpare(): void {
+    if (this.#spare.held) return
+    const o = this.#opts
+    const shape: ShellShape = {
+      env: buildSessionEnv(o.baseEnv, false),
+      cwd: o.root,
+      cleanEnv: false,
+      commandTimeoutMs: clampTimeout(
+        undefined,
+        LIMITS.defaultCommandTimeoutMs,
+        o.maxCommandTimeoutMs ?? LIMITS.maxCommandTimeoutMs,
+      ),
+    }
+    this.#spare.hold(this.#startShell(`s-${randomBytes(6).toString('hex')}`, shape), shape)
+  }
+
+  /** bash's pid in the spare shell, while there is one. */
+  get sparePid(): number | null {
+    return this.#spare.pid
+  }
+
+  #startShell(id: string, shape: ShellShape): BashSession {
+    const o = this.#opts
+    return new BashSession({
+      id,
+      ...shape,
+      spawn: o.spawn,
+      clock: o.clock,
+      logger: o.logger,
+      processTable: o.processTable,
+      tempRoot: o.tempRoot,
+      ...(o.sandboxGid === undefined ? {} : { sandboxGid: o.sandboxGid }),
+      ...(o.scrollbackBytes === undefined ? {} : { scrollbackBytes: o.scrollbackBytes }),
+      ...(o.scrollbackBudget === undefined ? {} : { scrollbackBudget: o.scrollbackBudget }),
+      ...(o.killGraceMs === undefined ? {} : { killGraceMs: o.killGraceMs }),
+      ...(o.bashPath === undefined ? {} : { bashPath: o.bashPath }),
+      ...(o.oomCheck === undefined ? {} : { oomCheck: o.oomCheck }),
+    })
+  }
+
+  /** Ends every shell, the spare's included. */
   async closeAll(): Promise<void> {
     const sessions = [...this.#sessions.values()]
     this.#sessions.clear()
+    const spare = this.#spare.release()
+    if (spare !== null) sessions.push(spare)
     await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
     for (const s of sessions) s.log.release()
   }

@@ -19,7 +19,6 @@ import { freemem } from 'node:os'
 import {
   type CreateSandboxRequest,
   DEFAULT_SANDBOX_LIMITS,
-  DEFAULT_SESSION_ID,
   type SandboxInfo,
   type SandboxLimits,
   type SessionInfo,
@@ -312,9 +311,8 @@ export class SandboxManager {
     const handle = await driver.startAgent(created, spec)
     onHandle(handle)
     const link = await this.#openLink(driver, handle, spec.id, CONNECT_TIMEOUT_MS)
-    // The default session is what a new client attaches to first; listing sessions starts its
-    // bash now (with the defaults it would get on demand), so the first run does not wait for it.
-    await link.call('session.list', {})
+    // The agent starts a spare shell with the default options as it starts (session-manager.ts):
+    // the client's first session, `default` or a new one, takes it without waiting for a bash.
     return { handle, link }
   }
 
@@ -347,7 +345,6 @@ export class SandboxManager {
     const { driver, spec, handle, link } = pooled
     const record = this.#newRecord(driver, spec, handle, request)
     this.#o.store.putSandbox(record)
-    this.#o.store.addSession(spec.id, DEFAULT_SESSION_ID, this.#o.now())
     const runtime = new SandboxRuntime(this, record, this.#o.now)
     this.#sandboxes.set(spec.id, runtime)
     if (driver.isolation === 'none') {
