@@ -396,11 +396,20 @@ export class SandboxManager {
     try {
       // A fork's workspace is written before its agent starts: no sandbox code runs meanwhile.
       if (manifest) await this.#snapshots(true)?.restoreWorkspace(manifest, driver, handle)
-      const started = await driver.startAgent(handle, spec)
+      // A live snapshot on its own driver restores its image: processes go on running.
+      const live = manifest !== null && this.#snapshots(true)!.restoresLive(manifest, driver)
+      const started = live
+        ? await this.#snapshots(true)!.withLiveImage(manifest, (dir) =>
+            driver.restoreAgent!(handle, spec, dir),
+          )
+        : await driver.startAgent(handle, spec)
       record.driverState = started.state
       this.#o.store.setDriverState(id, started.state)
       const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
-      if (manifest) {
+      if (live) {
+        runtime.restoredFrom = this.#snapshots(true)!.liveRestored(manifest)
+        for (const s of runtime.restoredFrom.sessions) this.#o.store.addSession(id, s.id, this.#o.now())
+      } else if (manifest) {
         const restored = await this.#snapshots(true)!.restoreShells(
           manifest,
           link,
@@ -535,7 +544,37 @@ export class SandboxManager {
     const link = await runtime.link()
     if (!driver)
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    return snapshots.take(runtime.record, link, driver, this.#handle(runtime.record), name)
+    const handle = this.#handle(runtime.record)
+    if (!snapshots.isLive(driver)) return snapshots.take(runtime.record, link, driver, handle, name)
+    // Live: requests wait while the sandbox is checkpointed, then restored in place from its image.
+    return runtime.hibernating(() =>
+      snapshots.take(runtime.record, link, driver, handle, name, {
+        suspended: () => runtime.detach(),
+        after: async (imageDir) => {
+          if (imageDir === null) {
+            this.#markDead(runtime, 'its live snapshot failed and gVisor stopped it')
+            return
+          }
+          const spec = this.#specOf(runtime.record, linkSecretOf(handle))
+          const started = await driver.restoreAgent!(handle, spec, imageDir)
+          runtime.record.driverState = started.state
+          this.#o.store.setDriverState(runtime.id, started.state)
+          await this.connect(runtime, CONNECT_TIMEOUT_MS)
+        },
+      }),
+    )
+  }
+
+  /** The spec a sandbox is started again with (wake, live restore): its settings and `linkSecret`. */
+  #specOf(record: SandboxRecord, linkSecret: string): SandboxSpec {
+    return {
+      id: record.id,
+      env: record.env,
+      limits: record.limits,
+      scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret,
+    }
   }
 
   /**
@@ -550,7 +589,14 @@ export class SandboxManager {
     if (!driver)
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
     const handle = this.#handle(runtime.record)
-    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
+    const state = snapshots.isLive(driver)
+      ? await runtime.hibernating(() =>
+          snapshots.hibernate(runtime.record, link, driver, handle, {
+            suspended: () => runtime.detach(),
+            after: async () => {},
+          }),
+        )
+      : await snapshots.hibernate(runtime.record, link, driver, handle)
     await runtime.hibernating(async () => {
       runtime.detach()
       await driver.destroy(handle)
@@ -572,24 +618,22 @@ export class SandboxManager {
     if (!driver)
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
     const manifest = snapshots.hibernation(record)
-    const spec: SandboxSpec = {
-      id: record.id,
-      env: record.env,
-      limits: record.limits,
-      scrollbackBytes: this.#o.limits.scrollbackBytes,
-      maxSessions: this.#o.limits.maxSessionsPerSandbox,
-      linkSecret: mintLinkSecret(),
-    }
+    const spec = this.#specOf(record, mintLinkSecret())
     const handle = await driver.create(spec)
     let current = handle
     try {
       await snapshots.restoreWorkspace(manifest, driver, handle)
-      current = await driver.startAgent(handle, spec)
+      const live = snapshots.restoresLive(manifest, driver)
+      current = live
+        ? await snapshots.withLiveImage(manifest, (dir) => driver.restoreAgent!(handle, spec, dir))
+        : await driver.startAgent(handle, spec)
       const started = current
       record.driverState = started.state
       this.#o.store.setDriverState(record.id, started.state)
       const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
-      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
+      runtime.restoredFrom = live
+        ? snapshots.liveRestored(manifest)
+        : await snapshots.restoreShells(manifest, link, true)
       await snapshots.store.delete(manifest.id)
       this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
       return link

@@ -8,6 +8,7 @@ import { generateApiKey, hashSecret } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import type { SandboxDriver } from '../src/drivers/sandbox-driver.ts'
 import type { RunnerLimitsInput } from '../src/runner-limits.ts'
+import { SnapshotStore } from '../src/snapshots/snapshot-store.ts'
 import { StateStore } from '../src/state-store.ts'
 
 /** A runner under test. */
@@ -50,6 +51,8 @@ export interface TestRunnerOptions {
   warmPool?: number
   /** Memory the host has available, as the warm pool sees it. */
   availableMemoryBytes?: () => number
+  /** Keep snapshots in the state dir (snapshot routes and forks work). */
+  snapshots?: boolean
 }
 
 /** Starts a runner on a temp state dir. */
@@ -69,6 +72,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     ...(options.network ? { network: options.network } : {}),
     ...(options.warmPool === undefined ? {} : { warmPool: options.warmPool }),
     ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
+    ...(options.snapshots ? { snapshotStore: new SnapshotStore(stateDir) } : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()
