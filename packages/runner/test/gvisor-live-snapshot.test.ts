@@ -201,4 +201,28 @@ describe('gvisor live snapshots', () => {
     },
     LIVE_TIMEOUT_MS,
   )
+
+  it(
+    'a hibernated sandbox wakes from its checkpoint: the same shell, its jobs still running',
+    async () => {
+      await using runner = await gvisorRunner({ snapshots: true })
+      const id = await createSandbox(runner)
+      await startJobs(runner, id)
+      const before = await session(runner, id)
+      const countBefore = await count(runner, id)
+      const res = await runner.app.inject({
+        method: 'POST',
+        url: `/v1/sandboxes/${id}/hibernate`,
+        headers: runner.auth,
+        payload: {},
+      })
+      expect(res.statusCode, res.body).toBe(200)
+      expect(SandboxInfo.parse(res.json()).status).toBe('hibernated')
+      // The next request wakes it.
+      expect(await count(runner, id)).toBeGreaterThanOrEqual(countBefore)
+      expect((await session(runner, id)).pid).toBe(before.pid)
+      expect((await exec(runner, id, 'jobs -r', 'default')).stdout).toMatch(/sleep 600/)
+    },
+    LIVE_TIMEOUT_MS,
+  )
 })
