@@ -121,7 +121,15 @@ export class AgentServer {
 
   /** Listens on an inherited socket fd, or on a path (replacing a stale socket file, mode 0600). */
   async listen(target: ListenTarget): Promise<void> {
-    if ('path' in target && !this.#suspended) rmSync(target.path, { force: true })
+    if ('path' in target) {
+      try {
+        rmSync(target.path, { force: true })
+      } catch (error) {
+        // Resuming under gVisor, the socket file of the suspended link cannot even be stat'ed
+        // (the runner removed it); at start, a file in the way is an error.
+        if (!this.#suspended) throw error
+      }
+    }
     this.#target = target
     const server = createServer((socket) => this.#accept(socket))
     this.#server = server
