@@ -407,7 +407,7 @@ export class SandboxManager {
       this.#o.store.setDriverState(id, started.state)
       const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
       if (live) {
-        runtime.restoredFrom = this.#snapshots(true)!.liveRestored(manifest)
+        runtime.restoredFrom = await this.#snapshots(true)!.liveRestored(manifest, link)
         for (const s of runtime.restoredFrom.sessions) this.#o.store.addSession(id, s.id, this.#o.now())
       } else if (manifest) {
         const restored = await this.#snapshots(true)!.restoreShells(
@@ -632,7 +632,7 @@ export class SandboxManager {
       this.#o.store.setDriverState(record.id, started.state)
       const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
       runtime.restoredFrom = live
-        ? snapshots.liveRestored(manifest)
+        ? await snapshots.liveRestored(manifest, link)
         : await snapshots.restoreShells(manifest, link, true)
       await snapshots.store.delete(manifest.id)
       this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')

@@ -53,11 +53,12 @@ export class SandboxSnapshots {
     }
   }
 
-  /** How a sandbox restored from a live image came out: every session of the snapshot, as it was. */
-  liveRestored(manifest: SnapshotManifest): RestoredFrom {
+  /** How a sandbox restored from a live image came out: every session its agent has, as it was. */
+  async liveRestored(manifest: SnapshotManifest, link: AgentLink): Promise<RestoredFrom> {
+    const { sessions } = await link.call('session.list', {})
     return {
       snapshotId: manifest.id,
-      sessions: manifest.shells.sessions.map((s) => ({ id: s.id, problems: [] })),
+      sessions: sessions.map((s) => ({ id: s.id, problems: [] })),
       processesRestarted: 0,
     }
   }
@@ -97,8 +98,14 @@ export class SandboxSnapshots {
     live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
-    const shells = await link.call('snapshot.capture', {})
     if (live !== undefined && driver.checkpoint !== undefined) {
+      // The shell state is only for a restore elsewhere: a shell in the middle of a command,
+      // which the image keeps running, has none to give, and the snapshot goes on without it.
+      const shells = await link.call('snapshot.capture', {}).catch((error: unknown) => {
+        if (error instanceof RunnerError && error.code === 'SESSION_BUSY')
+          return { sessions: [], processes: [] }
+        throw error
+      })
       await link.call('link.suspend', {})
       live.suspended()
       const imageDir = mkdtempSync(join(this.#store.scratchDir(), 'image-'))
@@ -123,6 +130,7 @@ export class SandboxSnapshots {
         }
       }
     }
+    const shells = await link.call('snapshot.capture', {})
     const manifest = await this.#store.take({
       sandboxId: record.id,
       name,

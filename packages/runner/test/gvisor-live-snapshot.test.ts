@@ -9,7 +9,8 @@ import { describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
-import { createSandbox, type TestRunner } from './runner-fixture.ts'
+import { createSandbox, shellUrl, type TestRunner } from './runner-fixture.ts'
+import { ShellClient } from './shell-client.ts'
 
 /** A gVisor checkpoint and restore is seconds on a loaded 2-core host; a few of them per test. */
 const LIVE_TIMEOUT_MS = 240_000
@@ -222,6 +223,44 @@ describe('gvisor live snapshots', () => {
       expect(await count(runner, id)).toBeGreaterThanOrEqual(countBefore)
       expect((await session(runner, id)).pid).toBe(before.pid)
       expect((await exec(runner, id, 'jobs -r', 'default')).stdout).toMatch(/sleep 600/)
+    },
+    LIVE_TIMEOUT_MS,
+  )
+
+  it(
+    'a client reattaching to a fork with its last offset gets the running command’s output from there: no OUTPUT_LOST, no byte twice',
+    async () => {
+      await using runner = await gvisorRunner({ snapshots: true, listen: true })
+      const id = await createSandbox(runner)
+      const a = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
+      const ready = await a.nextOf('shell_ready')
+      await a.nextOf('scrollback_end')
+      a.send({
+        type: 'shell_run',
+        id: 'tick',
+        command: 'for i in $(seq 1 40); do echo tick$i; sleep 0.2; done',
+      })
+      await a.nextOf('shell_out', 'tick')
+      const snap = await snapshot(runner, id)
+      // What client a saw up to the snapshot, and the offset after it.
+      const seen = a.frames.filter((f) => f.type === 'shell_out' && f.id === 'tick')
+      const last = seen[seen.length - 1]!
+      const offset = Number(last.offset) + Buffer.byteLength(String(last.data))
+      const before = seen.map((f) => String(f.data)).join('')
+      await a[Symbol.asyncDispose]()
+
+      const child = await fork(runner, snap)
+      await using b = await ShellClient.open(
+        shellUrl(runner, child.id, `?sessionId=${ready.sessionId}&offset=${offset}`),
+        runner.apiKey,
+      )
+      expect(await b.nextOf('shell_ready')).toMatchObject({ sessionId: ready.sessionId, running: 'tick' })
+      expect(await b.nextOf('shell_exit', 'tick')).toMatchObject({ code: 0 })
+      expect(b.frames.some((f) => f.type === 'error')).toBe(false)
+      const after = b.frames.filter((f) => f.type === 'shell_out' && f.id === 'tick')
+      expect(Number(after[0]?.offset)).toBe(offset)
+      const all = before + after.map((f) => String(f.data)).join('')
+      expect(all).toBe(Array.from({ length: 40 }, (_, i) => `tick${i + 1}\n`).join(''))
     },
     LIVE_TIMEOUT_MS,
   )
