@@ -552,7 +552,11 @@ export class SandboxManager {
         suspended: () => runtime.detach(),
         after: async (imageDir) => {
           if (imageDir === null) {
-            this.#markDead(runtime, 'its live snapshot failed and gVisor stopped it')
+            // A checkpoint that failed in gVisor stopped the sandbox; one refused before it
+            // (the agent did not suspend in time) left it running, with its link handed back.
+            const alive = await driver.isAlive(handle)
+            if (alive.alive) await this.connect(runtime, CONNECT_TIMEOUT_MS)
+            else this.#markDead(runtime, `its live snapshot failed and stopped it (${alive.reason})`)
             return
           }
           const spec = this.#specOf(runtime.record, linkSecretOf(handle))

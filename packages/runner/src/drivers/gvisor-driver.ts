@@ -27,7 +27,17 @@
 // while `runsc state` says running; `runsc run --detach` makes it outlive the runner. Stop is
 // `runsc delete --force`; destroy also unmounts the disk and deletes the folder.
 import { spawnSync } from 'node:child_process'
-import { chownSync, closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs'
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
@@ -211,6 +221,8 @@ export class GvisorDriver implements SandboxDriver {
     const deadline = Date.now() + SUSPEND_TIMEOUT_MS
     while (!existsSync(marker)) {
       if (Date.now() > deadline) {
+        // Hand the agent its secret back so it listens again: the sandbox goes on unsnapshotted.
+        writeFileSync(join(state.socketDir, 'secret'), state.linkSecret, { mode: 0o400 })
         throw new RunnerError(
           'AGENT_UNAVAILABLE',
           `the agent of sandbox ${sandbox.id} did not suspend its link within ${SUSPEND_TIMEOUT_MS} ms; no snapshot was taken`,
