@@ -40,6 +40,7 @@ import { AgentError, toWireError } from './agent-error.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import { EgressListener } from './egress-listener.ts'
+import { awaitNextSecret, markSuspended } from './link-suspend.ts'
 import { listeningPorts } from './listening-ports.ts'
 import type { Logger } from './logger.ts'
 import { startExec } from './one-shot-exec.ts'
@@ -86,6 +87,8 @@ export interface AgentServerOptions {
   logger: Logger
   /** The sandbox's link secret; a runner connection must prove it holds it. */
   linkSecret: string
+  /** The file a fresh link secret arrives in after `link.suspend`; absent, the agent cannot suspend. */
+  resumeSecretFile?: string
   /** How long a new connection may take to prove the secret before it is dropped. */
   handshakeTimeoutMs?: number
   /** Tells whether an exec's exit code was the sandbox's memory limit; never, when absent. */
@@ -105,18 +108,34 @@ export class AgentServer {
   #server: Server | undefined
   #connection: RunnerConnection | undefined
   #handshakes = 0
+  /** The secret connections must prove; replaced when the link resumes after a suspend. */
+  #secret: string
+  #target: ListenTarget | undefined
+  /** Every accepted socket still open (authenticated or not). */
+  readonly #sockets = new Set<Socket>()
+  #suspended = false
   readonly #egress = new EgressListener()
 
   /** Creates a server; call `listen` to start it. */
   constructor(options: AgentServerOptions) {
     this.#options = options
     this.#startedAt = options.clock.now()
+    this.#secret = options.linkSecret
     options.sessions.setBroadcast((frame) => this.#connection?.send(frame))
   }
 
   /** Listens on an inherited socket fd, or on a path (replacing a stale socket file, mode 0600). */
   async listen(target: ListenTarget): Promise<void> {
-    if ('path' in target) rmSync(target.path, { force: true })
+    if ('path' in target) {
+      try {
+        rmSync(target.path, { force: true })
+      } catch (error) {
+        // Resuming under gVisor, the socket file of the suspended link cannot even be stat'ed
+        // (the runner removed it); at start, a file in the way is an error.
+        if (!this.#suspended) throw error
+      }
+    }
+    this.#target = target
     const server = createServer((socket) => this.#accept(socket))
     this.#server = server
     await new Promise<void>((resolve, reject) => {
@@ -147,7 +166,8 @@ export class AgentServer {
       return
     }
     this.#handshakes += 1
-    const connection = new RunnerConnection(socket, this, this.#options.linkSecret)
+    this.#sockets.add(socket)
+    const connection = new RunnerConnection(socket, this, this.#secret)
     const timer = setTimeout(() => {
       this.#options.logger.warn({}, 'a connection did not prove the link secret in time; dropped')
       connection.destroy()
@@ -168,9 +188,51 @@ export class AgentServer {
       this.#connection = connection
     })
     socket.on('close', () => {
+      this.#sockets.delete(socket)
       settle()
       if (this.#connection === connection) this.#connection = undefined
     })
+  }
+
+  /**
+   * `link.suspend`: stops listening now, and once the answer is out drops every link socket,
+   * marks the link dir and waits for the next secret (link-suspend.ts).
+   */
+  #suspend(): Record<string, never> {
+    const secretFile = this.#options.resumeSecretFile
+    const target = this.#target
+    if (secretFile === undefined || target === undefined || !('path' in target)) {
+      throw new AgentError(
+        'BAD_REQUEST',
+        'this agent cannot suspend its link (it was not started with --socket and --secretFile); live snapshots need the gvisor driver',
+      )
+    }
+    if (this.#suspended) throw new AgentError('BAD_REQUEST', 'the link is already suspended')
+    this.#suspended = true
+    this.#server?.close()
+    this.#server = undefined
+    // The socket file stays: gVisor refuses to stat a host socket's file; the runner removes it.
+    setImmediate(() => void this.#awaitResume(secretFile, target))
+    return {}
+  }
+
+  async #awaitResume(secretFile: string, target: ListenTarget): Promise<void> {
+    const sockets = [...this.#sockets]
+    const closed = sockets.map(
+      (s) => new Promise((resolve) => (s.destroyed ? resolve(null) : s.once('close', resolve))),
+    )
+    for (const socket of sockets) socket.end()
+    const force = setTimeout(() => {
+      for (const socket of sockets) socket.destroy()
+    }, 2_000)
+    await Promise.all(closed)
+    clearTimeout(force)
+    markSuspended(secretFile)
+    this.#options.logger.info({}, 'link suspended; waiting for a new secret')
+    this.#secret = await awaitNextSecret(secretFile)
+    await this.listen(target)
+    this.#suspended = false
+    this.#options.logger.info({}, 'link resumed')
   }
 
   /** Logs a failed handshake; called by a connection before it drops itself. */
@@ -229,6 +291,7 @@ export class AgentServer {
     'process.stream': async (p, context) => this.#streamProcess(p, context),
     'process.kill': async (p) => this.#options.processes.kill(p.id, p.signal),
     'process.wait': (p) => this.#options.processes.wait(p.id, p.timeoutMs),
+    'link.suspend': async () => this.#suspend(),
     'snapshot.capture': () => this.#options.state.capture(),
     'snapshot.restore': async (p) => ({
       sessions: await this.#options.state.restore(p.state, p.restartProcesses),

@@ -39,6 +39,8 @@ export interface AgentDeps {
   maxProcesses?: number
   /** The sandbox's link secret, which a runner connection must prove it holds. */
   linkSecret: string
+  /** Where a fresh secret arrives after `link.suspend` (the `--secretFile`); absent, the link cannot suspend. */
+  resumeSecretFile?: string
   /** The user shells and processes run as, when it is not the agent's own (`spawn` applies it). */
   sandboxUser?: SandboxUser
   /** Tells whether a command's exit code was the sandbox's memory limit; never, when absent. */
@@ -99,6 +101,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     clock: deps.clock,
     logger: deps.logger,
     linkSecret: deps.linkSecret,
+    ...(deps.resumeSecretFile === undefined ? {} : { resumeSecretFile: deps.resumeSecretFile }),
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
   })
   return { server, sessions }

@@ -68,6 +68,7 @@ const { server, sessions } = buildAgent({
   logger,
   tempRoot: chooseTempRoot(),
   linkSecret,
+  ...(args.secretFile === undefined ? {} : { resumeSecretFile: args.secretFile }),
   oomCheck: oomCheck(args.oomEvents),
   ...(sandboxUser === undefined ? {} : { sandboxUser }),
   ...(args.scrollbackBytes === undefined ? {} : { scrollbackBytes: args.scrollbackBytes }),

@@ -167,6 +167,13 @@ export const AGENT_METHODS = {
     params: z.object({ id: ProcessId, timeoutMs: TimeoutMs.optional() }),
     result: ProcessInfo,
   },
+  /**
+   * Lets go of every host resource the link holds, for a live (`runsc checkpoint`) snapshot:
+   * the agent answers, stops listening, removes its socket, drops this connection, writes
+   * `suspended` in its link dir once the connection is closed, then waits for a new `secret`
+   * file there, reads and deletes it as at start, and listens again with that secret.
+   */
+  'link.suspend': { params: empty, result: ok },
   'snapshot.capture': { params: empty, result: SandboxShellState },
   'snapshot.restore': {
     params: z.object({

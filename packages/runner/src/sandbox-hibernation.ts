@@ -3,17 +3,16 @@
 // driver state (`hibernatedFrom`), so it survives a runner restart. The next request that needs
 // its agent wakes it: the driver creates the same sandbox id again with a new link secret, the
 // workspace is written back before the agent starts, the shells are restored and background
-// processes restarted, and the snapshot is deleted. A wake that fails leaves it hibernated with
+// processes restarted (or, from a live gVisor image, the same processes go on running), and the snapshot is deleted. A wake that fails leaves it hibernated with
 // its snapshot, for the next attempt. `sandbox-lifetimes.ts` hibernates idle sandboxes.
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
 import type { SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
-import type { RunnerLimits } from './runner-limits.ts'
 import type { SandboxRuntime } from './sandbox-runtime.ts'
 import type { SandboxSnapshots } from './sandbox-snapshots.ts'
-import type { StateStore } from './state-store.ts'
+import type { SandboxRecord, StateStore } from './state-store.ts'
 
 /** What hibernation needs from the runner. */
 export interface SandboxHibernationOptions {
@@ -25,8 +24,8 @@ export interface SandboxHibernationOptions {
   store: StateStore
   /** Logger. */
   logger: Logger
-  /** Limits (scrollback and sessions of a woken agent). */
-  limits: Pick<RunnerLimits, 'scrollbackBytes' | 'maxSessionsPerSandbox'>
+  /** The spec a sandbox is started again with: its settings and a fresh `linkSecret`. */
+  specOf: (record: SandboxRecord, linkSecret: string) => SandboxSpec
   /** Connects a runtime to its freshly started agent and installs the link. */
   connect: (runtime: SandboxRuntime) => Promise<AgentLink>
 }
@@ -50,15 +49,25 @@ export class SandboxHibernation {
   /**
    * Snapshots a sandbox, then stops its agent and deletes its workspace. With `abortIf`, asked
    * once the snapshot is taken, a sandbox used meanwhile stays awake and the snapshot is
-   * deleted; returns whether it hibernated.
+   * deleted; returns whether it hibernated. A live snapshot (gVisor) checkpoints the sandbox,
+   * which stops it, so it hibernates whatever `abortIf` says.
    */
   async hibernate(runtime: SandboxRuntime, options: { abortIf?: () => boolean } = {}): Promise<boolean> {
     const { snapshots, store } = this.#o
     const link = await runtime.link()
     const driver = this.#driver(runtime)
     const handle = runtime.handle
-    const state = await snapshots.hibernate(runtime.record, link, driver, handle)
-    if (options.abortIf?.() === true) {
+    const live = snapshots.isLive(driver)
+    // Live: requests wait while the sandbox is checkpointed.
+    const state = live
+      ? await runtime.hibernating(() =>
+          snapshots.hibernate(runtime.record, link, driver, handle, {
+            suspended: () => runtime.detach(),
+            after: async () => {},
+          }),
+        )
+      : await snapshots.hibernate(runtime.record, link, driver, handle)
+    if (!live && options.abortIf?.() === true) {
       await snapshots.dropHibernation({ ...runtime.record, driverState: state })
       return false
     }
@@ -78,28 +87,27 @@ export class SandboxHibernation {
 
   /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */
   async wake(runtime: SandboxRuntime): Promise<AgentLink> {
-    const { snapshots, store, limits } = this.#o
+    const { snapshots, store } = this.#o
     const { record } = runtime
     const driver = this.#driver(runtime)
     const manifest = snapshots.hibernation(record)
-    const spec: SandboxSpec = {
-      id: record.id,
-      env: record.env,
-      limits: record.limits,
-      scrollbackBytes: limits.scrollbackBytes,
-      maxSessions: limits.maxSessionsPerSandbox,
-      linkSecret: mintLinkSecret(),
-    }
+    const spec = this.#o.specOf(record, mintLinkSecret())
     const handle = await driver.create(spec)
     let current = handle
     try {
       await snapshots.restoreWorkspace(manifest, driver, handle)
-      current = await driver.startAgent(handle, spec)
+      // A live image on its own driver is restored: its processes go on running.
+      const live = snapshots.restoresLive(manifest, driver)
+      current = live
+        ? await snapshots.withLiveImage(manifest, (dir) => driver.restoreAgent!(handle, spec, dir))
+        : await driver.startAgent(handle, spec)
       const started = current
       record.driverState = started.state
       store.setDriverState(record.id, started.state)
       const link = await this.#o.connect(runtime)
-      runtime.restoredFrom = await snapshots.restoreShells(manifest, link, true)
+      runtime.restoredFrom = live
+        ? await snapshots.liveRestored(manifest, link)
+        : await snapshots.restoreShells(manifest, link, true)
       await snapshots.store.delete(manifest.id)
       this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox woke from hibernation')
       return link

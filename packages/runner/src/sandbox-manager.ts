@@ -263,11 +263,20 @@ export class SandboxManager {
     try {
       // A fork's workspace is written before its agent starts: no sandbox code runs meanwhile.
       if (manifest) await this.#snapshots(true)?.restoreWorkspace(manifest, driver, handle)
-      const started = await driver.startAgent(handle, spec)
+      // A live snapshot on its own driver restores its image: processes go on running.
+      const live = manifest !== null && this.#snapshots(true)!.restoresLive(manifest, driver)
+      const started = live
+        ? await this.#snapshots(true)!.withLiveImage(manifest, (dir) =>
+            driver.restoreAgent!(handle, spec, dir),
+          )
+        : await driver.startAgent(handle, spec)
       record.driverState = started.state
       this.#o.store.setDriverState(id, started.state)
       const link = await this.connect(runtime, CONNECT_TIMEOUT_MS)
-      if (manifest) {
+      if (live) {
+        runtime.restoredFrom = await this.#snapshots(true)!.liveRestored(manifest, link)
+        for (const s of runtime.restoredFrom.sessions) this.#o.store.addSession(id, s.id, this.#o.now())
+      } else if (manifest) {
         const restored = await this.#snapshots(true)!.restoreShells(
           manifest,
           link,
@@ -404,7 +413,41 @@ export class SandboxManager {
     const link = await runtime.link()
     if (!driver)
       throw new RunnerError('SANDBOX_NOT_RUNNING', `sandbox ${runtime.id} has no driver on this runner`)
-    return snapshots.take(runtime.record, link, driver, this.#handle(runtime.record), name)
+    const handle = this.#handle(runtime.record)
+    if (!snapshots.isLive(driver)) return snapshots.take(runtime.record, link, driver, handle, name)
+    // Live: requests wait while the sandbox is checkpointed, then restored in place from its image.
+    return runtime.hibernating(() =>
+      snapshots.take(runtime.record, link, driver, handle, name, {
+        suspended: () => runtime.detach(),
+        after: async (imageDir) => {
+          if (imageDir === null) {
+            // A checkpoint that failed in gVisor stopped the sandbox; one refused before it
+            // (the agent did not suspend in time) left it running, with its link handed back.
+            const alive = await driver.isAlive(handle)
+            if (alive.alive) await this.connect(runtime, CONNECT_TIMEOUT_MS)
+            else this.#markDead(runtime, `its live snapshot failed and stopped it (${alive.reason})`)
+            return
+          }
+          const spec = this.#specOf(runtime.record, linkSecretOf(handle))
+          const started = await driver.restoreAgent!(handle, spec, imageDir)
+          runtime.record.driverState = started.state
+          this.#o.store.setDriverState(runtime.id, started.state)
+          await this.connect(runtime, CONNECT_TIMEOUT_MS)
+        },
+      }),
+    )
+  }
+
+  /** The spec a sandbox is started again with (wake, live restore): its settings and `linkSecret`. */
+  #specOf(record: SandboxRecord, linkSecret: string): SandboxSpec {
+    return {
+      id: record.id,
+      env: record.env,
+      limits: record.limits,
+      scrollbackBytes: this.#o.limits.scrollbackBytes,
+      maxSessions: this.#o.limits.maxSessionsPerSandbox,
+      linkSecret,
+    }
   }
 
   /**
@@ -430,7 +473,7 @@ export class SandboxManager {
       drivers: this.#o.drivers,
       store: this.#o.store,
       logger: this.#o.logger,
-      limits: this.#o.limits,
+      specOf: (record, linkSecret) => this.#specOf(record, linkSecret),
       connect: (runtime) => this.connect(runtime, CONNECT_TIMEOUT_MS),
     })
     return this.#hibernator

@@ -9,6 +9,16 @@
 // starts (so no sandbox code runs while it is written), and once the agent answers, each
 // session is created with its id and its state put back. Processes restart; they do not
 // continue, and the new sandbox's `restoredFrom` says so.
+//
+// Live snapshots (a driver with `checkpoint`, the gVisor driver): after the shells' state, the
+// agent suspends its link and the driver checkpoints the whole sandbox (processes, memory, the
+// sessions' output logs) into an image, stored with the workspace read while the sandbox is
+// stopped. A snapshot that goes on is then restored in place from that image; a hibernation
+// is not. A fork or wake on a driver that restores images starts from the image, so its
+// commands keep running and its output offsets continue; elsewhere it falls back to the
+// shell-state restore above. docs/SNAPSHOTS.md describes both.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
@@ -29,31 +39,102 @@ export class SandboxSnapshots {
     this.#store = store
   }
 
+  /**
+   * Writes a live snapshot's image into a fresh folder, runs `use` with it (a driver's
+   * `restoreAgent`), then deletes the folder.
+   */
+  async withLiveImage<T>(manifest: SnapshotManifest, use: (imageDir: string) => Promise<T>): Promise<T> {
+    const imageDir = mkdtempSync(join(this.#store.scratchDir(), 'restore-'))
+    try {
+      await this.#store.restoreLiveImage(manifest, imageDir)
+      return await use(imageDir)
+    } finally {
+      rmSync(imageDir, { recursive: true, force: true })
+    }
+  }
+
+  /** How a sandbox restored from a live image came out: every session its agent has, as it was. */
+  async liveRestored(manifest: SnapshotManifest, link: AgentLink): Promise<RestoredFrom> {
+    const { sessions } = await link.call('session.list', {})
+    return {
+      snapshotId: manifest.id,
+      sessions: sessions.map((s) => ({ id: s.id, problems: [] })),
+      processesRestarted: 0,
+    }
+  }
+
   /** The store (for listing and deleting). */
   get store(): SnapshotBackend {
     return this.#store
   }
 
-  /** Snapshots a running sandbox through its agent link and its driver. */
+  /** Whether snapshots of this driver's sandboxes are live (checkpoint images). */
+  isLive(driver: SandboxDriver): boolean {
+    return driver.checkpoint !== undefined && driver.restoreAgent !== undefined
+  }
+
+  /** Whether a fork or wake of `manifest` on `driver` restores its checkpoint image. */
+  restoresLive(manifest: SnapshotManifest, driver: SandboxDriver): boolean {
+    return (
+      manifest.live !== undefined &&
+      this.isLive(driver) &&
+      manifest.sandbox.driver === driver.name &&
+      manifest.live.runscVersion === driver.version?.()
+    )
+  }
+
+  /**
+   * Snapshots a running sandbox through its agent link and its driver. With a live driver,
+   * `live` runs the checkpoint: `suspended` is called once the agent let go of its link, and
+   * `after` with the image folder once it is stored (to restore the sandbox in place), or on
+   * failure (null when no image was written).
+   */
   async take(
     record: SandboxRecord,
     link: AgentLink,
     driver: SandboxDriver,
     handle: DriverSandbox,
     name: string | null,
+    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
+    if (live !== undefined && driver.checkpoint !== undefined) {
+      // The shell state is only for a restore elsewhere: a shell in the middle of a command,
+      // which the image keeps running, has none to give, and the snapshot goes on without it.
+      const shells = await link.call('snapshot.capture', {}).catch((error: unknown) => {
+        if (error instanceof RunnerError && error.code === 'SESSION_BUSY')
+          return { sessions: [], processes: [] }
+        throw error
+      })
+      await link.call('link.suspend', {})
+      live.suspended()
+      const imageDir = mkdtempSync(join(this.#store.scratchDir(), 'image-'))
+      let checkpointed = false
+      try {
+        await driver.checkpoint(handle, imageDir)
+        checkpointed = true
+        const manifest = await this.#store.take({
+          sandboxId: record.id,
+          name,
+          sandbox: sandboxConfig(record),
+          shells,
+          workspace,
+          liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
+        })
+        return snapshotInfo(manifest)
+      } finally {
+        try {
+          await live.after(checkpointed ? imageDir : null)
+        } finally {
+          rmSync(imageDir, { recursive: true, force: true })
+        }
+      }
+    }
     const shells = await link.call('snapshot.capture', {})
     const manifest = await this.#store.take({
       sandboxId: record.id,
       name,
-      sandbox: {
-        driver: record.driver,
-        limits: record.limits,
-        env: record.env,
-        metadata: record.metadata,
-        idleTimeoutMs: record.idleTimeoutMs,
-      },
+      sandbox: sandboxConfig(record),
       shells,
       workspace,
     })
@@ -69,8 +150,9 @@ export class SandboxSnapshots {
     link: AgentLink,
     driver: SandboxDriver,
     handle: DriverSandbox,
+    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
   ): Promise<Record<string, unknown>> {
-    const info = await this.take(record, link, driver, handle, 'hibernation')
+    const info = await this.take(record, link, driver, handle, 'hibernation', live)
     return { hibernatedFrom: info.id }
   }
 
@@ -136,6 +218,16 @@ export class SandboxSnapshots {
       sessions: sessions satisfies RestoredSession[],
       processesRestarted: restartProcesses ? manifest.shells.processes.filter((p) => p.running).length : 0,
     }
+  }
+}
+
+function sandboxConfig(record: SandboxRecord): SnapshotManifest['sandbox'] {
+  return {
+    driver: record.driver,
+    limits: record.limits,
+    env: record.env,
+    metadata: record.metadata,
+    idleTimeoutMs: record.idleTimeoutMs,
   }
 }
 

@@ -27,13 +27,23 @@
 // while `runsc state` says running; `runsc run --detach` makes it outlive the runner. Stop is
 // `runsc delete --force`; destroy also unmounts the disk and deletes the folder.
 import { spawnSync } from 'node:child_process'
-import { chownSync, closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs'
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
-import { ensurePrivateDir } from './agent-endpoint.ts'
+import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { GUEST_WORKSPACE, oomEventsFile, writeGvisorBundle } from './gvisor-bundle.ts'
@@ -48,6 +58,12 @@ import { findRunsc, RUNSC_DIRS, RunscCli } from './runsc-cli.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
+
+/** The marker a suspended agent writes in its link dir (the agent's link-suspend.ts). */
+const SUSPENDED_MARKER = 'suspended'
+
+/** How long the agent may take to close its link sockets after `link.suspend`. */
+const SUSPEND_TIMEOUT_MS = 10_000
 
 /** The gVisor driver's handle state. */
 const GvisorState = z.object({
@@ -181,6 +197,45 @@ export class GvisorDriver implements SandboxDriver {
 
   /** Writes the bundle and starts the container detached (`runsc run --detach`), logging to `agent.log`. */
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
+    return this.#start(sandbox, spec, null)
+  }
+
+  /**
+   * Restores a checkpoint image (`checkpoint`) as this sandbox: the bundle is written for its
+   * own folders and link secret (the restored agent, waiting in `link.suspend`, reads that
+   * secret file and listens again), then `runsc restore --detach`.
+   */
+  async restoreAgent(sandbox: DriverSandbox, spec: SandboxSpec, imageDir: string): Promise<DriverSandbox> {
+    return this.#start(sandbox, spec, imageDir)
+  }
+
+  /**
+   * Checkpoints the sandbox into `imageDir` (the container stops): waits until its agent,
+   * asked to `link.suspend`, has closed every link socket (its `suspended` marker), removes the
+   * link socket's file, then `runsc checkpoint`. gVisor cannot save a socket bound to or
+   * connected through the host, and a failed checkpoint leaves the sandbox stopped.
+   */
+  async checkpoint(sandbox: DriverSandbox, imageDir: string): Promise<void> {
+    const state = GvisorState.parse(sandbox.state)
+    const marker = join(state.socketDir, SUSPENDED_MARKER)
+    const deadline = Date.now() + SUSPEND_TIMEOUT_MS
+    while (!existsSync(marker)) {
+      if (Date.now() > deadline) {
+        // Hand the agent its secret back so it listens again: the sandbox goes on unsnapshotted.
+        writeFileSync(join(state.socketDir, 'secret'), state.linkSecret, { mode: 0o400 })
+        throw new RunnerError(
+          'AGENT_UNAVAILABLE',
+          `the agent of sandbox ${sandbox.id} did not suspend its link within ${SUSPEND_TIMEOUT_MS} ms; no snapshot was taken`,
+        )
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    rmSync(agentSocketPath(state.socketDir), { force: true })
+    rmSync(marker, { force: true })
+    await this.#cli(state).checkpoint(sandbox.id, imageDir)
+  }
+
+  async #start(sandbox: DriverSandbox, spec: SandboxSpec, imageDir: string | null): Promise<DriverSandbox> {
     const state = GvisorState.parse(sandbox.state)
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
       mountRuntimeImage(runtime, this.#runtimeCache),
@@ -199,8 +254,10 @@ export class GvisorDriver implements SandboxDriver {
     mkdirSync(state.runscRoot, { recursive: true, mode: 0o700 })
     const runsc = this.#cli(state)
     await runsc.delete(sandbox.id)
-    await runsc.runDetached(bundle, sandbox.id, join(state.dir, 'agent.log'))
-    return sandbox
+    const log = join(state.dir, 'agent.log')
+    if (imageDir === null) await runsc.runDetached(bundle, sandbox.id, log)
+    else await runsc.restoreDetached(bundle, sandbox.id, imageDir, log)
+    return { ...sandbox, state: { ...state, linkSecret: spec.linkSecret } }
   }
 
   /** Connects to the agent's socket in the link dir, retrying while the agent is starting. */

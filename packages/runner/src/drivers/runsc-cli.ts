@@ -90,11 +90,39 @@ export class RunscCli {
   }
 
   /** `runsc run --detach` of the bundle as container `id`, its output appended to `log`. */
-  async runDetached(bundle: string, id: string, log: string): Promise<void> {
+  runDetached(bundle: string, id: string, log: string): Promise<void> {
+    return this.#detached(['run', '--detach', '--bundle', bundle, id], id, log)
+  }
+
+  /**
+   * `runsc restore --detach` of the checkpoint image in `imageDir` as container `id` with the
+   * bundle (whose mounts name this sandbox's own host folders), its output appended to `log`.
+   */
+  restoreDetached(bundle: string, id: string, imageDir: string, log: string): Promise<void> {
+    return this.#detached(['restore', '--detach', '--image-path', imageDir, '--bundle', bundle, id], id, log)
+  }
+
+  /**
+   * `runsc checkpoint` of container `id` into `imageDir`: the whole sandbox's memory and
+   * processes; the container stops. (`--leave-running` leaves this release's gofer mounts
+   * failing with EIO, so a sandbox that goes on is restored from the image instead.)
+   */
+  async checkpoint(id: string, imageDir: string): Promise<void> {
+    const result = await this.#run(['checkpoint', '--image-path', imageDir, id])
+    if (result.code !== 0) {
+      throw new RunnerError(
+        'INTERNAL',
+        `runsc checkpoint ${id} failed (exit ${result.code}): ${result.stderr.trim().split('\n')[0]?.slice(0, 500)}`,
+      )
+    }
+  }
+
+  /** Starts a detached runsc command for container `id`, its stdio on `log` (a pipe would stay open in the sandbox). */
+  async #detached(args: string[], id: string, log: string): Promise<void> {
     const logFd = openSync(log, 'a', 0o600)
     try {
       const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(this.#path, [...this.#globalArgs(), 'run', '--detach', '--bundle', bundle, id], {
+        const child = spawn(this.#path, [...this.#globalArgs(), ...args], {
           detached: true,
           stdio: ['ignore', logFd, logFd],
           env: {},

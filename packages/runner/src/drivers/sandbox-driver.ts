@@ -104,4 +104,15 @@ export interface SandboxDriver {
   hostWorkspace?(sandbox: DriverSandbox): string
   /** What the sandbox uses now (its cgroups' counters); null once its groups are gone. Drivers that cannot measure leave it out. */
   usage?(sandbox: DriverSandbox): Promise<SandboxUsage | null>
+  /**
+   * Live snapshots (the gVisor driver): `checkpoint` saves the whole sandbox, processes and
+   * memory, into the files of `imageDir` once its agent suspended its link, and stops it;
+   * `restoreAgent` is `startAgent` from such an image (`spec` carries the sandbox's own folders
+   * and a link secret the restored agent picks up).
+   */
+  checkpoint?(sandbox: DriverSandbox, imageDir: string): Promise<void>
+  /** The driver's runtime version (runsc's), which a checkpoint image must match to be restored. */
+  version?(): string | null
+  /** Starts a sandbox from a checkpoint image instead of a fresh agent (see `checkpoint`). */
+  restoreAgent?(sandbox: DriverSandbox, spec: SandboxSpec, imageDir: string): Promise<DriverSandbox>
 }

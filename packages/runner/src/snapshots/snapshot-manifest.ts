@@ -14,6 +14,7 @@ import {
   Timestamp,
 } from '@conch/protocol'
 import { z } from 'zod'
+import { LiveImage } from './live-image.ts'
 
 /** A path inside the workspace: its name components' raw bytes, base64 each. */
 export const EntryPath = z.array(z.string().max(2048)).min(1).max(256)
@@ -98,6 +99,12 @@ export const SnapshotManifest = z.object({
   }),
   /** Bytes this snapshot added to the content store. */
   storedBytes: z.number().int().nonnegative(),
+  /**
+   * A live snapshot's checkpoint image (gVisor): restores the sandbox with its processes
+   * running. Absent in a shell-state snapshot; a runner or driver that cannot use it restores
+   * from `shells` and `workspace` as from any snapshot.
+   */
+  live: LiveImage.optional(),
 })
 /** A stored snapshot. */
 export type SnapshotManifest = z.infer<typeof SnapshotManifest>

@@ -29,6 +29,7 @@ import {
 } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { ContentStore } from './content-store.ts'
+import { type LiveImage, storeLiveImage, writeLiveImage } from './live-image.ts'
 import { isReadableFormat, SnapshotManifest, type SnapshotSandboxConfig } from './snapshot-manifest.ts'
 import { captureWorkspace, type FileFingerprint } from './workspace-capture.ts'
 import { restoreWorkspace } from './workspace-restore.ts'
@@ -65,6 +66,8 @@ export interface SnapshotSource {
   shells: SandboxShellState
   /** The sandbox's workspace on the host. */
   workspace: string
+  /** A checkpoint folder to store as the snapshot's live image, with the runsc version that wrote it. */
+  liveImage?: { dir: string; runscVersion: string }
 }
 
 /** Where snapshots are kept: the local folder now, an object store later. */
@@ -77,10 +80,14 @@ export interface SnapshotBackend {
   get(id: string): SnapshotManifest
   /** Writes a snapshot's workspace into an empty folder. */
   restoreWorkspace(manifest: SnapshotManifest, target: string): Promise<void>
+  /** Writes a live snapshot's checkpoint image into an empty folder, checking every chunk's hash. */
+  restoreLiveImage(manifest: SnapshotManifest, target: string): Promise<void>
   /** Deletes a snapshot and the objects only it used. */
   delete(id: string): Promise<void>
   /** Forgets what it remembered of a sandbox's files (the sandbox is gone). */
   forgetSandbox(sandboxId: string): void
+  /** A private local folder (the runner's only) that checkpoint images pass through. */
+  scratchDir(): string
 }
 
 /** Sandboxes whose file fingerprints are remembered at once (the most recently snapshotted). */
@@ -140,6 +147,15 @@ export class SnapshotStore implements SnapshotBackend {
         this.#sweep()
         throw error
       }
+      let live: { image: LiveImage; addedBytes: number } | undefined
+      try {
+        live =
+          source.liveImage &&
+          (await storeLiveImage(source.liveImage.dir, this.#objects, source.liveImage.runscVersion))
+      } catch (error) {
+        this.#sweep()
+        throw error
+      }
       this.#fingerprints.delete(source.sandboxId)
       this.#fingerprints.set(source.sandboxId, captured.fingerprints)
       for (const oldest of this.#fingerprints.keys()) {
@@ -155,7 +171,8 @@ export class SnapshotStore implements SnapshotBackend {
         sandbox: source.sandbox,
         shells: source.shells,
         workspace: { entries: captured.entries, bytes: captured.bytes, skipped: captured.skipped },
-        storedBytes: captured.addedBytes,
+        storedBytes: captured.addedBytes + (live?.addedBytes ?? 0),
+        ...(live ? { live: live.image } : {}),
       }
       this.#write(manifest)
       return manifest
@@ -218,6 +235,12 @@ export class SnapshotStore implements SnapshotBackend {
     return restoreWorkspace(target, manifest.workspace.entries, this.#objects)
   }
 
+  /** Writes a live snapshot's checkpoint image into the empty folder `target`. */
+  restoreLiveImage(manifest: SnapshotManifest, target: string): Promise<void> {
+    if (!manifest.live) throw new RunnerError('BAD_REQUEST', `snapshot ${manifest.id} has no live image`)
+    return writeLiveImage(manifest.live, this.#objects, target, manifest.id)
+  }
+
   /** Deletes a snapshot and sweeps the objects no other snapshot uses. */
   delete(id: string): Promise<void> {
     return this.#serial(async () => {
@@ -239,8 +262,16 @@ export class SnapshotStore implements SnapshotBackend {
       for (const entry of manifest.workspace.entries) {
         if (entry.type === 'file') for (const hash of entry.chunks) keep.add(hash)
       }
+      for (const file of manifest.live?.files ?? []) for (const hash of file.chunks) keep.add(hash)
     }
     this.#objects.sweep(keep)
+  }
+
+  /** The store's private folder for checkpoint images on their way in or out (0700, root's). */
+  scratchDir(): string {
+    const dir = join(this.#dir, 'scratch')
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    return dir
   }
 
   /** Forgets what it remembered of a sandbox's files (the sandbox is gone). */
