@@ -8,7 +8,8 @@
 // `release` as it passes them on (TCP channels). A channel ends with exactly one terminal frame
 // (`end`), or when the runner closes it (`close`) or the link drops: producers stop on `onClose`.
 import { LinkChannel, type WithoutChannel } from '@conch/link'
-import { type AgentFrame, type HostFrame, LIMITS, type StreamName } from '@conch/protocol'
+import type { AgentFrame, HostFrame, StreamName } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 
 /** Sends a frame on the link; returns false when the socket's buffer is full. */
 export type FrameSender = (frame: AgentFrame, payload?: Uint8Array) => boolean

@@ -21,13 +21,8 @@
 // at append time, so they stay exact, and the gathered bytes are recorded before any other
 // record and before any read of the log (replay, subscribe): no reader misses them.
 // Gathered bytes count against the bounds once recorded: at most one record's worth per log.
-import {
-  type AgentShellExit,
-  type AgentShellStart,
-  LIMITS,
-  type ShellClosedInfo,
-  type StreamName,
-} from '@conch/protocol'
+import type { AgentShellExit, AgentShellStart, ShellClosedInfo, StreamName } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 

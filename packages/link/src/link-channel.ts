@@ -12,7 +12,8 @@
 // the consumer last), a terminal frame this end sent (`end`), this end giving up (`close`, which
 // sends the abort frame), an overrun, or the link's loss (`lost`). Frames for a done channel are
 // dropped; `onClose` listeners run once; writers waiting for credit are released.
-import { LIMITS, type WireError } from '@conch/protocol'
+import type { WireError } from '@conch/protocol'
+import { LIMITS } from '@conch/protocol/zod-free'
 import type { LinkFrame } from './link-endpoint.ts'
 
 /** `F` without its channel number, which the channel fills in (distributes over unions). */
