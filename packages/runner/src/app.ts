@@ -189,8 +189,15 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     ),
     logger: app.log,
     onBytes: (_sandboxId, direction, bytes) => metrics.egressBytes.inc({ direction }, bytes),
+    ...(options.network?.egressUpstreamCa ? { upstreamCa: options.network.egressUpstreamCa } : {}),
   })
-  const egress = new EgressGateway({ proxy: egressProxy, manager, store: options.store, logger: app.log })
+  const egress = new EgressGateway({
+    proxy: egressProxy,
+    manager,
+    store: options.store,
+    logger: app.log,
+    ...(options.network?.egressCredentials ? { credentials: options.network.egressCredentials } : {}),
+  })
   const ctx: RunnerContext = {
     manager,
     store: options.store,
@@ -242,10 +249,11 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()
-    egress.restore()
+    await egress.restore()
   })
   app.addHook('onClose', async () => {
     egress.close()
+    egressProxy.close()
     await ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })

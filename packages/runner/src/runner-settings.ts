@@ -143,6 +143,22 @@ const TOP: TopSetting[] = [
     accepts: 'a comma-separated list of IPv4 or IPv6 CIDRs',
   },
   {
+    key: 'egressCredentials',
+    value: '<file>',
+    summary:
+      'JSON file of credentials the egress proxy adds to requests to one host ({"name": {"host": "api.example.com", "headers": {"authorization": "Bearer …"}}}); a create request names the ones its sandbox may use, and the values never enter the sandbox.',
+    defaultText: 'none',
+    accepts: 'a path to a readable JSON file',
+  },
+  {
+    key: 'egressUpstreamCa',
+    value: '<file>',
+    summary:
+      'PEM file of CA certificates the egress proxy trusts, besides the public roots, when it connects to a host with injected credentials (an internal CA).',
+    defaultText: 'none',
+    accepts: 'a path to a readable PEM file',
+  },
+  {
     key: 'shard',
     value: '<name>',
     summary: 'Shard name written into every new sandbox id, so a router can forward requests by id.',
