@@ -58,7 +58,8 @@ export async function httpsViaProxy(
     const s = tlsConnect({ socket: tunnel.socket, servername, ca: options.ca }, () => resolve(s))
     s.once('error', reject)
   })
-  const issuer = tls.getPeerCertificate().issuer?.CN
+  const cn = tls.getPeerCertificate().issuer?.CN
+  const issuer = Array.isArray(cn) ? cn[0] : cn
   return new Promise((resolve, reject) => {
     const req = request(
       {
