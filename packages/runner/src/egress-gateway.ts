@@ -221,7 +221,7 @@ export class EgressGateway {
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      const stream = new SandboxTcpStream(link.openChannel())
+      const stream = new SandboxTcpStream(link.openChannel(), { linger: true })
       // Until a program connects, a link that drops fails the stream with nobody reading it.
       stream.on('error', () => {})
       try {

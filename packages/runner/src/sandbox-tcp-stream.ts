@@ -12,6 +12,9 @@ import { LIMITS } from '@conch/protocol'
 import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
 import { RunnerError } from './runner-error.ts'
 
+/** How long a lingering stream waits for the sandbox side to end before it closes the channel. */
+const LINGER_MS = 10_000
+
 /** Opens a TCP connection to `port` on the sandbox's loopback; rejects with the agent's error. */
 export async function openSandboxTcp(link: AgentLink, port: number): Promise<SandboxTcpStream> {
   const channel = link.openChannel()
@@ -35,11 +38,19 @@ export class SandboxTcpStream extends Duplex {
   #sendWindow: number = LIMITS.channelWindowBytes
   #waitingForWindow: (() => void) | null = null
   #remoteEnded = false
+  readonly #linger: boolean
+  #lingerTimer: NodeJS.Timeout | undefined
 
-  /** Wraps `channel`, on which `tcp.connect` relays the connection. */
-  constructor(channel: LinkChannel) {
+  /**
+   * Wraps `channel`, on which `tcp.connect` relays the connection. With `linger`, destroying the
+   * stream without an error ends it instead of dropping it: the agent delivers every byte written
+   * before (a TLS close_notify, the end of a response) and the channel closes when the sandbox side
+   * ends too, or after `LINGER_MS`. The egress proxy's connections linger; a relay's do not.
+   */
+  constructor(channel: LinkChannel, options: { linger?: boolean } = {}) {
     super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
+    this.#linger = options.linger === true
     channel.consume((event) => this.#onEvent(event))
   }
 
@@ -75,6 +86,15 @@ export class SandboxTcpStream extends Duplex {
   }
 
   #onEvent(event: ChannelEvent): void {
+    if (this.destroyed) {
+      // A lingering stream: nobody reads any more; keep the sender unblocked until it ends.
+      if (event.type === 'data') this.#channel.release(event.payload.byteLength)
+      else if (event.type === 'end' || event.type === 'shell_closed' || event.type === 'error') {
+        clearTimeout(this.#lingerTimer)
+        this.#channel.close()
+      }
+      return
+    }
     switch (event.type) {
       case 'data': {
         const n = event.payload.byteLength
@@ -127,7 +147,11 @@ export class SandboxTcpStream extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#channel.close()
+    if (this.#linger && !error && !this.#remoteEnded && !this.#channel.done) {
+      this.#channel.end()
+      this.#lingerTimer = setTimeout(() => this.#channel.close(), LINGER_MS)
+      this.#lingerTimer.unref()
+    } else this.#channel.close()
     this.#waitingForWindow?.()
     callback(error)
   }
