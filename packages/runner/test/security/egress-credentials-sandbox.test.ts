@@ -12,11 +12,11 @@ import { EgressCredentials } from '../../src/egress-credentials.ts'
 import { tableResolver } from '../../src/egress-resolver.ts'
 import { httpsHost, type TestHost, testCa } from '../egress/credential-servers.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
-import { createSandbox } from '../runner-fixture.ts'
+import { createSandbox, type TestRunnerOptions } from '../runner-fixture.ts'
 
 const SECRET = 'Bearer sk-live-sandbox-9f8e7d6c5b4a'
 let api: TestHost
-let network: Parameters<typeof nsRunner>[0] extends infer O ? NonNullable<O>['network'] : never
+let network: NonNullable<TestRunnerOptions['network']>
 
 beforeAll(async () => {
   const publicCa = await testCa('publicca')
