@@ -115,8 +115,11 @@ export interface CreateSandboxOptions extends ConnectOptions {
    * Network policy. No egress by default; an allowlist of hosts (`api.example.com`,
    * `*.example.org`, `10.0.0.0/8:5432`) gives the sandbox an HTTP(S) proxy, set in
    * `HTTP_PROXY`/`HTTPS_PROXY`, that reaches only those. Needs an isolating driver.
+   * `credentials` names credentials the runner's operator defined (`--egress-credentials`): the
+   * proxy adds their headers to requests to their hosts, which must be on `allow`, so the secret
+   * never enters the sandbox. Only the API key may grant them.
    */
-  network?: { egress: 'none' | { allow: string[] } }
+  network?: { egress: 'none' | { allow: string[]; credentials?: string[] } }
 }
 
 /**
