@@ -24,6 +24,7 @@ import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
 import { snapshotsPlugin } from './plugins/snapshots-plugin.ts'
 import { terminalsPlugin } from './plugins/terminals-plugin.ts'
+import { PortExposures } from './port-exposures.ts'
 import { previewRewrite } from './preview-host.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import { listeningAddresses } from './runner-addresses.ts'
@@ -33,6 +34,7 @@ import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
 import { RunnerMetrics } from './runner-metrics.ts'
 import { RUNNER_VERSION } from './runner-version.ts'
 import { SandboxManager } from './sandbox-manager.ts'
+import { SandboxNetworkLimits } from './sandbox-network-limits.ts'
 import { SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { SnapshotBackend } from './snapshots/snapshot-store.ts'
 import type { StateStore } from './state-store.ts'
@@ -191,7 +193,12 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     onBytes: (_sandboxId, direction, bytes) => metrics.egressBytes.inc({ direction }, bytes),
     ...(options.network?.egressUpstreamCa ? { upstreamCa: options.network.egressUpstreamCa } : {}),
   })
+  const netLimits = new SandboxNetworkLimits({
+    maxConnections: limits.maxNetworkConnectionsPerSandbox,
+    bandwidthBytesPerSecond: limits.sandboxBandwidthBytesPerSecond,
+  })
   const egress = new EgressGateway({
+    limits: netLimits,
     proxy: egressProxy,
     manager,
     store: options.store,
@@ -210,6 +217,8 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     ...(snapshots ? { snapshots } : {}),
     ...(options.network ? { network: options.network } : {}),
     egress,
+    exposures: new PortExposures(options.store, limits.maxExposedPortsPerSandbox, now),
+    netLimits,
   }
 
   app.setErrorHandler((error, request, reply) => {

@@ -21,13 +21,12 @@ import { EgressCredentials, type SandboxCredentials } from './egress-credentials
 import type { EgressOrigin, EgressProxy } from './egress-proxy.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
+import type { SandboxNetworkLimits } from './sandbox-network-limits.ts'
 import { SandboxTcpStream } from './sandbox-tcp-stream.ts'
 import type { StateStore } from './state-store.ts'
 
 /** `egress.accept` calls kept open per sandbox: connections served without waiting on a round trip. */
 const PENDING_ACCEPTS = 4
-/** Egress connections open at once per sandbox; while at the cap no accept is pending, so new ones wait in the agent's short queue. */
-export const MAX_EGRESS_CONNECTIONS = 256
 /** Pause before reaching an agent again after its link failed. */
 const RETRY_MS = 1_000
 
@@ -74,6 +73,8 @@ export interface EgressGatewayOptions {
   logger: FastifyBaseLogger
   /** The operator's credentials (none when absent). */
   credentials?: EgressCredentials
+  /** Connection cap and bandwidth per sandbox, shared with the port relay. */
+  limits: SandboxNetworkLimits
 }
 
 /** Arms and re-arms sandboxes' egress. */
@@ -81,8 +82,6 @@ export class EgressGateway {
   readonly #o: EgressGatewayOptions
   readonly #armed = new Set<string>()
   readonly #listening = new WeakSet<AgentLink>()
-  readonly #open = new Map<string, number>()
-  readonly #slotWaiters = new Map<string, (() => void)[]>()
   readonly #credentials: EgressCredentials
   #closed = false
 
@@ -186,31 +185,29 @@ export class EgressGateway {
     for (let i = 0; i < PENDING_ACCEPTS; i++) void this.#loop(origin)
   }
 
-  /** Waits until the sandbox has fewer than MAX_EGRESS_CONNECTIONS open. */
-  async #slot(sandboxId: string): Promise<void> {
-    while ((this.#open.get(sandboxId) ?? 0) >= MAX_EGRESS_CONNECTIONS) {
-      await new Promise<void>((resolve) => {
-        const waiters = this.#slotWaiters.get(sandboxId) ?? []
-        waiters.push(resolve)
-        this.#slotWaiters.set(sandboxId, waiters)
-      })
+  /**
+   * Counts an accepted connection against the sandbox's cap; past it, the program gets a 429
+   * with TOO_MANY_CONNECTIONS as the proxy's answer and the connection closes.
+   */
+  #admit(sandboxId: string, stream: SandboxTcpStream): boolean {
+    let release: () => void
+    try {
+      release = this.#o.limits.acquire(sandboxId, 'egress')
+    } catch (error) {
+      const body = `${JSON.stringify((error as RunnerError).toBody())}\n`
+      stream.end(
+        `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      )
+      this.#o.logger.info({ sandboxId, allowed: false, reason: (error as Error).message }, 'egress refused')
+      return false
     }
-  }
-
-  #opened(sandboxId: string, stream: SandboxTcpStream): void {
-    this.#open.set(sandboxId, (this.#open.get(sandboxId) ?? 0) + 1)
-    stream.once('close', () => {
-      const n = (this.#open.get(sandboxId) ?? 1) - 1
-      if (n <= 0) this.#open.delete(sandboxId)
-      else this.#open.set(sandboxId, n)
-      this.#slotWaiters.get(sandboxId)?.shift()?.()
-    })
+    stream.once('close', release)
+    return true
   }
 
   async #loop(origin: EgressOrigin): Promise<void> {
     const { sandboxId } = origin
     while (!this.#closed && this.#armed.has(sandboxId)) {
-      await this.#slot(sandboxId)
       let link: AgentLink
       try {
         link = await this.#o.manager.get(sandboxId).link()
@@ -221,7 +218,10 @@ export class EgressGateway {
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      const stream = new SandboxTcpStream(link.openChannel(), { linger: true })
+      const stream = new SandboxTcpStream(link.openChannel(), {
+        linger: true,
+        buckets: this.#o.limits.buckets(sandboxId),
+      })
       // Until a program connects, a link that drops fails the stream with nobody reading it.
       stream.on('error', () => {})
       try {
@@ -231,8 +231,7 @@ export class EgressGateway {
         if (link.open) await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      this.#opened(sandboxId, stream)
-      this.#o.proxy.accept(stream, origin)
+      if (this.#admit(sandboxId, stream)) this.#o.proxy.accept(stream, origin)
     }
     this.#armed.delete(sandboxId)
   }

@@ -209,6 +209,11 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   maxSnapshotBytes:
     "Bytes of file content in one snapshot's workspace, sparse files at full size (SNAPSHOT_TOO_LARGE beyond).",
   maxSnapshotEntries: "Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond).",
+  maxExposedPortsPerSandbox: 'Distinct ports exposed per sandbox (TOO_MANY_EXPOSED_PORTS beyond).',
+  maxNetworkConnectionsPerSandbox:
+    'Port-relay and egress connections open per sandbox (TOO_MANY_CONNECTIONS beyond).',
+  sandboxBandwidthBytesPerSecond:
+    "Bytes per second a sandbox's relayed and egress traffic may move, each direction; beyond it the traffic slows; 0: unlimited.",
 }
 
 /** Every setting, server settings first, then the limits, in help order. */
@@ -232,7 +237,11 @@ export const SETTINGS: readonly Setting[] = [
       boolean: false,
       summary: LIMIT_SUMMARIES[key],
       accepts:
-        key === 'defaultIdleTimeoutMs' ? 'a whole number of milliseconds, 0 for never' : 'a positive integer',
+        key === 'defaultIdleTimeoutMs'
+          ? 'a whole number of milliseconds, 0 for never'
+          : key === 'sandboxBandwidthBytesPerSecond'
+            ? 'a whole number of bytes per second, 0 for no limit'
+            : 'a positive integer',
     }),
   ),
 ]

@@ -11,14 +11,19 @@ import { Duplex } from 'node:stream'
 import { LIMITS } from '@conch/protocol'
 import type { AgentLink, ChannelEvent, LinkChannel } from './agent-link.ts'
 import { RunnerError } from './runner-error.ts'
+import type { SandboxBuckets } from './sandbox-network-limits.ts'
 
 /** How long a lingering stream waits for the sandbox side to end before it closes the channel. */
 const LINGER_MS = 10_000
 
 /** Opens a TCP connection to `port` on the sandbox's loopback; rejects with the agent's error. */
-export async function openSandboxTcp(link: AgentLink, port: number): Promise<SandboxTcpStream> {
+export async function openSandboxTcp(
+  link: AgentLink,
+  port: number,
+  options: SandboxTcpStreamOptions = {},
+): Promise<SandboxTcpStream> {
   const channel = link.openChannel()
-  const stream = new SandboxTcpStream(channel)
+  const stream = new SandboxTcpStream(channel, options)
   try {
     await link.call('tcp.connect', { port, ch: channel.id }, { timeoutMs: 10_000 })
   } catch (error) {
@@ -26,6 +31,14 @@ export async function openSandboxTcp(link: AgentLink, port: number): Promise<San
     throw error
   }
   return stream
+}
+
+/** How a relayed connection behaves. */
+export interface SandboxTcpStreamOptions {
+  /** End instead of dropping on a destroy without error (see the constructor). */
+  linger?: boolean
+  /** The sandbox's bandwidth buckets: bytes from the sandbox take from `out`, bytes to it from `in`. */
+  buckets?: SandboxBuckets | null
 }
 
 /** The runner's end of a relayed sandbox TCP connection. */
@@ -40,6 +53,7 @@ export class SandboxTcpStream extends Duplex {
   #remoteEnded = false
   readonly #linger: boolean
   #lingerTimer: NodeJS.Timeout | undefined
+  readonly #buckets: SandboxBuckets | null
 
   /**
    * Wraps `channel`, on which `tcp.connect` relays the connection. With `linger`, destroying the
@@ -47,10 +61,11 @@ export class SandboxTcpStream extends Duplex {
    * before (a TLS close_notify, the end of a response) and the channel closes when the sandbox side
    * ends too, or after `LINGER_MS`. The egress proxy's connections linger; a relay's do not.
    */
-  constructor(channel: LinkChannel, options: { linger?: boolean } = {}) {
+  constructor(channel: LinkChannel, options: SandboxTcpStreamOptions = {}) {
     super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
     this.#linger = options.linger === true
+    this.#buckets = options.buckets ?? null
     channel.consume((event) => this.#onEvent(event))
   }
 
@@ -99,7 +114,7 @@ export class SandboxTcpStream extends Duplex {
       case 'data': {
         const n = event.payload.byteLength
         const more = this.push(Buffer.from(event.payload.buffer, event.payload.byteOffset, n))
-        if (more) this.#channel.release(n)
+        if (more) this.#grant(n, false)
         else {
           this.#owed += n
           this.#wantsMore = false
@@ -133,8 +148,25 @@ export class SandboxTcpStream extends Duplex {
     this.#wantsMore = true
     const owed = this.#owed
     this.#owed = 0
-    this.#channel.release(owed)
-    this.#channel.flushCredit()
+    this.#grant(owed, true)
+  }
+
+  /**
+   * Grants the sandbox `n` bytes more credit (batched, unless `flush`), once the bandwidth
+   * bucket has them.
+   */
+  #grant(n: number, flush: boolean): void {
+    const wait = this.#buckets?.out.take(n)
+    if (!wait) {
+      this.#channel.release(n)
+      if (flush) this.#channel.flushCredit()
+      return
+    }
+    void wait.then(() => {
+      if (this.#channel.done) return
+      this.#channel.release(n)
+      this.#channel.flushCredit()
+    })
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
@@ -168,6 +200,8 @@ export class SandboxTcpStream extends Duplex {
       if (this.#channel.done) throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
       const size = Math.min(chunk.length - at, LIMITS.maxDataChunkBytes, this.#sendWindow)
       this.#sendWindow -= size
+      const wait = this.#buckets?.in.take(size)
+      if (wait) await wait
       await this.#channel.write(chunk.subarray(at, at + size))
       at += size
     }

@@ -656,6 +656,20 @@ export class Sandbox {
   }
 
   /**
+   * Ends a port's exposure: every token minted for it, and public access, stop working at once.
+   * Exposed ports count against the runner's per-sandbox limit (`TOO_MANY_EXPOSED_PORTS`) until
+   * they expire or are unexposed.
+   *
+   * @example
+   * ```ts
+   * await sb.unexposePort(3000)
+   * ```
+   */
+  async unexposePort(port: number): Promise<void> {
+    await this.#http.json('DELETE', `${this.#path}/exposed-ports/${port}`, okBody)
+  }
+
+  /**
    * The runner URL of `path` on a sandbox port, for clients that send a credential in `Authorization`.
    *
    * @example

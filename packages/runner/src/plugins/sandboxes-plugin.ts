@@ -32,6 +32,8 @@ export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext):
     destroySandbox: async ({ params }) => {
       await ctx.manager.destroy(params.id)
       ctx.egress.forget(params.id)
+      ctx.exposures.forget(params.id)
+      ctx.netLimits.forget(params.id)
       return { ok: true as const }
     },
     createToken: async ({ params, body }) => {
