@@ -257,7 +257,8 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
   maxNetworkConnectionsPerSandbox: {
     what: "A sandbox's open port-relay and egress connections together",
     setting: 'max-network-connections-per-sandbox',
-    effect: '[`TOO_MANY_CONNECTIONS`](/reference/errors/#too_many_connections); other sandboxes are not affected',
+    effect:
+      '[`TOO_MANY_CONNECTIONS`](/reference/errors/#too_many_connections); other sandboxes are not affected',
     unit: 'count',
   },
   sandboxBandwidthBytesPerSecond: {
