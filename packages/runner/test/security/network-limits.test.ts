@@ -117,7 +117,7 @@ describe('limit: egress connections per sandbox', () => {
         `for i in $(seq 50); do out=$(curl -s http://outside.test:${outsidePort}/); [ "$out" = outside ] && break; sleep 0.1; done; echo "$out again"`,
       ].join('\n'),
     )
-    expect(r.stdout).toMatch(/"code":"TOO_MANY_CONNECTIONS"[^]*\n over\n/)
+    expect(r.stdout).toMatch(/"code":"TOO_MANY_CONNECTIONS"[\s\S]*\n over\n/)
     expect(r.stdout).toContain('outside again\n')
   })
 })
