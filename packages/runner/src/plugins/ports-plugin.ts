@@ -1,12 +1,14 @@
 // Ports: discovery (`GET /v1/sandboxes/:id/ports`), exposure (`POST …/exposed-ports/:port`, which
-// mints a per-port token) and the relay itself, `/v1/sandboxes/:id/ports/:port/…` for every
+// mints a per-port token, and `DELETE` to end it) and the relay itself, `/v1/sandboxes/:id/ports/:port/…` for every
 // method and for WebSocket upgrades.
 //
 // Who may pass the relay: the API key or a token of that sandbox (Authorization: Bearer), a
 // port token for that sandbox and port (query `conch_port_token` on a browser's first visit,
 // which is traded for an HttpOnly cookie scoped to the port's path and a redirect that drops it
 // from the URL; then the cookie), or anyone when the port was exposed `public` and the operator
-// allows public ports. The relayed path is whatever follows `/ports/:port`: it can only ever
+// allows public ports. A port token and public access work only while the port is exposed
+// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them); exposures and relayed
+// connections count against the sandbox's limits (`sandbox-network-limits.ts`). The relayed path is whatever follows `/ports/:port`: it can only ever
 // reach that port of that sandbox, `..` included, since the route was chosen before. Pages
 // served on the path form share the runner's origin, so they get a `sandbox` content security
 // policy (an opaque origin: no access to the runner's or other sandboxes' cookies and storage);
