@@ -212,6 +212,16 @@ export const ERROR_GUIDE: Record<ErrorCode, ErrorGuideEntry> = {
     fix: 'Close terminals you no longer need with `term.close()` or `DELETE /v1/sandboxes/:id/terminals/:terminalId`.',
     sdkClass: 'RateLimitError',
   },
+  TOO_MANY_EXPOSED_PORTS: {
+    when: 'The sandbox already has as many distinct ports exposed as the runner allows (32 by default, `--max-exposed-ports-per-sandbox`). Exposing a port again (a new token) does not count twice.',
+    fix: 'Unexpose ports you no longer need with `sb.unexposePort(port)` or `DELETE /v1/sandboxes/:id/exposed-ports/:port`, or ask the operator to raise the limit.',
+    sdkClass: 'RateLimitError',
+  },
+  TOO_MANY_CONNECTIONS: {
+    when: "The sandbox already has as many port-relay and egress connections open as the runner allows (256 by default, `--max-network-connections-per-sandbox`). A relayed request gets a 429 with this code; a program in the sandbox gets the same code in its proxy's 429 answer. Other sandboxes are not affected.",
+    fix: 'Close connections you no longer use and reuse keep-alive connections; or ask the operator to raise the limit.',
+    sdkClass: 'RateLimitError',
+  },
   RATE_LIMITED: {
     when: 'Too much at once: more runs waiting on a sandbox than the runner accepts (1024 by default), more shell sockets on one session (32), or more connections from one client address (1024) or in all (4096, lowered to fit the open-file limit). A refused connection gets a 429 with this code and is closed.',
     fix: 'Wait for queued runs to finish before sending more; close shell sockets and connections you no longer use, and reuse keep-alive connections.',

@@ -268,6 +268,25 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: '[`SNAPSHOT_TOO_LARGE`](/reference/errors/#snapshot_too_large); nothing is stored',
     unit: 'count',
   },
+  maxExposedPortsPerSandbox: {
+    what: 'Distinct ports exposed in one sandbox at once',
+    setting: 'max-exposed-ports-per-sandbox',
+    effect: '[`TOO_MANY_EXPOSED_PORTS`](/reference/errors/#too_many_exposed_ports); `unexposePort` frees one',
+    unit: 'count',
+  },
+  maxNetworkConnectionsPerSandbox: {
+    what: "A sandbox's open port-relay and egress connections together",
+    setting: 'max-network-connections-per-sandbox',
+    effect:
+      '[`TOO_MANY_CONNECTIONS`](/reference/errors/#too_many_connections); other sandboxes are not affected',
+    unit: 'count',
+  },
+  sandboxBandwidthBytesPerSecond: {
+    what: "Bytes per second of a sandbox's relayed and egress traffic, each direction",
+    setting: 'sandbox-bandwidth-bytes-per-second',
+    effect: 'the traffic slows (backpressure); nothing fails',
+    unit: 'bytes',
+  },
 }
 
 /** A limit's value for humans: `30 s`, `1 MiB`, `64`. */

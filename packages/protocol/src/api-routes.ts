@@ -167,6 +167,14 @@ export const API_ROUTES = [
     response: ExposedPort,
   },
   {
+    method: 'DELETE',
+    path: `${S}/exposed-ports/:port`,
+    operationId: 'unexposePort',
+    summary: 'End a port exposure: its tokens (and public access) stop working at once',
+    params: PortParams,
+    response: Ok,
+  },
+  {
     method: 'POST',
     path: `${S}/exec`,
     operationId: 'exec',

@@ -207,6 +207,8 @@ export const ERROR_DETAILS = {
   PORT_NOT_LISTENING: PortDetails.partial(),
   TERMINAL_NOT_FOUND: z.object({ terminal: z.string().max(64) }).partial(),
   TOO_MANY_TERMINALS: LimitDetails.partial(),
+  TOO_MANY_EXPOSED_PORTS: LimitDetails,
+  TOO_MANY_CONNECTIONS: LimitDetails,
   SSH_HOST_UNKNOWN: z
     .object({ host: z.string().max(64), hosts: z.array(z.string().max(64)).max(64) })
     .partial(),

@@ -30,6 +30,9 @@ export const ERROR_SUGGESTIONS: Readonly<Record<ErrorCode, string>> = {
   PORT_NOT_LISTENING: 'start the server on 127.0.0.1 inside the sandbox, then retry',
   TERMINAL_NOT_FOUND: 'list the terminals to see which are open',
   TOO_MANY_TERMINALS: 'close terminals you no longer need',
+  TOO_MANY_EXPOSED_PORTS: 'unexpose ports you no longer need, or raise --max-exposed-ports-per-sandbox',
+  TOO_MANY_CONNECTIONS:
+    'close connections to or from the sandbox you no longer use, and reuse keep-alive ones',
   SSH_HOST_UNKNOWN: 'name a host from the runner ssh hosts file',
   SSH_HOST_KEY_REJECTED: 'check the host key and the known_hosts file the operator configured',
   SESSION_EXISTS: 'pick another id, or attach to the session',

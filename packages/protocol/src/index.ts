@@ -115,6 +115,7 @@ export { clampTimeout, DEFAULT_SANDBOX_LIMITS, LIMITS } from './limits.ts'
 export { isLinkHello, LINK_VERSION, linkVersionOf } from './link-version.ts'
 export {
   EGRESS_PROXY_PORT,
+  EgressCredentialName,
   EgressRule,
   ExposedPort,
   ExposePortRequest,

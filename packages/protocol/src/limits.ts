@@ -94,6 +94,12 @@ export const LIMITS = {
   maxSnapshotBytes: 2_147_483_648,
   /** Default cap on the files, directories and links in one snapshot's workspace. */
   maxSnapshotEntries: 200_000,
+  /** Default cap on distinct ports exposed per sandbox. */
+  maxExposedPortsPerSandbox: 32,
+  /** Default cap on a sandbox's open port-relay and egress connections together. */
+  maxNetworkConnectionsPerSandbox: 256,
+  /** Default bytes per second a sandbox's relayed and egress traffic may move, each direction; 0: unlimited. */
+  sandboxBandwidthBytesPerSecond: 125_000_000,
 } as const
 
 /** Clamps a requested timeout between the minimum and `maxMs`, falling back to `fallbackMs`. */

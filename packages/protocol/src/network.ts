@@ -99,6 +99,13 @@ export const EgressRule = z
   .max(300)
   .regex(/^[A-Za-z0-9.*:[\]/_-]+$/, 'an egress rule is a host, *.domain, IP or CIDR, optionally with :port')
 
+/** The name of an operator-defined egress credential. */
+export const EgressCredentialName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a credential name is letters, digits, _ . - (at most 64)')
+/** The name of an egress credential. */
+export type EgressCredentialName = z.infer<typeof EgressCredentialName>
+
 /** One allowlist entry. */
 export type EgressRule = z.infer<typeof EgressRule>
 /** A sandbox's network policy; no egress unless an allowlist is given. */
@@ -109,6 +116,12 @@ export const NetworkPolicy = z.object({
     z.object({
       /** Hosts, wildcards, IPs or CIDRs, each optionally with `:port` (default: 80 and 443). */
       allow: z.array(EgressRule).min(1).max(256),
+      /**
+       * Names of credentials the runner's operator defined (`--egress-credentials`) that the
+       * proxy adds to this sandbox's requests to their hosts; the values never enter the sandbox.
+       * Each credential's host must be on `allow`.
+       */
+      credentials: z.array(EgressCredentialName).max(32).optional(),
     }),
   ]),
 })

@@ -24,6 +24,7 @@ import { sessionsPlugin } from './plugins/sessions-plugin.ts'
 import { shellSocketPlugin } from './plugins/shell-socket-plugin.ts'
 import { snapshotsPlugin } from './plugins/snapshots-plugin.ts'
 import { terminalsPlugin } from './plugins/terminals-plugin.ts'
+import { PortExposures } from './port-exposures.ts'
 import { previewRewrite } from './preview-host.ts'
 import { RequestLogController } from './request-log-controller.ts'
 import { listeningAddresses } from './runner-addresses.ts'
@@ -33,6 +34,7 @@ import { defaultLimits, type RunnerLimitsInput } from './runner-limits.ts'
 import { RunnerMetrics } from './runner-metrics.ts'
 import { RUNNER_VERSION } from './runner-version.ts'
 import { SandboxManager } from './sandbox-manager.ts'
+import { SandboxNetworkLimits } from './sandbox-network-limits.ts'
 import { SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { SnapshotBackend } from './snapshots/snapshot-store.ts'
 import type { StateStore } from './state-store.ts'
@@ -189,8 +191,20 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     ),
     logger: app.log,
     onBytes: (_sandboxId, direction, bytes) => metrics.egressBytes.inc({ direction }, bytes),
+    ...(options.network?.egressUpstreamCa ? { upstreamCa: options.network.egressUpstreamCa } : {}),
   })
-  const egress = new EgressGateway({ proxy: egressProxy, manager, store: options.store, logger: app.log })
+  const netLimits = new SandboxNetworkLimits({
+    maxConnections: limits.maxNetworkConnectionsPerSandbox,
+    bandwidthBytesPerSecond: limits.sandboxBandwidthBytesPerSecond,
+  })
+  const egress = new EgressGateway({
+    limits: netLimits,
+    proxy: egressProxy,
+    manager,
+    store: options.store,
+    logger: app.log,
+    ...(options.network?.egressCredentials ? { credentials: options.network.egressCredentials } : {}),
+  })
   const ctx: RunnerContext = {
     manager,
     store: options.store,
@@ -203,7 +217,15 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     ...(snapshots ? { snapshots } : {}),
     ...(options.network ? { network: options.network } : {}),
     egress,
+    exposures: new PortExposures(options.store, limits.maxExposedPortsPerSandbox, now),
+    netLimits,
   }
+  // Every way a sandbox goes (the API, an idle lifetime) drops its network state with it.
+  manager.onDestroyed((sandboxId) => {
+    egress.forget(sandboxId)
+    ctx.exposures.forget(sandboxId)
+    netLimits.forget(sandboxId)
+  })
 
   app.setErrorHandler((error, request, reply) => {
     const e = error instanceof RunnerError ? error : errorCodeOf(error as { code?: unknown })
@@ -242,10 +264,11 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
 
   app.addHook('onReady', async () => {
     await ctx.manager.restore()
-    egress.restore()
+    await egress.restore()
   })
   app.addHook('onClose', async () => {
     egress.close()
+    egressProxy.close()
     await ctx.manager.close()
   })
   return Object.assign(app, { conch: ctx })

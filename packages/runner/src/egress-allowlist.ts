@@ -84,10 +84,19 @@ export class EgressAllowlist {
 
   /** Whether a destination named by `host` (a name or an address literal) and `port` is listed. */
   allows(host: string, port: number): boolean {
+    return this.#matches(host, port)
+  }
+
+  /** Whether `host` is listed on some port. */
+  allowsHost(host: string): boolean {
+    return this.#matches(host, null)
+  }
+
+  #matches(host: string, port: number | null): boolean {
     const target = normalizeHost(host)
     if (!target) return false
     return this.#rules.some((rule) => {
-      if (!rule.ports.includes(port)) return false
+      if (port !== null && !rule.ports.includes(port)) return false
       switch (rule.kind) {
         case 'name':
           return target.kind === 'name' && target.value === rule.name

@@ -6,22 +6,48 @@
 // the proxy tagged with the sandbox and its allowlist. A link that drops (runner restart, agent
 // unreachable) ends the pending calls; the loops reach the agent again and go on, until the
 // sandbox is gone. The policy is kept in the runner's state, so a restarted runner re-arms it.
-import { EGRESS_PROXY_PORT, type NetworkPolicy } from '@conch/protocol'
+//
+// A sandbox whose policy names credentials also gets its own CA (egress-ca.ts): the key is kept
+// in the runner's state beside the policy, and the certificate is written into the sandbox
+// (`CA_DIR`) with the variables that make common TLS clients trust it (`caEnv`). The file is the
+// host's CA bundle plus the sandbox CA, since SSL_CERT_FILE and friends replace the default trust.
+import { readFileSync } from 'node:fs'
+import { EGRESS_PROXY_PORT, LIMITS, type NetworkPolicy } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
 import { EgressAllowlist } from './egress-allowlist.ts'
-import type { EgressProxy } from './egress-proxy.ts'
+import type { EgressCa } from './egress-ca.ts'
+import { EgressCredentials, type SandboxCredentials } from './egress-credentials.ts'
+import type { EgressOrigin, EgressProxy } from './egress-proxy.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
+import type { SandboxNetworkLimits } from './sandbox-network-limits.ts'
 import { SandboxTcpStream, tcpChannel } from './sandbox-tcp-stream.ts'
 import type { StateStore } from './state-store.ts'
 
 /** `egress.accept` calls kept open per sandbox: connections served without waiting on a round trip. */
 const PENDING_ACCEPTS = 4
-/** Egress connections open at once per sandbox; while at the cap no accept is pending, so new ones wait in the agent's short queue. */
-export const MAX_EGRESS_CONNECTIONS = 256
 /** Pause before reaching an agent again after its link failed. */
 const RETRY_MS = 1_000
+
+/** Where a sandbox's CA certificate and trust bundle are written, inside it. */
+export const CA_DIR = '/workspace/.conch'
+const CA_FILE = `${CA_DIR}/egress-ca.pem`
+const BUNDLE_FILE = `${CA_DIR}/egress-ca-bundle.pem`
+/** Where the host's CA bundle is read from (Debian, then Red Hat layouts). */
+const HOST_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt']
+
+/** Variables that point TLS clients in the sandbox at its CA (OpenSSL, curl, git, Python, Node). */
+export function caEnv(): Record<string, string> {
+  return {
+    SSL_CERT_FILE: BUNDLE_FILE,
+    CURL_CA_BUNDLE: BUNDLE_FILE,
+    REQUESTS_CA_BUNDLE: BUNDLE_FILE,
+    GIT_SSL_CAINFO: BUNDLE_FILE,
+    NODE_EXTRA_CA_CERTS: CA_FILE,
+    DENO_CERT: CA_FILE,
+  }
+}
 
 /** An allowlist checked at create time, with the environment that points programs at the proxy. */
 export interface PreparedEgress {
@@ -31,6 +57,8 @@ export interface PreparedEgress {
   allowlist: EgressAllowlist
   /** `HTTP_PROXY` and friends, added to the sandbox's base environment. */
   env: Record<string, string>
+  /** The credentials it may use (none: null). */
+  credentials: SandboxCredentials | null
 }
 
 /** What the gateway needs. */
@@ -43,6 +71,10 @@ export interface EgressGatewayOptions {
   store: StateStore
   /** Logger. */
   logger: FastifyBaseLogger
+  /** The operator's credentials (none when absent). */
+  credentials?: EgressCredentials
+  /** Connection cap and bandwidth per sandbox, shared with the port relay. */
+  limits: SandboxNetworkLimits
 }
 
 /** Arms and re-arms sandboxes' egress. */
@@ -50,13 +82,13 @@ export class EgressGateway {
   readonly #o: EgressGatewayOptions
   readonly #armed = new Set<string>()
   readonly #listening = new WeakSet<AgentLink>()
-  readonly #open = new Map<string, number>()
-  readonly #slotWaiters = new Map<string, (() => void)[]>()
+  readonly #credentials: EgressCredentials
   #closed = false
 
   /** A gateway over `options`. */
   constructor(options: EgressGatewayOptions) {
     this.#o = options
+    this.#credentials = options.credentials ?? new EgressCredentials()
   }
 
   /** Checks a create request's policy; null when the sandbox gets no egress. BAD_REQUEST for a bad rule. */
@@ -77,30 +109,62 @@ export class EgressGateway {
       NO_PROXY: 'localhost,127.0.0.1,::1',
       no_proxy: 'localhost,127.0.0.1,::1',
     }
-    return { policy, allowlist, env }
+    const credentials = policy.egress.credentials?.length
+      ? this.#credentials.resolve(policy.egress.credentials, allowlist)
+      : null
+    return { policy, allowlist, env: credentials ? { ...env, ...caEnv() } : env, credentials }
   }
 
   /** Starts egress for a new sandbox: records its policy, opens the listener, arms the accepts. */
   async start(sandboxId: string, prepared: PreparedEgress): Promise<void> {
     this.#o.store.setMeta(`egress:${sandboxId}`, JSON.stringify(prepared.policy))
     const link = await this.#o.manager.get(sandboxId).link()
+    let injection: EgressOrigin['injection'] = null
+    if (prepared.credentials) {
+      const { EgressCa } = await import('./egress-ca.ts')
+      const ca = await EgressCa.create(sandboxId)
+      this.#o.store.setMeta(`egress-ca:${sandboxId}`, JSON.stringify(ca.toStored()))
+      await writeTrust(link, ca)
+      injection = { credentials: prepared.credentials, ca }
+    }
     await this.#listen(link)
-    this.#arm(sandboxId, prepared.allowlist)
+    this.#arm({ sandboxId, allowlist: prepared.allowlist, injection })
   }
 
   /** Re-arms every stored sandbox that has a policy (after a runner restart). */
-  restore(): void {
+  async restore(): Promise<void> {
     for (const runtime of this.#o.manager.list()) {
       const stored = this.#o.store.getMeta(`egress:${runtime.id}`)
       if (!stored) continue
-      const prepared = this.prepare(JSON.parse(stored) as NetworkPolicy)
-      if (prepared) this.#arm(runtime.id, prepared.allowlist)
+      let prepared: PreparedEgress | null
+      let injection: EgressOrigin['injection'] = null
+      try {
+        prepared = this.prepare(JSON.parse(stored) as NetworkPolicy)
+        const storedCa = this.#o.store.getMeta(`egress-ca:${runtime.id}`)
+        if (prepared?.credentials && storedCa) {
+          const { EgressCa } = await import('./egress-ca.ts')
+          injection = {
+            credentials: prepared.credentials,
+            ca: await EgressCa.fromStored(JSON.parse(storedCa)),
+          }
+        }
+      } catch (error) {
+        // A credential the operator removed since: the sandbox keeps no egress rather than
+        // egress without the policy it was created with.
+        this.#o.logger.warn(
+          { sandboxId: runtime.id, reason: (error as Error).message },
+          'egress not restored: the stored policy no longer resolves',
+        )
+        continue
+      }
+      if (prepared) this.#arm({ sandboxId: runtime.id, allowlist: prepared.allowlist, injection })
     }
   }
 
   /** Forgets a destroyed sandbox's policy. */
   forget(sandboxId: string): void {
     this.#o.store.setMeta(`egress:${sandboxId}`, null)
+    this.#o.store.setMeta(`egress-ca:${sandboxId}`, null)
     this.#armed.delete(sandboxId)
   }
 
@@ -115,36 +179,35 @@ export class EgressGateway {
     this.#listening.add(link)
   }
 
-  #arm(sandboxId: string, allowlist: EgressAllowlist): void {
-    if (this.#armed.has(sandboxId)) return
-    this.#armed.add(sandboxId)
-    for (let i = 0; i < PENDING_ACCEPTS; i++) void this.#loop(sandboxId, allowlist)
+  #arm(origin: EgressOrigin): void {
+    if (this.#armed.has(origin.sandboxId)) return
+    this.#armed.add(origin.sandboxId)
+    for (let i = 0; i < PENDING_ACCEPTS; i++) void this.#loop(origin)
   }
 
-  /** Waits until the sandbox has fewer than MAX_EGRESS_CONNECTIONS open. */
-  async #slot(sandboxId: string): Promise<void> {
-    while ((this.#open.get(sandboxId) ?? 0) >= MAX_EGRESS_CONNECTIONS) {
-      await new Promise<void>((resolve) => {
-        const waiters = this.#slotWaiters.get(sandboxId) ?? []
-        waiters.push(resolve)
-        this.#slotWaiters.set(sandboxId, waiters)
-      })
+  /**
+   * Counts an accepted connection against the sandbox's cap; past it, the program gets a 429
+   * with TOO_MANY_CONNECTIONS as the proxy's answer and the connection closes.
+   */
+  #admit(sandboxId: string, stream: SandboxTcpStream): boolean {
+    let release: () => void
+    try {
+      release = this.#o.limits.acquire(sandboxId, 'egress')
+    } catch (error) {
+      const body = `${JSON.stringify((error as RunnerError).toBody())}\n`
+      stream.end(
+        `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      )
+      this.#o.logger.info({ sandboxId, allowed: false, reason: (error as Error).message }, 'egress refused')
+      return false
     }
+    stream.once('close', release)
+    return true
   }
 
-  #opened(sandboxId: string, stream: SandboxTcpStream): void {
-    this.#open.set(sandboxId, (this.#open.get(sandboxId) ?? 0) + 1)
-    stream.once('close', () => {
-      const n = (this.#open.get(sandboxId) ?? 1) - 1
-      if (n <= 0) this.#open.delete(sandboxId)
-      else this.#open.set(sandboxId, n)
-      this.#slotWaiters.get(sandboxId)?.shift()?.()
-    })
-  }
-
-  async #loop(sandboxId: string, allowlist: EgressAllowlist): Promise<void> {
+  async #loop(origin: EgressOrigin): Promise<void> {
+    const { sandboxId } = origin
     while (!this.#closed && this.#armed.has(sandboxId)) {
-      await this.#slot(sandboxId)
       let link: AgentLink
       try {
         link = await this.#o.manager.get(sandboxId).link()
@@ -155,7 +218,10 @@ export class EgressGateway {
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      const stream = new SandboxTcpStream(tcpChannel(link))
+      const stream = new SandboxTcpStream(tcpChannel(link), {
+        linger: true,
+        buckets: this.#o.limits.buckets(sandboxId),
+      })
       // Until a program connects, a link that drops fails the stream with nobody reading it.
       stream.on('error', () => {})
       try {
@@ -165,9 +231,37 @@ export class EgressGateway {
         if (link.open) await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref())
         continue
       }
-      this.#opened(sandboxId, stream)
-      this.#o.proxy.accept(stream, { sandboxId, allowlist })
+      if (this.#admit(sandboxId, stream)) this.#o.proxy.accept(stream, origin)
     }
     this.#armed.delete(sandboxId)
+  }
+}
+
+/** Writes the sandbox CA and the trust bundle (host bundle + CA) into the sandbox. */
+async function writeTrust(link: AgentLink, ca: EgressCa): Promise<void> {
+  let hostBundle = ''
+  for (const path of HOST_BUNDLES) {
+    try {
+      hostBundle = readFileSync(path, 'utf8')
+      break
+    } catch {}
+  }
+  await link.call('file.mkdir', { path: CA_DIR, recursive: true }, { timeoutMs: 10_000 })
+  await writeFile(link, CA_FILE, ca.certPem)
+  await writeFile(link, BUNDLE_FILE, `${hostBundle.trimEnd()}\n${ca.certPem}`)
+}
+
+async function writeFile(link: AgentLink, path: string, text: string): Promise<void> {
+  const channel = link.openChannel()
+  try {
+    const done = link.call('file.write', { path, ch: channel.id, mode: 0o644 }, { timeoutMs: 10_000 })
+    const bytes = Buffer.from(text)
+    for (let at = 0; at < bytes.length; at += LIMITS.maxDataChunkBytes) {
+      if (!(await channel.write({ type: 'data' }, bytes.subarray(at, at + LIMITS.maxDataChunkBytes)))) break
+    }
+    channel.send({ type: 'end' })
+    await done
+  } finally {
+    channel.close()
   }
 }

@@ -9,15 +9,23 @@
 // (`AddressScreen`), and connects to a screened address, so neither a DNS answer nor a Host
 // header can steer the connection elsewhere: plain HTTP requests get the Host of the URL they
 // named. The proxy does not look inside tunnels; what a TLS client sends as its SNI only picks
-// among the services of an address the allowlist admitted.
+// among the services of an address the allowlist admitted, except for a host the sandbox has
+// credentials for: that tunnel is terminated and its requests relayed with the credentials added
+// (egress-tls-terminator.ts), and a plain-HTTP request to such a host gets them when the operator
+// allowed it (egress-injection.ts).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { type Duplex, pipeline } from 'node:stream'
+import { createSecureContext, rootCertificates } from 'node:tls'
 import type { FastifyBaseLogger } from 'fastify'
 import type { EgressAllowlist } from './egress-allowlist.ts'
 import { normalizeHost } from './egress-allowlist.ts'
+import type { EgressCa } from './egress-ca.ts'
+import type { SandboxCredentials } from './egress-credentials.ts'
+import { relayWithCredentials } from './egress-injection.ts'
 import type { AddressScreen, EgressResolver } from './egress-resolver.ts'
-import { createServer, request } from './node-http.ts'
+import { EgressTlsTerminator } from './egress-tls-terminator.ts'
+import { createServer, Agent as HttpAgent, request } from './node-http.ts'
 
 /** The sandbox a relayed connection came from. */
 export interface EgressOrigin {
@@ -25,6 +33,8 @@ export interface EgressOrigin {
   sandboxId: string
   /** Its allowlist. */
   allowlist: EgressAllowlist
+  /** The credentials it may use, and the CA that signs the leaves of terminated tunnels. */
+  injection?: { credentials: SandboxCredentials; ca: EgressCa } | null
 }
 
 /** What the proxy needs, injected. */
@@ -37,6 +47,8 @@ export interface EgressProxyOptions {
   logger: FastifyBaseLogger
   /** Called with bytes relayed out and in, per sandbox. */
   onBytes?: (sandboxId: string, direction: 'out' | 'in', bytes: number) => void
+  /** CAs trusted for upstream TLS of injected requests besides Node's own (an internal CA). */
+  upstreamCa?: readonly string[]
 }
 
 /** Headers that belong to one hop. */
@@ -66,10 +78,19 @@ export class EgressProxy {
   readonly #options: EgressProxyOptions
   readonly #server: Server
   readonly #origins = new WeakMap<object, EgressOrigin>()
+  readonly #terminator: EgressTlsTerminator
+  readonly #plainAgent = new HttpAgent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 })
 
   /** A proxy with `options`; hand it connections with `accept`. */
   constructor(options: EgressProxyOptions) {
     this.#options = options
+    this.#terminator = new EgressTlsTerminator({
+      secureContext: options.upstreamCa?.length
+        ? createSecureContext({ ca: [...rootCertificates, ...options.upstreamCa] })
+        : undefined,
+      onBytes: options.onBytes,
+      log: (fields, message) => options.logger.info(fields, message),
+    })
     this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) => void this.#onRequest(req, res))
     this.#server.on(
       'connect',
@@ -82,6 +103,12 @@ export class EgressProxy {
   accept(stream: Duplex, origin: EgressOrigin): void {
     this.#origins.set(stream, origin)
     this.#server.emit('connection', stream)
+  }
+
+  /** Closes idle upstream connections (runner shutdown). */
+  close(): void {
+    this.#terminator.close()
+    this.#plainAgent.destroy()
   }
 
   /** Where a (host, port) may be reached: a screened address, or a Refused error. */
@@ -125,6 +152,18 @@ export class EgressProxy {
     try {
       if (!authority) throw new Refused(400, 'CONNECT needs host:port')
       const address = await this.#destination(origin, authority.host, authority.port)
+      const injected = origin.injection?.credentials.forTls(authority.host, authority.port)
+      if (injected && origin.injection) {
+        await this.#terminator.terminate(client, head, {
+          sandboxId: origin.sandboxId,
+          host: normalizeHost(authority.host)?.value ?? authority.host,
+          port: authority.port,
+          address,
+          ca: origin.injection.ca,
+          credentials: injected,
+        })
+        return
+      }
       const upstream = await dial(address, authority.port)
       this.#log(
         origin,
@@ -184,6 +223,30 @@ export class EgressProxy {
       address = await this.#destination(origin, url.hostname, port)
     } catch (error) {
       refuse(error instanceof Refused ? error : new Refused(502, String(error)))
+      return
+    }
+    const injected = origin.injection?.credentials.forPlainHttp(url.hostname, port)
+    if (injected) {
+      this.#log(
+        origin,
+        { host: url.hostname, port, address, credentials: injected.names, allowed: true },
+        'egress request with credentials',
+      )
+      relayWithCredentials(
+        req,
+        res,
+        {
+          secure: false,
+          host: normalizeHost(url.hostname)?.value ?? url.hostname,
+          port,
+          address,
+          path: `${url.pathname}${url.search}`,
+          credentials: injected,
+          agent: this.#plainAgent,
+        },
+        (status, message) => refuse(new Refused(status, message)),
+        (direction, bytes) => this.#options.onBytes?.(origin.sandboxId, direction, bytes),
+      )
       return
     }
     const headers: Record<string, string | string[]> = {}

@@ -2,6 +2,7 @@
 // `conch runner`: the process entry. The only place that reads argv and the environment,
 // opens the state dir, listens, prints, and handles signals. Agents are detached, so stopping
 // the runner leaves every sandbox's shells running for the next start to reconnect to.
+import { readFileSync } from 'node:fs'
 import { relative } from 'node:path'
 import pino from 'pino'
 import { buildApp, REDACTED_PATHS } from './app.ts'
@@ -15,6 +16,7 @@ import { LocalDriver } from './drivers/local-driver.ts'
 import { NamespaceDriver } from './drivers/namespace-driver.ts'
 import { SshDriver } from './drivers/ssh-driver.ts'
 import { loadSshHosts } from './drivers/ssh-hosts.ts'
+import { EgressCredentials } from './egress-credentials.ts'
 import { startEmbeddedRunner } from './embedded-runner.ts'
 import { prettyLogStream } from './pretty-log-stream.ts'
 import { parseRunnerConfig, type RunnerConfig } from './runner-config.ts'
@@ -28,6 +30,36 @@ import { StateStore } from './state-store.ts'
 function fail(message: string, code = 2): never {
   process.stderr.write(`conch: ${message}\n`)
   process.exit(code)
+}
+
+/** The egress credentials and upstream CAs named by the config; exits with the reason when unreadable. */
+function readEgressFiles(config: RunnerConfig): {
+  egressCredentials?: EgressCredentials
+  egressUpstreamCa?: string[]
+} {
+  const read = (path: string, what: string): string => {
+    try {
+      return readFileSync(path, 'utf8')
+    } catch (error) {
+      fail(`cannot read the ${what} file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`)
+    }
+  }
+  const out: { egressCredentials?: EgressCredentials; egressUpstreamCa?: string[] } = {}
+  if (config.egressCredentials) {
+    try {
+      out.egressCredentials = EgressCredentials.parse(read(config.egressCredentials, 'egress credentials'))
+    } catch (error) {
+      fail((error as Error).message)
+    }
+  }
+  if (config.egressUpstreamCa) {
+    const pems = read(config.egressUpstreamCa, 'egress upstream CA').match(
+      /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g,
+    )
+    if (!pems) fail(`${config.egressUpstreamCa} holds no PEM certificate`)
+    out.egressUpstreamCa = pems
+  }
+  return out
 }
 
 function apiKeyHashes(config: RunnerConfig, store: StateStore): { hashes: string[]; newKey: string | null } {
@@ -119,6 +151,7 @@ async function main(argv: string[]): Promise<void> {
     fail((error as Error).message, 1)
   }
   const { hashes, newKey } = apiKeyHashes(config, store)
+  const egressFiles = readEgressFiles(config)
   const driver = choice.defaultDriver
   const app = buildApp({
     store,
@@ -130,6 +163,7 @@ async function main(argv: string[]): Promise<void> {
       allowPublicPorts: config.allowPublicPorts,
       previewDomain: config.previewDomain ?? null,
       egressPermit: config.egressPermit,
+      ...egressFiles,
     },
     shard: config.shard ?? null,
     limits: config.limits,

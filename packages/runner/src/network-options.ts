@@ -1,3 +1,4 @@
+import type { EgressCredentials } from './egress-credentials.ts'
 import type { EgressResolver } from './egress-resolver.ts'
 
 /** The operator's network settings for ports and egress. */
@@ -10,4 +11,8 @@ export interface NetworkOptions {
   egressPermit?: readonly string[]
   /** How egress resolves names (the system resolver by default). */
   egressResolver?: EgressResolver
+  /** Credentials the egress proxy may inject, by name (`--egress-credentials`); none by default. */
+  egressCredentials?: EgressCredentials
+  /** PEM certificates trusted for upstream TLS of injected requests besides Node's roots. */
+  egressUpstreamCa?: readonly string[]
 }

@@ -83,6 +83,10 @@ export const RunnerConfig = z.object({
         .filter((c) => c.length > 0),
     )
     .pipe(z.array(z.union([z.cidrv4(), z.cidrv6()]))),
+  /** File of egress credentials (name → host, headers) the proxy may inject; none by default. */
+  egressCredentials: z.string().min(1).optional(),
+  /** PEM file of CAs trusted for upstream TLS of injected requests, besides Node's roots. */
+  egressUpstreamCa: z.string().min(1).optional(),
   /** Shard name written into every new sandbox id, so a router can forward by id; none by default. */
   shard: ShardName.optional(),
   /**

@@ -1,8 +1,10 @@
 import type { EgressGateway } from './egress-gateway.ts'
 import type { NetworkOptions } from './network-options.ts'
+import type { PortExposures } from './port-exposures.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { SandboxManager } from './sandbox-manager.ts'
+import type { SandboxNetworkLimits } from './sandbox-network-limits.ts'
 import type { SandboxSnapshots } from './sandbox-snapshots.ts'
 import type { StateStore } from './state-store.ts'
 
@@ -30,4 +32,8 @@ export interface RunnerContext {
   network?: NetworkOptions
   /** Connects sandboxes with an egress allowlist to the egress proxy. */
   egress: EgressGateway
+  /** Exposed ports per sandbox. */
+  exposures: PortExposures
+  /** Connection counts and bandwidth per sandbox, for the port relay and egress. */
+  netLimits: SandboxNetworkLimits
 }

@@ -57,6 +57,16 @@ export const RunnerLimits = z.object({
   maxSnapshotBytes: positive.default(LIMITS.maxSnapshotBytes),
   /** Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond). */
   maxSnapshotEntries: positive.default(LIMITS.maxSnapshotEntries),
+  /** Distinct ports exposed per sandbox (TOO_MANY_EXPOSED_PORTS beyond). */
+  maxExposedPortsPerSandbox: positive.default(LIMITS.maxExposedPortsPerSandbox),
+  /** Port-relay and egress connections open per sandbox (TOO_MANY_CONNECTIONS beyond). */
+  maxNetworkConnectionsPerSandbox: positive.default(LIMITS.maxNetworkConnectionsPerSandbox),
+  /** Bytes per second per direction of a sandbox's relayed and egress traffic; 0: unlimited. */
+  sandboxBandwidthBytesPerSecond: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .default(LIMITS.sandboxBandwidthBytesPerSecond),
 })
 /** Runner limits after defaults. */
 export type RunnerLimits = z.infer<typeof RunnerLimits>

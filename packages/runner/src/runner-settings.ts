@@ -143,6 +143,22 @@ const TOP: TopSetting[] = [
     accepts: 'a comma-separated list of IPv4 or IPv6 CIDRs',
   },
   {
+    key: 'egressCredentials',
+    value: '<file>',
+    summary:
+      'JSON file of credentials the egress proxy adds to requests to one host ({"name": {"host": "api.example.com", "headers": {"authorization": "Bearer …"}}}); a create request names the ones its sandbox may use, and the values never enter the sandbox.',
+    defaultText: 'none',
+    accepts: 'a path to a readable JSON file',
+  },
+  {
+    key: 'egressUpstreamCa',
+    value: '<file>',
+    summary:
+      'PEM file of CA certificates the egress proxy trusts, besides the public roots, when it connects to a host with injected credentials (an internal CA).',
+    defaultText: 'none',
+    accepts: 'a path to a readable PEM file',
+  },
+  {
     key: 'shard',
     value: '<name>',
     summary: 'Shard name written into every new sandbox id, so a router can forward requests by id.',
@@ -198,6 +214,11 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   maxSnapshotBytes:
     "Bytes of file content in one snapshot's workspace, sparse files at full size (SNAPSHOT_TOO_LARGE beyond).",
   maxSnapshotEntries: "Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond).",
+  maxExposedPortsPerSandbox: 'Distinct ports exposed per sandbox (TOO_MANY_EXPOSED_PORTS beyond).',
+  maxNetworkConnectionsPerSandbox:
+    'Port-relay and egress connections open per sandbox (TOO_MANY_CONNECTIONS beyond).',
+  sandboxBandwidthBytesPerSecond:
+    "Bytes per second a sandbox's relayed and egress traffic may move, each direction; beyond it the traffic slows; 0: unlimited.",
 }
 
 /** Every setting, server settings first, then the limits, in help order. */
@@ -225,7 +246,9 @@ export const SETTINGS: readonly Setting[] = [
         key === 'defaultHibernateAfterMs' ||
         key === 'defaultSessionIdleTimeoutMs'
           ? 'a whole number of milliseconds, 0 for never'
-          : 'a positive integer',
+          : key === 'sandboxBandwidthBytesPerSecond'
+            ? 'a whole number of bytes per second, 0 for no limit'
+            : 'a positive integer',
     }),
   ),
 ]

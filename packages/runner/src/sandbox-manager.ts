@@ -86,6 +86,7 @@ export interface SandboxManagerOptions {
 export class SandboxManager {
   readonly #o: SandboxManagerOptions
   readonly #sandboxes = new Map<string, SandboxRuntime>()
+  readonly #destroyListeners = new Set<(sandboxId: string) => void>()
   #closing = false
   #hibernator: SandboxHibernation | null = null
   #ready = false
@@ -502,7 +503,13 @@ export class SandboxManager {
     if (runtime.record.status === 'hibernated') await this.#snapshots(true)!.dropHibernation(runtime.record)
     else if (driver) await driver.destroy(this.#handle(runtime.record))
     this.#o.logger.info({ sandboxId: id }, 'sandbox destroyed')
+    for (const listener of this.#destroyListeners) listener(id)
     this.pool.poke()
+  }
+
+  /** Calls `listener` with the id of every sandbox destroyed from now on, however it went. */
+  onDestroyed(listener: (sandboxId: string) => void): void {
+    this.#destroyListeners.add(listener)
   }
 
   /** Creates a session in the agent after checking the per-sandbox limit, and records it. */

@@ -13,11 +13,19 @@ import { LIMITS } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
+import type { SandboxBuckets } from './sandbox-network-limits.ts'
+
+/** How long a lingering stream waits for the sandbox side to end before it closes the channel. */
+const LINGER_MS = 10_000
 
 /** Opens a TCP connection to `port` on the sandbox's loopback; rejects with the agent's error. */
-export async function openSandboxTcp(link: AgentLink, port: number): Promise<SandboxTcpStream> {
+export async function openSandboxTcp(
+  link: AgentLink,
+  port: number,
+  options: SandboxTcpStreamOptions = {},
+): Promise<SandboxTcpStream> {
   const channel = tcpChannel(link)
-  const stream = new SandboxTcpStream(channel)
+  const stream = new SandboxTcpStream(channel, options)
   try {
     await link.call('tcp.connect', { port, ch: channel.id }, { timeoutMs: 10_000 })
   } catch (error) {
@@ -32,6 +40,14 @@ export function tcpChannel(link: AgentLink): RunnerChannel {
   return link.openChannel(LIMITS.channelWindowBytes)
 }
 
+/** How a relayed connection behaves. */
+export interface SandboxTcpStreamOptions {
+  /** End instead of dropping on a destroy without error (see the constructor). */
+  linger?: boolean
+  /** The sandbox's bandwidth buckets: bytes from the sandbox take from `out`, bytes to it from `in`. */
+  buckets?: SandboxBuckets | null
+}
+
 /** The runner's end of a relayed sandbox TCP connection. */
 export class SandboxTcpStream extends Duplex {
   readonly #channel: RunnerChannel
@@ -39,11 +55,21 @@ export class SandboxTcpStream extends Duplex {
   #owed = 0
   #wantsMore = true
   #remoteEnded = false
+  readonly #linger: boolean
+  #lingerTimer: NodeJS.Timeout | undefined
+  readonly #buckets: SandboxBuckets | null
 
-  /** Wraps `channel`, on which `tcp.connect` relays the connection. */
-  constructor(channel: RunnerChannel) {
+  /**
+   * Wraps `channel`, on which `tcp.connect` relays the connection. With `linger`, destroying the
+   * stream without an error ends it instead of dropping it: the agent delivers every byte written
+   * before (a TLS close_notify, the end of a response) and the channel closes when the sandbox side
+   * ends too, or after `LINGER_MS`. The egress proxy's connections linger; a relay's do not.
+   */
+  constructor(channel: RunnerChannel, options: SandboxTcpStreamOptions = {}) {
     super({ allowHalfOpen: false, highWaterMark: LIMITS.channelWindowBytes / 2 })
     this.#channel = channel
+    this.#linger = options.linger === true
+    this.#buckets = options.buckets ?? null
     channel.consume((event) => this.#onEvent(event))
   }
 
@@ -79,11 +105,20 @@ export class SandboxTcpStream extends Duplex {
   }
 
   #onEvent(event: ChannelEvent): void {
+    if (this.destroyed) {
+      // A lingering stream: nobody reads any more; keep the sender unblocked until it ends.
+      if (event.type === 'data') this.#channel.release(event.payload.byteLength)
+      else if (event.type === 'end' || event.type === 'shell_closed' || event.type === 'error') {
+        clearTimeout(this.#lingerTimer)
+        this.#channel.close()
+      }
+      return
+    }
     switch (event.type) {
       case 'data': {
         const n = event.payload.byteLength
         const more = this.push(Buffer.from(event.payload.buffer, event.payload.byteOffset, n))
-        if (more) this.#channel.release(n)
+        if (more) this.#grant(n, false)
         else {
           this.#owed += n
           this.#wantsMore = false
@@ -111,8 +146,25 @@ export class SandboxTcpStream extends Duplex {
     this.#wantsMore = true
     const owed = this.#owed
     this.#owed = 0
-    this.#channel.release(owed)
-    this.#channel.flushCredit()
+    this.#grant(owed, true)
+  }
+
+  /**
+   * Grants the sandbox `n` bytes more credit (batched, unless `flush`), once the bandwidth
+   * bucket has them.
+   */
+  #grant(n: number, flush: boolean): void {
+    const wait = this.#buckets?.out.take(n)
+    if (!wait) {
+      this.#channel.release(n)
+      if (flush) this.#channel.flushCredit()
+      return
+    }
+    void wait.then(() => {
+      if (this.#channel.done) return
+      this.#channel.release(n)
+      this.#channel.flushCredit()
+    })
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
@@ -125,13 +177,19 @@ export class SandboxTcpStream extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#channel.close()
+    if (this.#linger && !error && !this.#remoteEnded && !this.#channel.done) {
+      this.#channel.send({ type: 'end' })
+      this.#lingerTimer = setTimeout(() => this.#channel.close(), LINGER_MS)
+      this.#lingerTimer.unref()
+    } else this.#channel.close()
     callback(error)
   }
 
   async #send(chunk: Buffer): Promise<void> {
     for (let at = 0; at < chunk.length; at += LIMITS.maxDataChunkBytes) {
       const piece = chunk.subarray(at, at + LIMITS.maxDataChunkBytes)
+      const wait = this.#buckets?.in.take(piece.length)
+      if (wait) await wait
       if (!(await this.#channel.write({ type: 'data' }, piece)))
         throw new RunnerError('CONNECTION_LOST', 'the sandbox connection closed')
     }

@@ -163,6 +163,8 @@ type RateLimitCode =
   | 'TOO_MANY_SESSIONS'
   | 'TOO_MANY_PROCESSES'
   | 'TOO_MANY_TERMINALS'
+  | 'TOO_MANY_EXPOSED_PORTS'
+  | 'TOO_MANY_CONNECTIONS'
 
 /**
  * A limit was hit: too many queued runs, sandboxes, sessions or processes. Retry later or

@@ -125,6 +125,8 @@ export interface ErrorDetails {
   PORT_NOT_LISTENING: { port?: number | undefined }
   TERMINAL_NOT_FOUND: { terminal?: string | undefined }
   TOO_MANY_TERMINALS: Partial<LimitDetails>
+  TOO_MANY_EXPOSED_PORTS: LimitDetails
+  TOO_MANY_CONNECTIONS: LimitDetails
   SSH_HOST_UNKNOWN: { host?: string | undefined; hosts?: string[] | undefined }
   SSH_HOST_KEY_REJECTED: { host?: string | undefined }
   SHELL_CLOSED: ShellClosedDetails

@@ -25,6 +25,8 @@ const EXPECTED_CLASS: Partial<Record<ErrorCode, new (...args: never[]) => ConchE
   TOO_MANY_SESSIONS: RateLimitError,
   TOO_MANY_PROCESSES: RateLimitError,
   TOO_MANY_TERMINALS: RateLimitError,
+  TOO_MANY_EXPOSED_PORTS: RateLimitError,
+  TOO_MANY_CONNECTIONS: RateLimitError,
   OUTPUT_LOST: OutputLostError,
   CONNECTION_LOST: ConnectionError,
   AGENT_UNAVAILABLE: ConnectionError,

@@ -73,6 +73,8 @@ export function errorFromWire(
     case 'TOO_MANY_SESSIONS':
     case 'TOO_MANY_PROCESSES':
     case 'TOO_MANY_TERMINALS':
+    case 'TOO_MANY_EXPOSED_PORTS':
+    case 'TOO_MANY_CONNECTIONS':
       return new RateLimitError(code, message, opts(code))
     case 'OUTPUT_LOST':
       return new OutputLostError(message, opts(code))

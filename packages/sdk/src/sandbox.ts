@@ -130,8 +130,11 @@ export interface CreateSandboxOptions extends ConnectOptions {
    * Network policy. No egress by default; an allowlist of hosts (`api.example.com`,
    * `*.example.org`, `10.0.0.0/8:5432`) gives the sandbox an HTTP(S) proxy, set in
    * `HTTP_PROXY`/`HTTPS_PROXY`, that reaches only those. Needs an isolating driver.
+   * `credentials` names credentials the runner's operator defined (`--egress-credentials`): the
+   * proxy adds their headers to requests to their hosts, which must be on `allow`, so the secret
+   * never enters the sandbox. Only the API key may grant them.
    */
-  network?: { egress: 'none' | { allow: string[] } }
+  network?: { egress: 'none' | { allow: string[]; credentials?: string[] } }
 }
 
 /**
@@ -691,6 +694,20 @@ export class Sandbox {
       json: options,
     })
     return { ...exposed, url: exposed.previewUrl ?? `${this.#http.baseUrl}${exposed.path}` }
+  }
+
+  /**
+   * Ends a port's exposure: every token minted for it, and public access, stop working at once.
+   * Exposed ports count against the runner's per-sandbox limit (`TOO_MANY_EXPOSED_PORTS`) until
+   * they expire or are unexposed.
+   *
+   * @example
+   * ```ts
+   * await sb.unexposePort(3000)
+   * ```
+   */
+  async unexposePort(port: number): Promise<void> {
+    await this.#http.json('DELETE', `${this.#path}/exposed-ports/${port}`, okBody)
   }
 
   /**

@@ -66,7 +66,7 @@ const DETAIL_FORMS: readonly JsonSchema[] = JSON.parse(
 )
 
 /** The form of each code, one base-36 digit per code in the order of `ERROR_SUGGESTIONS`. */
-const FORM_OF = '011231145167891abcb7de2fg77hi99999j133331iklm'
+const FORM_OF = '011231145167891abcb7de233fg77hi99999j133331iklm'
 
 /** The `details` of an error (`ErrorDetails`) by code. */
 export const ERROR_DETAILS_SCHEMAS: { readonly [code: string]: JsonSchema | undefined } = Object.fromEntries(

@@ -1,12 +1,14 @@
 // Ports: discovery (`GET /v1/sandboxes/:id/ports`), exposure (`POST …/exposed-ports/:port`, which
-// mints a per-port token) and the relay itself, `/v1/sandboxes/:id/ports/:port/…` for every
+// mints a per-port token, and `DELETE` to end it) and the relay itself, `/v1/sandboxes/:id/ports/:port/…` for every
 // method and for WebSocket upgrades.
 //
 // Who may pass the relay: the API key or a token of that sandbox (Authorization: Bearer), a
 // port token for that sandbox and port (query `conch_port_token` on a browser's first visit,
 // which is traded for an HttpOnly cookie scoped to the port's path and a redirect that drops it
 // from the URL; then the cookie), or anyone when the port was exposed `public` and the operator
-// allows public ports. The relayed path is whatever follows `/ports/:port`: it can only ever
+// allows public ports. A port token and public access work only while the port is exposed
+// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them); exposures and relayed
+// connections count against the sandbox's limits (`sandbox-network-limits.ts`). The relayed path is whatever follows `/ports/:port`: it can only ever
 // reach that port of that sandbox, `..` included, since the route was chosen before. Pages
 // served on the path form share the runner's origin, so they get a `sandbox` content security
 // policy (an opaque origin: no access to the runner's or other sandboxes' cookies and storage);
@@ -33,9 +35,6 @@ import { authenticate, authorize } from './auth-plugin.ts'
 export const PATH_FORM_CSP =
   'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads allow-presentation'
 
-/** Relayed connections open at once per sandbox; more get RATE_LIMITED. */
-const MAX_CONNECTIONS_PER_SANDBOX = 256
-
 interface RelayRequest {
   sandboxId: string
   port: number
@@ -49,9 +48,6 @@ interface RelayRequest {
 export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
   const options: NetworkOptions = ctx.network ?? { allowPublicPorts: false, previewDomain: null }
   const tokens = new PortTokens(ctx.store.runnerSecret('port-token'))
-  /** `<sandbox>:<port>` → expiry of its public exposure. */
-  const publicPorts = new Map<string, number>()
-  const open = new Map<string, number>()
   /** Keep-alive pools by `<sandbox>:<port>`, each tied to the link its connections use. */
   const pools = new Map<string, { pool: SandboxPortAgent; link: unknown }>()
   app.addHook('onClose', async () => {
@@ -103,7 +99,7 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
           'this runner does not allow public ports; expose the port without public and hand out its token, or start the runner with --allow-public-ports',
         )
       const expiresAt = ctx.now() + ttlMs
-      if (body.public === true) publicPorts.set(`${sandbox.id}:${params.port}`, expiresAt)
+      ctx.exposures.expose(sandbox.id, params.port, { expiresAt, public: body.public === true })
       const token = tokens.mint({ sandboxId: sandbox.id, port: params.port, expiresAt })
       const path = `/v1/sandboxes/${sandbox.id}/ports/${params.port}/?${PORT_TOKEN_QUERY}=${token}`
       const previewUrl = options.previewDomain
@@ -118,6 +114,11 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
         expiresAt,
         public: body.public === true,
       }
+    },
+    unexposePort: async ({ params }) => {
+      const sandbox = ctx.manager.get(params.id)
+      ctx.exposures.unexpose(sandbox.id, params.port)
+      return { ok: true as const }
     },
   })
 
@@ -136,16 +137,18 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
         bearerError = error
       }
     }
+    // A port token or public access opens the port only while it is exposed (until unexposed).
+    const exposure = ctx.exposures.get(target.sandboxId, target.port)
     const candidates = [bearer, queryToken, cookieValue(request.headers.cookie, PORT_TOKEN_COOKIE)]
     for (const token of candidates) {
       if (
+        exposure &&
         token?.startsWith(PORT_TOKEN_PREFIX) &&
         tokens.verify(token, target.sandboxId, target.port, ctx.now())
       )
         return bearer === token
     }
-    const publicUntil = publicPorts.get(`${target.sandboxId}:${target.port}`)
-    if (publicUntil !== undefined && publicUntil > ctx.now()) return false
+    if (exposure?.public) return false
     if (bearerError) throw bearerError
     const tried = candidates.some((t) => t)
     throw new RunnerError(
@@ -179,19 +182,17 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     const sandbox = ctx.manager.get(target.sandboxId)
     /** Opens a relayed connection, counted against the sandbox's cap until it closes. */
     const openStream = async (): Promise<SandboxTcpStream> => {
-      const count = open.get(sandbox.id) ?? 0
-      if (count >= MAX_CONNECTIONS_PER_SANDBOX)
-        throw new RunnerError(
-          'RATE_LIMITED',
-          `sandbox ${sandbox.id} already has ${MAX_CONNECTIONS_PER_SANDBOX} relayed connections open; close some first`,
-        )
-      const stream = await openSandboxTcp(await sandbox.link(), target.port)
-      open.set(sandbox.id, (open.get(sandbox.id) ?? 0) + 1)
-      stream.once('close', () => {
-        const n = (open.get(sandbox.id) ?? 1) - 1
-        if (n <= 0) open.delete(sandbox.id)
-        else open.set(sandbox.id, n)
-      })
+      const release = ctx.netLimits.acquire(sandbox.id, 'relayed')
+      let stream: SandboxTcpStream
+      try {
+        stream = await openSandboxTcp(await sandbox.link(), target.port, {
+          buckets: ctx.netLimits.buckets(sandbox.id),
+        })
+      } catch (error) {
+        release()
+        throw error
+      }
+      stream.once('close', release)
       return stream
     }
     const proxyTarget: ProxyTarget = {

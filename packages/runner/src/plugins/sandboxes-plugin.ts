@@ -36,7 +36,6 @@ export async function sandboxesPlugin(app: FastifyInstance, ctx: RunnerContext):
     },
     destroySandbox: async ({ params }) => {
       await ctx.manager.destroy(params.id)
-      ctx.egress.forget(params.id)
       return { ok: true as const }
     },
     createToken: async ({ params, body }) => {
