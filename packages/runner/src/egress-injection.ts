@@ -13,21 +13,8 @@ import { pipeline } from 'node:stream'
 import type { SecureContext } from 'node:tls'
 import type { InjectedCredentials } from './egress-credentials.ts'
 import { Redactor, redactText, secretsOf } from './egress-redactor.ts'
+import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { request } from './node-http.ts'
-
-/** Headers that belong to one hop. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-])
 
 /** TLS errors that mean the upstream's certificate did not verify. */
 const CERT_ERRORS = new Set([

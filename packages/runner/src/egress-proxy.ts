@@ -25,6 +25,7 @@ import type { SandboxCredentials } from './egress-credentials.ts'
 import { relayWithCredentials } from './egress-injection.ts'
 import type { AddressScreen, EgressResolver } from './egress-resolver.ts'
 import { EgressTlsTerminator } from './egress-tls-terminator.ts'
+import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { createServer, Agent as HttpAgent, request } from './node-http.ts'
 
 /** The sandbox a relayed connection came from. */
@@ -50,20 +51,6 @@ export interface EgressProxyOptions {
   /** CAs trusted for upstream TLS of injected requests besides Node's own (an internal CA). */
   upstreamCa?: readonly string[]
 }
-
-/** Headers that belong to one hop. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-])
 
 class Refused extends Error {
   readonly status: number

@@ -14,22 +14,9 @@ import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { pipeline } from 'node:stream'
 import { PORT_TOKEN_COOKIE } from '@conch/protocol'
+import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { request } from './node-http.ts'
 import { RunnerError } from './runner-error.ts'
-
-/** Headers that belong to one hop and are never forwarded (RFC 9110 §7.6.1, plus proxy ones). */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-])
 
 /** Largest response head a sandbox server may send. */
 export const MAX_RESPONSE_HEAD_BYTES = 16 * 1024
