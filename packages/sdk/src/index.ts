@@ -46,18 +46,18 @@ export type {
   SnapshotInfo,
 } from './resource-info.ts'
 export type { RetryPolicy } from './retry-policy.ts'
-export {
-  type ConnectOptions,
-  type CreateSandboxOptions,
-  type ExposePortOptions,
-  type ReattachOptions,
-  Sandbox,
-  type SandboxExecOptions,
-  type SessionOptions,
-  type ShellOptions,
-  type StartProcessOptions,
-} from './sandbox.ts'
+export { Sandbox } from './sandbox.ts'
 export { SandboxFiles } from './sandbox-files.ts'
+export type {
+  ConnectOptions,
+  CreateSandboxOptions,
+  ExposePortOptions,
+  ReattachOptions,
+  SandboxExecOptions,
+  SessionOptions,
+  ShellOptions,
+  StartProcessOptions,
+} from './sandbox-options.ts'
 export { type ExecOptions, type HistoryQuery, Session } from './session.ts'
 export { SessionAliases } from './session-aliases.ts'
 export { SessionEnv } from './session-env.ts'

@@ -15,9 +15,10 @@ const temps: string[] = []
  * The SDK's size budget: its bundle, gzipped. It validates with schemas generated from the
  * protocol (no zod); 24.9 KiB with backpressure, binary frames, retries, typed error details
  * and the suggestion map; 29.9 KiB with terminals, piped stdin, ports and snapshots (esbuild
- * keeps the TSDoc of class members).
+ * keeps the TSDoc of class members); 31.3 KiB with the checker shared with the agent (tuples,
+ * coercion, named refinements), idle lifetimes and keep-alives, and unexposing ports.
  */
-const GZIP_BUDGET_BYTES = 31 * 1024
+const GZIP_BUDGET_BYTES = 32 * 1024
 afterAll(() => {
   for (const dir of temps) rmSync(dir, { recursive: true, force: true })
 })
