@@ -44,6 +44,7 @@ export const AGENT_ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'TOO_MANY_PROCESSES',
   'TOO_MANY_SESSIONS',
   'TOO_MANY_TERMINALS',
+  'UNKNOWN_FRAME_TYPE',
 ])
 
 /**
