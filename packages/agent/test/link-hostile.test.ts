@@ -149,8 +149,7 @@ describe('hostile peers on the agent link', () => {
       [{ type: 'end', ch: JSON.parse(`${'['.repeat(1000)}${']'.repeat(1000)}`) }, 'INVALID_FRAME'],
       [JSON.parse('{"type": "close", "__proto__": {"ch": 1}}'), 'INVALID_FRAME'],
     ]
-    // The agent's error frames as it wrote them (the client's own parse maps codes an agent
-    // may not send, such as UNKNOWN_FRAME_TYPE, to INTERNAL, as the runner does).
+    // The agent's error frames as it wrote them, before the client's own parse bounds them.
     const raw: { code: string; message: string }[] = []
     const decoder = new FrameDecoder()
     c.socket.on('data', (chunk: Buffer) => {
