@@ -194,6 +194,20 @@ describe('a sandbox port through the router', () => {
   })
 })
 
+describe('a terminal socket through the router', () => {
+  it('attaches to a terminal on the shard the id names and echoes typed input', async () => {
+    const viaRouter = await Sandbox.connect(b.id, { url: router.url, apiKey: cluster.apiKey })
+    const term = await viaRouter.terminal({ command: ['cat'] })
+    let out = ''
+    term.onData((bytes) => {
+      out += Buffer.from(bytes).toString()
+    })
+    term.write('through the router\n')
+    await vi.waitFor(() => expect(out).toContain('through the router'), { timeout: 20_000 })
+    await term.close()
+  })
+})
+
 describe('hostile preview hosts and port paths', () => {
   it('refuses a preview host of another shard’s sandbox with the first sandbox’s token', async () => {
     const { token } = await a.createAccessToken()
