@@ -165,6 +165,28 @@ describe('a sandbox port through the router', () => {
     opened.ws.close()
   })
 
+  it('lets a browser in with the port token of exposePort, traded for a cookie, on both forms', async () => {
+    const viaRouter = await Sandbox.connect(b.id, { url: router.url, apiKey: cluster.apiKey })
+    const exposed = await viaRouter.exposePort(portB)
+    const preview = new URL(exposed.previewUrl!)
+    expect(preview.host).toBe(previewHost(portB, b.id))
+    const token = preview.searchParams.get('conch_port_token')!
+    for (const [host, path] of [
+      [preview.host, '/page'],
+      [undefined, `/v1/sandboxes/${b.id}/ports/${portB}/page`],
+    ] as const) {
+      const hostHeader: Record<string, string> = host ? { host } : {}
+      const visit = await rawRequest(router.url, 'GET', `${path}?conch_port_token=${token}`, hostHeader)
+      expect(visit.status, visit.body).toBeGreaterThanOrEqual(300)
+      expect(visit.status).toBeLessThan(400)
+      const cookie = String(visit.headers['set-cookie']).split(';')[0]!
+      const page = await rawRequest(router.url, 'GET', path, { ...hostHeader, cookie })
+      expect([page.status, JSON.parse(page.body).url], path).toEqual([200, '/page'])
+      expect((await rawRequest(router.url, 'GET', path, hostHeader)).status, path).toBe(401)
+    }
+    await viaRouter.unexposePort(portB)
+  })
+
   it('passes the Host, path, query and cookie of a preview host unchanged, to the table URL only', async () => {
     const host = previewHost(80, REC_ID)
     const res = await rawRequest(router.url, 'GET', '/app/../x?conch_port_token=t1', {
