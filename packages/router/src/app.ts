@@ -12,14 +12,15 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify'
 import { capConnections } from './connection-cap.ts'
+import { checkPreviewShards, previewTarget } from './preview-host.ts'
 import { enforceRequestDeadlines } from './request-deadline.ts'
 import { RouterError } from './router-error.ts'
 import { RouterMetrics } from './router-metrics.ts'
 import { listAcrossShards } from './sandbox-list.ts'
-import { sandboxTarget } from './sandbox-target.ts'
+import { type SandboxTarget, sandboxTarget } from './sandbox-target.ts'
 import { ShardMonitor } from './shard-monitor.ts'
 import type { Shard, ShardTable } from './shard-table.ts'
-import { refuseWithError, ShellSocketRelay } from './shell-socket-relay.ts'
+import { refuseWithError, SocketRelay } from './socket-relay.ts'
 import { callUpstream, forwardableHeaders, returnableHeaders, UpstreamPool } from './upstream-request.ts'
 
 /** The router's version, reported by its health checks. */
@@ -49,6 +50,8 @@ export interface BuildRouterOptions {
   keepAliveTimeoutMs?: number
   /** Open client connections at once. */
   maxConnections?: number
+  /** The runners' wildcard preview domain (their `--preview-domain`); null for none. */
+  previewDomain?: string | null
 }
 
 /** The router app, with its shard monitor for `main.ts` and tests. */
@@ -57,7 +60,8 @@ export type RouterApp = FastifyInstance & { shardMonitor: ShardMonitor }
 /** Log options that keep secrets out of the log. */
 export const REDACTED_PATHS = ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]']
 
-const SHELL_PATH = /^\/v1\/sandboxes\/[^/?]+\/shell(\?|$)/
+/** The route every preview-host request is rewritten onto; its target is kept per request. */
+const PREVIEW_ROUTE = '/.conch-preview'
 
 function toRouterError(error: unknown): RouterError {
   if (error instanceof RouterError) return error
@@ -83,6 +87,10 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
   const requestTimeout = Math.max(options.requestTimeoutMs ?? 60_000, headersTimeout)
   const keepAliveTimeout = options.keepAliveTimeoutMs ?? 72_000
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const previewDomain = options.previewDomain ?? null
+  if (previewDomain) checkPreviewShards(options.shards)
+  /** Preview-host requests: their target, or why they are refused. */
+  const previews = new WeakMap<IncomingMessage, SandboxTarget | RouterError>()
   const app = Fastify({
     logger: options.logger ?? false,
     requestIdHeader: 'x-request-id',
@@ -94,6 +102,17 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     requestTimeout,
     keepAliveTimeout,
     routerOptions: { maxParamLength: 200 },
+    // Every path on a preview host is the sandbox app's, so the Host routes before the path does.
+    rewriteUrl: (req) => {
+      try {
+        const target = previewTarget(req.headers.host, req.url ?? '/', previewDomain, options.shards)
+        if (!target) return req.url ?? '/'
+        previews.set(req, target)
+      } catch (error) {
+        previews.set(req, toRouterError(error))
+      }
+      return PREVIEW_ROUTE
+    },
     // A URL fastify cannot decode gets the same typed answer as any other bad request.
     frameworkErrors: (_error, _request, reply) => {
       metrics.errors.inc({ code: 'BAD_REQUEST' })
@@ -155,7 +174,7 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
   const shardMonitor = monitor
   const pool = new UpstreamPool()
   const onUnreachable = (shard: string, problem: string): void => shardMonitor.noteUnreachable(shard, problem)
-  const relay = new ShellSocketRelay({
+  const relay = new SocketRelay({
     maxFrameBytes: options.maxFrameBytes ?? 16 * 1024 * 1024,
     connectTimeoutMs,
     log: app.log,
@@ -189,11 +208,14 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       if (!reply.raw.writableFinished) abort.abort()
     })
     const body = Buffer.isBuffer(request.body) ? request.body : undefined
+    const preview = previews.get(request.raw)
     const res = await callUpstream({
       shard,
       method: request.method,
-      pathAndQuery: request.raw.url ?? '/',
+      pathAndQuery:
+        preview instanceof RouterError || !preview ? (request.raw.url ?? '/') : preview.pathAndQuery,
       headers: forwardableHeaders(request.headers),
+      host: preview instanceof RouterError ? undefined : preview?.host,
       body,
       pool,
       connectTimeoutMs,
@@ -285,15 +307,32 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     },
   })
 
+  app.route({
+    method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH'],
+    url: PREVIEW_ROUTE,
+    exposeHeadRoute: false,
+    handler: async (request, reply) => {
+      const target = previews.get(request.raw)
+      if (target instanceof RouterError) throw target
+      // Asked for by path, not by a preview Host.
+      if (!target) throw new RouterError('NOT_FOUND', 'no such route; see /v1/openapi.json')
+      return forward(target.shard, request, reply)
+    },
+  })
+
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy())
     const url = req.url ?? ''
     try {
-      const target = sandboxTarget(url, options.shards)
-      if (!target || !SHELL_PATH.test(url)) {
+      // Any socket under a sandbox's path (shell, terminal, a port) goes to its shard; the
+      // runner answers for paths that have no socket.
+      const target =
+        previewTarget(req.headers.host, url, previewDomain, options.shards) ??
+        sandboxTarget(url, options.shards)
+      if (!target) {
         throw new RouterError(
           'NOT_FOUND',
-          `no WebSocket at ${url.split('?')[0]!.slice(0, 200)}; the shell socket is /v1/sandboxes/:id/shell`,
+          `no WebSocket at ${url.split('?')[0]!.slice(0, 200)}; sockets are under /v1/sandboxes/:id/`,
         )
       }
       relay.handle(req, socket, head, target)

@@ -4,6 +4,7 @@
 import pino from 'pino'
 import { buildRouter, REDACTED_PATHS } from './app.ts'
 import { ConfigError } from './config-error.ts'
+import { checkPreviewShards } from './preview-host.ts'
 import { parseRouterConfig, type RouterConfig, routerConfigUsage } from './router-config.ts'
 import { buildShardTable, type ShardTable } from './shard-table.ts'
 
@@ -18,6 +19,9 @@ Shards are fixed at startup, either listed:
     --shards conch-0=http://10.0.0.5:7878,conch-1=http://10.0.0.6:7878
 or as a StatefulSet pattern expanded for n = 0 .. count-1:
     --shard-pattern 'conch-{n}=http://conch-{n}.conch-headless:7878' --shard-count 3
+
+With --preview-domain (the runners' own), a request whose Host is <port>-<sandbox id>.<domain>
+goes, Host unchanged, to the shard that id names.
 
 flags (each also settable as an environment variable):
 ${routerConfigUsage()}
@@ -43,6 +47,7 @@ async function main(argv: string[]): Promise<void> {
       pattern: config.shardPattern,
       count: config.shardCount,
     })
+    if (config.previewDomain) checkPreviewShards(shards)
   } catch (error) {
     if (error instanceof ConfigError) fail(error.message)
     throw error
@@ -58,6 +63,7 @@ async function main(argv: string[]): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs,
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     maxConnections: config.maxConnections,
+    previewDomain: config.previewDomain ?? null,
     logger: {
       level: config.logLevel,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },

@@ -40,6 +40,14 @@ export const RouterConfig = z.object({
   keepAliveTimeoutMs: positive.default(72_000),
   /** Open client connections at once (RATE_LIMITED beyond). */
   maxConnections: positive.default(4_096),
+  /** The runners' wildcard preview domain (their --preview-domain); none by default. */
+  previewDomain: z
+    .string()
+    .regex(
+      /^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+      "a DNS name such as preview.example.com, the same as the runners' --preview-domain",
+    )
+    .optional(),
 })
 /** Router configuration after defaults. */
 export type RouterConfig = z.infer<typeof RouterConfig>

@@ -9,7 +9,7 @@ export class RouterMetrics {
   readonly forwarded: Counter<'shard' | 'status'>
   /** Errors the router answered itself, by code. */
   readonly errors: Counter<'code'>
-  /** Shell sockets relayed now. */
+  /** WebSockets relayed now (shell, terminal, sandbox ports). */
   readonly shellSockets: Gauge
   /** Sandboxes placed, by shard. */
   readonly placed: Counter<'shard'>
@@ -31,7 +31,7 @@ export class RouterMetrics {
     })
     this.shellSockets = new Gauge({
       name: 'conch_router_shell_sockets',
-      help: 'Shell sockets relayed now',
+      help: 'WebSockets relayed now (shell, terminal, sandbox ports)',
       registers,
     })
     this.placed = new Counter({

@@ -15,6 +15,8 @@ export interface SandboxTarget {
   readonly shard: Shard
   /** Path and query to request from the runner (the client's, as received). */
   readonly pathAndQuery: string
+  /** The client's Host, sent unchanged instead of the shard's (a preview host only). */
+  readonly host?: string
 }
 
 const PREFIX = '/v1/sandboxes/'

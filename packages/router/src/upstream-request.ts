@@ -74,6 +74,8 @@ export interface UpstreamCall {
   pathAndQuery: string
   /** Headers to send (already filtered). */
   headers: OutgoingHttpHeaders
+  /** Host header to send; the shard's own when absent (only a preview host is passed on). */
+  host?: string
   /** The whole body, if any. */
   body: Buffer | undefined
   /** Connection pools. */
@@ -112,7 +114,7 @@ class StaleConnection extends Error {}
 function callOnce(call: UpstreamCall): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const send = call.shard.url.protocol === 'https:' ? httpsRequest : request
-    const headers: OutgoingHttpHeaders = { ...call.headers, host: call.shard.url.host }
+    const headers: OutgoingHttpHeaders = { ...call.headers, host: call.host ?? call.shard.url.host }
     if (call.body !== undefined) headers['content-length'] = call.body.length
     const req = send(
       {

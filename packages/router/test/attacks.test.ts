@@ -243,11 +243,19 @@ describe('router endpoints', () => {
     expect(metrics.body).toMatch(/conch_router_shard_ready\{shard="rec"\} 0/)
   })
 
-  it('answers an unknown route and a WebSocket outside the shell path with NOT_FOUND', async () => {
+  it('answers an unknown route and a WebSocket outside a sandbox path with NOT_FOUND', async () => {
     const res = await rawRequest(router.url, 'GET', '/v2/anything', auth(cluster.apiKey))
     expect([res.status, codeOf(res)]).toEqual([404, 'NOT_FOUND'])
-    const ws = await openShell(router.url, `${REC_ID}/files`, cluster.apiKey)
-    expect(ws.kind === 'refused' && ws.status).toBe(404)
+    for (const path of ['/v2/anything', '/v1/sandboxes', '/metrics']) {
+      const ws = await rawRequest(router.url, 'GET', path, {
+        ...auth(cluster.apiKey),
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      })
+      expect([ws.status, codeOf(ws)], path).toEqual([404, 'NOT_FOUND'])
+    }
     expect(forwarded()).toEqual([])
   })
 })

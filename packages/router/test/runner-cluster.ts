@@ -79,8 +79,13 @@ export interface RunnerShard {
   restart(): Promise<void>
 }
 
-/** Starts `conch runner --shard <shard>` with the local driver. */
-export async function startRunnerShard(shard: string, apiKey: string, root: string): Promise<RunnerShard> {
+/** Starts `conch runner --shard <shard>` with the local driver (and `extraArgs`). */
+export async function startRunnerShard(
+  shard: string,
+  apiKey: string,
+  root: string,
+  extraArgs: string[] = [],
+): Promise<RunnerShard> {
   const stateDir = join(root, shard)
   const args = (port: number): string[] => [
     'runner',
@@ -92,6 +97,7 @@ export async function startRunnerShard(shard: string, apiKey: string, root: stri
     shard,
     '--log-level',
     'warn',
+    ...extraArgs,
   ]
   // No warm pool: pooled agents are not the tests' concern, and each would cost a Node process.
   const env = { CONCH_API_KEY: apiKey, CONCH_DRIVER: 'local', CONCH_UNSAFE_LOCAL: '1', CONCH_WARM_POOL: '0' }
@@ -161,8 +167,12 @@ export interface Cluster extends AsyncDisposable {
   extraRouter(args: string[]): Promise<Listening>
 }
 
-/** Starts `count` runner shards (`conch-0`, …) and a router over them. */
-export async function startCluster(count = 3, routerArgs: string[] = []): Promise<Cluster> {
+/** Starts `count` runner shards (`conch-0`, …, each with `runnerArgs`) and a router over them. */
+export async function startCluster(
+  count = 3,
+  routerArgs: string[] = [],
+  runnerArgs: string[] = [],
+): Promise<Cluster> {
   const root = mkdtempSync(join(tmpdir(), 'conch-router-'))
   const apiKey = `conch_${randomBytes(24).toString('hex')}`
   const started: Listening[] = []
@@ -175,7 +185,7 @@ export async function startCluster(count = 3, routerArgs: string[] = []): Promis
   try {
     runners.push(
       ...(await Promise.all(
-        Array.from({ length: count }, (_, i) => startRunnerShard(`conch-${i}`, apiKey, root)),
+        Array.from({ length: count }, (_, i) => startRunnerShard(`conch-${i}`, apiKey, root, runnerArgs)),
       )),
     )
     const router = await startRouter([

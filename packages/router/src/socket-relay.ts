@@ -1,6 +1,9 @@
-// The shell WebSocket through the router. A client's upgrade for `/v1/sandboxes/:id/shell` is
-// held until the router has opened the same socket to the runner that holds the sandbox, with
-// the client's credentials, subprotocols and query unchanged; then the client's upgrade is
+// WebSockets through the router: the shell and terminal sockets, a sandbox port's relayed socket
+// (`/v1/sandboxes/:id/ports/:port/…`) and one on a preview host. A client's upgrade is held until
+// the router has opened the same socket to the runner that holds the sandbox (its host from the
+// shard table only), with the client's path, query, subprotocols and headers unchanged (the
+// credentials in Authorization, Cookie or the query among them; the Host only on a preview host,
+// which the runner routes by), minus hop-by-hop and handshake headers; then the client's upgrade is
 // accepted with the subprotocol the runner chose, and messages are relayed both ways as they
 // are (text stays text, binary stays binary). A runner that refuses the upgrade has its answer
 // passed back to the client; a runner that cannot be reached gets RUNNER_UNAVAILABLE. When
@@ -16,7 +19,7 @@ import { type RawData, WebSocket, WebSocketServer } from 'ws'
 import type { RouterError } from './router-error.ts'
 import type { RouterMetrics } from './router-metrics.ts'
 import type { SandboxTarget } from './sandbox-target.ts'
-import { unavailable } from './upstream-request.ts'
+import { forwardableHeaders, unavailable } from './upstream-request.ts'
 
 /** Unsent bytes on one side at which the other side stops being read. */
 const HIGH_WATER_BYTES = 1024 * 1024
@@ -26,11 +29,19 @@ const MAX_REFUSAL_BYTES = 64 * 1024
 const sendable = (code: number): boolean =>
   (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999)
 
+/** Handshake headers the relay's own client makes for the runner's socket. */
+const HANDSHAKE = new Set([
+  'sec-websocket-key',
+  'sec-websocket-version',
+  'sec-websocket-extensions',
+  'sec-websocket-protocol',
+])
+
 /** The subprotocol the runner accepted, per client upgrade request. */
 const chosenProtocol = new WeakMap<IncomingMessage, string>()
 
 /** What the relay needs. */
-export interface ShellRelayOptions {
+export interface SocketRelayOptions {
   /** Largest message relayed either way. */
   maxFrameBytes: number
   /** Time to open the runner's socket. */
@@ -68,14 +79,14 @@ export function refuseWithError(socket: Duplex, error: RouterError): void {
   refuseUpgrade(socket, ERROR_STATUS[error.code], JSON.stringify(error.toBody()))
 }
 
-/** Relays shell sockets between clients and runners. */
-export class ShellSocketRelay {
-  readonly #o: ShellRelayOptions
+/** Relays WebSockets between clients and runners. */
+export class SocketRelay {
+  readonly #o: SocketRelayOptions
   readonly #server: WebSocketServer
   readonly #open = new Set<WebSocket>()
 
   /** Creates a relay. */
-  constructor(options: ShellRelayOptions) {
+  constructor(options: SocketRelayOptions) {
     this.#o = options
     this.#server = new WebSocketServer({
       noServer: true,
@@ -93,9 +104,12 @@ export class ShellSocketRelay {
       .split(',')
       .map((p) => p.trim())
       .filter((p) => p.length > 0)
-    const headers: Record<string, string> = {}
-    if (typeof req.headers.authorization === 'string') headers.authorization = req.headers.authorization
-    if (typeof req.headers.origin === 'string') headers.origin = req.headers.origin
+    const headers: Record<string, string | string[]> = {}
+    for (const [name, value] of Object.entries(forwardableHeaders(req.headers))) {
+      if (!HANDSHAKE.has(name) && value !== undefined)
+        headers[name] = Array.isArray(value) ? value : String(value)
+    }
+    if (target.host !== undefined) headers.host = target.host
     const scheme = target.shard.url.protocol === 'https:' ? 'wss:' : 'ws:'
     const upstreamUrl = `${scheme}//${target.shard.url.host}${target.pathAndQuery}`
     const upstream = new WebSocket(upstreamUrl, protocols, {
@@ -190,7 +204,7 @@ export class ShellSocketRelay {
             { shard: target.shard.name, sandboxId: target.sandboxId, code },
             'runner socket dropped',
           )
-          this.#o.onUnreachable(target.shard.name, `shell socket dropped (close ${code})`)
+          this.#o.onUnreachable(target.shard.name, `relayed socket dropped (close ${code})`)
           client.close(4000 + ERROR_STATUS.RUNNER_UNAVAILABLE, 'RUNNER_UNAVAILABLE')
         }
       }
