@@ -13,6 +13,8 @@ import { describe, expect, it } from 'vitest'
 import { generateApiKey } from '../src/credentials.ts'
 
 const BIN = fileURLToPath(new URL('../src/bin.ts', import.meta.url))
+/** The runner package: `-e` scripts resolve its dependencies from here, whatever vitest's cwd. */
+const RUNNER_DIR = fileURLToPath(new URL('..', import.meta.url))
 
 /** Records each loaded module's URL, and Node's builtin load list, into $LOADED_MODULES_OUT on exit. */
 const PRELOAD = `data:text/javascript,${encodeURIComponent(`
@@ -53,6 +55,7 @@ async function loadedBy(
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CONCH_')))
   const child = spawn(process.execPath, ['--conditions=source', `--import=${PRELOAD}`, ...args], {
     env: { ...clean, ...env, CONCH_WARM_POOL: '0', LOADED_MODULES_OUT: file },
+    cwd: RUNNER_DIR,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''
