@@ -238,7 +238,10 @@ describe('gvisor live snapshots', () => {
       a.send({
         type: 'shell_run',
         id: 'tick',
-        command: 'for i in $(seq 1 40); do echo tick$i; sleep 0.2; done',
+        // Five ticks, then it waits for a file only the fork gets, so the command is still
+        // running when the client reattaches however long the snapshot and fork take.
+        command:
+          'for i in $(seq 1 5); do echo tick$i; sleep 0.2; done; until [ -e /tmp/go ]; do sleep 0.1; done; for i in $(seq 6 40); do echo tick$i; done',
       })
       await a.nextOf('shell_out', 'tick')
       const snap = await snapshot(runner, id)
@@ -255,6 +258,7 @@ describe('gvisor live snapshots', () => {
         runner.apiKey,
       )
       expect(await b.nextOf('shell_ready')).toMatchObject({ sessionId: ready.sessionId, running: 'tick' })
+      await exec(runner, child.id, 'touch /tmp/go')
       expect(await b.nextOf('shell_exit', 'tick')).toMatchObject({ code: 0 })
       expect(b.frames.some((f) => f.type === 'error')).toBe(false)
       const after = b.frames.filter((f) => f.type === 'shell_out' && f.id === 'tick')
