@@ -36,7 +36,7 @@ export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
     })
   }
 
-  /** True when the channel ended by the runner's `close` (not the link's loss or an overrun). */
+  /** True when the channel ended by the runner's `close` (not the link's loss). */
   get closedByRunner(): boolean {
     return this.#closedByRunner
   }

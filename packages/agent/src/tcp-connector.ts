@@ -11,7 +11,7 @@
 // Closing, as TCP does it: the runner's `end` half-closes the socket once every byte queued
 // before it is written (the server reads them, then EOF). The runner's `close` ends the socket
 // the same way, discarding what the server still sends, and destroys it after a bounded linger
-// when the server does not take the rest. The link's loss, an overrun or a socket error reset the
+// when the server does not take the rest. The link's loss (its connection closing) resets the
 // connection at once. The server closing (EOF or error) ends the channel.
 import { connect, type Socket } from 'node:net'
 import { LIMITS } from '@conch/protocol/zod-free'
@@ -108,7 +108,7 @@ export function relaySocket(
     if (ended) return
     // The runner closed: the upload pump writes what arrived before and ends the socket.
     if (channel.closedByRunner) linger()
-    // The link is gone or the runner broke the window: reset, as a peer that vanished does.
+    // The link is gone: reset, as a peer that vanished does.
     else if (!socket.destroyed) socket.resetAndDestroy()
   })
   void pumpUploads(socket, channel)
