@@ -93,6 +93,8 @@ export interface AgentServerOptions {
   handshakeTimeoutMs?: number
   /** Tells whether an exec's exit code was the sandbox's memory limit; never, when absent. */
   oomCheck?: OomCheck
+  /** How long a TCP connection the runner closed may take to deliver its last bytes (`TCP_LINGER_MS`). */
+  tcpLingerMs?: number
 }
 
 /** Connections still proving the secret at once; more are dropped on accept. */
@@ -321,7 +323,7 @@ export class AgentServer {
     'egress.accept': async (p, context) => {
       const channel = context.channel(p.ch)
       const socket = await this.#egress.next(channel)
-      if (socket) relaySocket(socket, channel, this.#options.clock)
+      if (socket) relaySocket(socket, channel, this.#options.clock, this.#options.tcpLingerMs)
       return {}
     },
     'tcp.connect': async (p, context) => {
@@ -335,7 +337,7 @@ export class AgentServer {
       // The channel exists before the dial, so nothing the runner sends on it is dropped.
       const channel = context.channel(p.ch)
       try {
-        relaySocket(await dialLoopback(p.port), channel, this.#options.clock)
+        relaySocket(await dialLoopback(p.port), channel, this.#options.clock, this.#options.tcpLingerMs)
       } catch (error) {
         channel.close()
         throw error

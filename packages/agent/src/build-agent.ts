@@ -49,6 +49,8 @@ export interface AgentDeps {
   workCgroups?: readonly string[]
   /** Most terminals running at once. */
   maxTerminals?: number
+  /** How long a TCP connection the runner closed may take to deliver its last bytes (`TCP_LINGER_MS`). */
+  tcpLingerMs?: number
 }
 
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
@@ -103,6 +105,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     linkSecret: deps.linkSecret,
     ...(deps.resumeSecretFile === undefined ? {} : { resumeSecretFile: deps.resumeSecretFile }),
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
+    ...(deps.tcpLingerMs === undefined ? {} : { tcpLingerMs: deps.tcpLingerMs }),
   })
   return { server, sessions }
 }
