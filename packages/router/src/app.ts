@@ -4,7 +4,7 @@
 // It never listens and never reads the environment: `main.ts` does both.
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { PROTOCOL_VERSION } from '@conch/protocol'
+import { PortSegment, PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, {
   type FastifyInstance,
   type FastifyReply,
@@ -62,6 +62,12 @@ export const REDACTED_PATHS = ['req.headers.authorization', 'req.headers["sec-we
 
 /** The route every preview-host request is rewritten onto; its target is kept per request. */
 const PREVIEW_ROUTE = '/.conch-preview'
+
+/** Whether a request carries a body (a length above zero, or chunked). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length']
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
+}
 
 function toRouterError(error: unknown): RouterError {
   if (error instanceof RouterError) return error
@@ -197,17 +203,23 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       .send(new RouterError('NOT_FOUND', `no route ${request.method} ${path}; see /v1/openapi.json`).toBody())
   })
 
-  /** Forwards the request to `shard` and streams the runner's answer back. */
+  /**
+   * Forwards the request to `shard` and streams the runner's answer back; the body is the
+   * buffered one, or with `streamBody` the client's request stream itself.
+   */
   const forward = async (
     shard: Shard,
     request: FastifyRequest,
     reply: FastifyReply,
+    streamBody = false,
   ): Promise<FastifyReply> => {
     const abort = new AbortController()
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) abort.abort()
     })
-    const body = Buffer.isBuffer(request.body) ? request.body : undefined
+    const stream = streamBody && hasBody(request.raw)
+    const body = stream ? request.raw : Buffer.isBuffer(request.body) ? request.body : undefined
+    if (stream) metrics.streamedUploads.inc()
     const preview = previews.get(request.raw)
     const res = await callUpstream({
       shard,
@@ -217,6 +229,8 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       headers: forwardableHeaders(request.headers),
       host: preview instanceof RouterError ? undefined : preview?.host,
       body,
+      bodyLength: stream ? request.headers['content-length'] : undefined,
+      onStreamClosed: () => metrics.streamedUploads.dec(),
       pool,
       connectTimeoutMs,
       signal: abort.signal,
@@ -307,17 +321,38 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
     },
   })
 
-  app.route({
-    method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH'],
-    url: PREVIEW_ROUTE,
-    exposeHeadRoute: false,
-    handler: async (request, reply) => {
-      const target = previews.get(request.raw)
-      if (target instanceof RouterError) throw target
-      // Asked for by path, not by a preview Host.
+  // Sandbox port relays (path form and preview hosts) stream their bodies to the runner: no
+  // parser reads them and the router's body limit does not apply (the runner's own limits and
+  // bandwidth buckets do). Every other route above stays buffered and limited.
+  app.register(async (relayScope) => {
+    relayScope.removeAllContentTypeParsers()
+    relayScope.addContentTypeParser('*', (_request, payload, done) => done(null, payload))
+    const methods = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH'] as const
+    const portPath = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+      const { port } = request.params as { port: string }
+      if (!PortSegment.safeParse(port).success)
+        throw new RouterError(
+          'BAD_REQUEST',
+          `"${port.slice(0, 16)}" is not a port; use a number from 1 to 65535`,
+        )
+      const target = sandboxTarget(request.raw.url ?? '', options.shards)
       if (!target) throw new RouterError('NOT_FOUND', 'no such route; see /v1/openapi.json')
-      return forward(target.shard, request, reply)
-    },
+      return forward(target.shard, request, reply, true)
+    }
+    for (const url of ['/v1/sandboxes/:id/ports/:port', '/v1/sandboxes/:id/ports/:port/*'])
+      relayScope.route({ method: [...methods], url, exposeHeadRoute: false, handler: portPath })
+    relayScope.route({
+      method: [...methods],
+      url: PREVIEW_ROUTE,
+      exposeHeadRoute: false,
+      handler: async (request, reply) => {
+        const target = previews.get(request.raw)
+        if (target instanceof RouterError) throw target
+        // Asked for by path, not by a preview Host.
+        if (!target) throw new RouterError('NOT_FOUND', 'no such route; see /v1/openapi.json')
+        return forward(target.shard, request, reply, true)
+      },
+    })
   })
 
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

@@ -11,6 +11,8 @@ export class RouterMetrics {
   readonly errors: Counter<'code'>
   /** WebSockets relayed now (shell, terminal, sandbox ports). */
   readonly shellSockets: Gauge
+  /** Request bodies being streamed to runners now (sandbox port relay uploads). */
+  readonly streamedUploads: Gauge
   /** Sandboxes placed, by shard. */
   readonly placed: Counter<'shard'>
 
@@ -32,6 +34,11 @@ export class RouterMetrics {
     this.shellSockets = new Gauge({
       name: 'conch_router_shell_sockets',
       help: 'WebSockets relayed now (shell, terminal, sandbox ports)',
+      registers,
+    })
+    this.streamedUploads = new Gauge({
+      name: 'conch_router_streamed_uploads',
+      help: 'Requests to runners whose body is streamed now (sandbox port relay uploads)',
       registers,
     })
     this.placed = new Counter({

@@ -2,6 +2,9 @@
 // (minus hop-by-hop headers, with the runner's own Host); the host, port and scheme come from the
 // shard table only. A runner that cannot be reached, or does not connect in time, turns into
 // RUNNER_UNAVAILABLE naming the shard; once a runner has answered, its answer is the client's.
+// A body is either whole (a Buffer, sent on a pooled connection) or a stream (a sandbox port
+// relay's upload), piped with backpressure on a connection of its own: a stream cannot be sent
+// twice, so it is never retried on a stale pooled connection.
 import {
   Agent,
   type IncomingHttpHeaders,
@@ -10,6 +13,7 @@ import {
   request,
 } from 'node:http'
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
+import type { Readable } from 'node:stream'
 import { RouterError } from './router-error.ts'
 import type { Shard } from './shard-table.ts'
 
@@ -76,8 +80,12 @@ export interface UpstreamCall {
   headers: OutgoingHttpHeaders
   /** Host header to send; the shard's own when absent (only a preview host is passed on). */
   host?: string
-  /** The whole body, if any. */
-  body: Buffer | undefined
+  /** The body, if any: whole, or a stream piped as it arrives (the client's upload). */
+  body: Buffer | Readable | undefined
+  /** A streamed body's length (the client's content-length); chunked when absent. */
+  bodyLength?: string
+  /** Called once a streamed body's request to the runner is over, however it ended. */
+  onStreamClosed?: () => void
   /** Connection pools. */
   pool: UpstreamPool
   /** Time to connect before the shard counts as unavailable. */
@@ -97,7 +105,10 @@ export function unavailable(shard: Shard, why: string, cause?: unknown): RouterE
 /**
  * Sends a request to a runner; resolves with its response head and streaming body. A pooled
  * connection that the runner closed while idle (a reset before any answer on a reused socket)
- * is retried once on a fresh connection, as Node's documentation advises.
+ * is retried once on a fresh connection, as Node's documentation advises. A streamed body goes
+ * on a fresh connection and is never retried; if the client's stream ends early (the client
+ * went away) the runner's request is destroyed, and if the runner goes away first the call
+ * fails with RUNNER_UNAVAILABLE and the rest of the client's body is read and dropped.
  */
 export async function callUpstream(call: UpstreamCall): Promise<IncomingMessage> {
   try {
@@ -115,7 +126,10 @@ function callOnce(call: UpstreamCall): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const send = call.shard.url.protocol === 'https:' ? httpsRequest : request
     const headers: OutgoingHttpHeaders = { ...call.headers, host: call.host ?? call.shard.url.host }
-    if (call.body !== undefined) headers['content-length'] = call.body.length
+    const stream = call.body !== undefined && !Buffer.isBuffer(call.body) ? call.body : null
+    if (Buffer.isBuffer(call.body)) headers['content-length'] = call.body.length
+    else if (stream && call.bodyLength !== undefined) headers['content-length'] = call.bodyLength
+    else if (stream) headers['transfer-encoding'] = 'chunked'
     const req = send(
       {
         protocol: call.shard.url.protocol,
@@ -124,7 +138,7 @@ function callOnce(call: UpstreamCall): Promise<IncomingMessage> {
         method: call.method,
         path: call.pathAndQuery,
         headers,
-        agent: call.pool.agentFor(call.shard),
+        agent: stream ? false : call.pool.agentFor(call.shard),
         signal: call.signal,
       },
       (res) => {
@@ -141,14 +155,32 @@ function callOnce(call: UpstreamCall): Promise<IncomingMessage> {
       )
       socket.once('connect', () => clearTimeout(timer))
     })
+    let clientGone = false
     req.on('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer)
-      if (req.reusedSocket && error.code === 'ECONNRESET') reject(new StaleConnection())
-      else if (call.signal?.aborted)
+      if (!stream && req.reusedSocket && error.code === 'ECONNRESET') reject(new StaleConnection())
+      else if (call.signal?.aborted || clientGone)
         reject(new RouterError('CONNECTION_LOST', 'the client went away before the runner answered'))
       else reject(unavailable(call.shard, error.code ?? error.message, error))
     })
-    req.end(call.body)
+    if (!stream) {
+      req.end(call.body)
+      return
+    }
+    // The client's upload: ended early means the client went away, so the runner's request
+    // goes too. Once the runner's request is over, whatever the client still sends is dropped
+    // so that its connection is not left holding an unread body.
+    stream.once('close', () => {
+      if (stream.readableEnded) return
+      clientGone = true
+      req.destroy(new Error('the client went away during the upload'))
+    })
+    req.once('close', () => {
+      call.onStreamClosed?.()
+      stream.unpipe(req)
+      if (!stream.readableEnded && !stream.destroyed) stream.resume()
+    })
+    stream.pipe(req)
   })
 }
 
