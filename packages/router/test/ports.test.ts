@@ -1,6 +1,6 @@
 // Sandbox ports through the router: the path-form relay (HTTP and WebSocket) and preview hosts,
 // reaching a real server inside a sandbox on a real runner; then hostile Hosts, paths and
-// credentials. A recording server sits in the shard table as shard `rec`, so each attack shows
+// credentials; then uploads, which stream through the relay but nowhere else. A recording server sits in the shard table as shard `rec`, so each attack shows
 // what reached a runner and what never did.
 import { Sandbox } from '@conch/sdk'
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -9,8 +9,10 @@ import { codeOf, type RawResponse, rawRequest } from './raw-http.ts'
 import { type Recorded, type RecordingServer, startRecordingServer } from './recording-server.ts'
 import { type Cluster, type Listening, shardList, startCluster } from './runner-cluster.ts'
 import { SANDBOX_SERVER } from './sandbox-server.ts'
+import { startUpload, upload } from './streamed-upload.ts'
 
 const DOMAIN = 'preview.test'
+const MiB = 1024 * 1024
 const REC_ID = 'sb_recZabcdefgh12345678'
 const UPGRADE = {
   connection: 'Upgrade',
@@ -90,6 +92,12 @@ function echo(ws: WebSocket, data: string | Buffer): Promise<[string, boolean]> 
   })
 }
 
+/** The router's gauge of request bodies being streamed to runners now. */
+async function streamedUploads(): Promise<number> {
+  const metrics = await rawRequest(router.url, 'GET', '/metrics')
+  return Number(/^conch_router_streamed_uploads (\d+)$/m.exec(metrics.body)?.[1] ?? Number.NaN)
+}
+
 const refusal = (r: RawResponse | { status: number; body: string }): [number, string | null] => [
   r.status,
   codeOf({ status: r.status, headers: {}, body: r.body }),
@@ -103,6 +111,8 @@ beforeAll(async () => {
     `${shardList(cluster.runners)},rec=${rec.url}`,
     '--preview-domain',
     DOMAIN,
+    '--max-body-bytes',
+    String(MiB),
   ])
   a = await Sandbox.create({ url: cluster.runners[0]!.current.url, apiKey: cluster.apiKey })
   b = await Sandbox.create({ url: cluster.runners[1]!.current.url, apiKey: cluster.apiKey })
@@ -312,5 +322,81 @@ describe('hostile preview hosts and port paths', () => {
       const metrics = await rawRequest(router.url, 'GET', '/metrics')
       expect(metrics.body).toMatch(/conch_router_shell_sockets 0/)
     })
+  })
+})
+
+describe('uploads through the router', () => {
+  it('streams a 50 MB POST whole to the sandbox server, path form with a length, preview host chunked', async () => {
+    for (const [path, headers, chunked] of [
+      [`/v1/sandboxes/${a.id}/ports/${portA}/upload`, auth(cluster.apiKey), false],
+      ['/upload', { ...auth(cluster.apiKey), host: previewHost(portB, b.id) }, true],
+    ] as const) {
+      const sent = await upload(router.url, path, headers, 50, { chunked })
+      expect(sent.response.status, sent.response.body).toBe(200)
+      expect(JSON.parse(sent.response.body), path).toMatchObject({
+        method: 'POST',
+        url: '/upload',
+        body: 50 * MiB,
+        sha256: sent.sha256,
+      })
+    }
+    await vi.waitFor(async () => expect(await streamedUploads()).toBe(0))
+  })
+
+  it('keeps the API body limit on every route that is not a port relay, forwarding nothing', async () => {
+    const big = Buffer.alloc(2 * MiB, 'x')
+    const id = REC_ID
+    const offDomain = { host: `80-${id.toLowerCase()}.${DOMAIN}.evil.example` }
+    const cases: [string, Record<string, string>, [number, string]][] = [
+      ['/v1/sandboxes', {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/files?path=/workspace/big`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/ports`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/exposed-ports/80`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/portsx/80/`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/PORTS/80/`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/ports%2f80/x`, {}, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/files`, offDomain, [413, 'FRAME_TOO_LARGE']],
+      [`/v1/sandboxes/${id}/ports/80/../../files`, {}, [400, 'BAD_REQUEST']],
+      [`/v1/sandboxes/${id}/ports/80/%2e%2e/%2E%2E/files`, {}, [400, 'BAD_REQUEST']],
+      [`/v1/sandboxes/${id}/ports/files/`, {}, [400, 'BAD_REQUEST']],
+      [`/v1/sandboxes/${id}/ports/0/`, {}, [400, 'BAD_REQUEST']],
+      [`/v1/sandboxes/${id}/ports/65536`, {}, [400, 'BAD_REQUEST']],
+      ['/.conch-preview', { host: 'router.example' }, [404, 'NOT_FOUND']],
+    ]
+    for (const [path, headers, expected] of cases) {
+      const res = await rawRequest(router.url, 'POST', path, { ...auth(cluster.apiKey), ...headers }, big)
+      expect(refusal(res), path).toEqual(expected)
+    }
+    expect(forwarded()).toEqual([])
+    // The real API route on a real runner is limited the same way.
+    const put = await rawRequest(
+      router.url,
+      'PUT',
+      `/v1/sandboxes/${a.id}/files?path=/workspace/big`,
+      auth(cluster.apiKey),
+      big,
+    )
+    expect(refusal(put)).toEqual([413, 'FRAME_TOO_LARGE'])
+  })
+
+  it('ends the runner’s request when the client goes away mid-upload', async () => {
+    const socket = await startUpload(
+      router.url,
+      `/v1/sandboxes/${a.id}/ports/${portA}/upload`,
+      auth(cluster.apiKey),
+      50 * MiB,
+      2 * MiB,
+    )
+    await vi.waitFor(async () => expect(await streamedUploads()).toBe(1), { timeout: 20_000 })
+    socket.destroy()
+    await vi.waitFor(async () => expect(await streamedUploads()).toBe(0), { timeout: 20_000 })
+  })
+
+  it('answers a typed error, not a hang, when the runner goes away mid-upload', async () => {
+    const path = `/v1/sandboxes/${REC_ID}/ports/80/hang-up`
+    const sent = await upload(router.url, path, {}, 4)
+    expect(refusal(sent.response)).toEqual([503, 'RUNNER_UNAVAILABLE'])
+    expect(forwarded().map((r) => [r.method, r.url])).toEqual([['POST', path]])
+    await vi.waitFor(async () => expect(await streamedUploads()).toBe(0))
   })
 })

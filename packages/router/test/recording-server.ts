@@ -1,6 +1,8 @@
 // A real HTTP server that records every request and upgrade it receives and answers 200 with
 // an empty sandbox list. Placed in a router's shard table as an extra shard, it shows exactly
-// what the router forwards (headers included) and proves what it never forwards.
+// what the router forwards (headers included) and proves what it never forwards. A request whose
+// path ends in `/hang-up` is a runner going away mid-upload: its connection is destroyed at the
+// first body bytes, with no answer.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 
 /** One request as the server saw it. */
@@ -22,6 +24,10 @@ export async function startRecordingServer(): Promise<RecordingServer> {
   const seen: Recorded[] = []
   const server: Server = createServer((req, res) => {
     seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, upgrade: false })
+    if (req.url?.endsWith('/hang-up')) {
+      req.once('data', () => req.socket.destroy())
+      return
+    }
     req.resume()
     req.on('end', () => {
       res.setHeader('content-type', 'application/json')

@@ -1,6 +1,6 @@
 // A server for a sandbox to run, reached through the router's port relay. It listens on
 // 127.0.0.1 (port 0), writes its port to `<name>.port`, answers every request with what it
-// received as JSON, and echoes WebSocket messages (unfragmented frames under 64 KiB), text and
+// received as JSON (the body as its byte count and SHA-256), and echoes WebSocket messages (unfragmented frames under 64 KiB), text and
 // binary as sent. Plain Node, so it runs in any sandbox with no packages installed.
 export const SANDBOX_SERVER = `
 const http = require('node:http')
@@ -9,10 +9,11 @@ const crypto = require('node:crypto')
 const name = process.argv[2]
 const server = http.createServer((req, res) => {
   let body = 0
-  req.on('data', (c) => { body += c.length })
+  const hash = crypto.createHash('sha256')
+  req.on('data', (c) => { body += c.length; hash.update(c) })
   req.on('end', () => {
     res.setHeader('content-type', 'application/json')
-    res.end(JSON.stringify({ method: req.method, url: req.url, host: req.headers.host, body }))
+    res.end(JSON.stringify({ method: req.method, url: req.url, host: req.headers.host, body, sha256: hash.digest('hex') }))
   })
 })
 server.on('upgrade', (req, socket, head) => {
