@@ -397,6 +397,21 @@ describe('uploads through the router', () => {
     const sent = await upload(router.url, path, {}, 4)
     expect(refusal(sent.response)).toEqual([503, 'RUNNER_UNAVAILABLE'])
     expect(forwarded().map((r) => [r.method, r.url])).toEqual([['POST', path]])
+    // A keep-alive client that sends its whole body before reading gets the answer too, and
+    // its connection serves the next request: the rest of its body was read and dropped.
+    const socket = await startUpload(router.url, path, {}, 4 * MiB, 4 * MiB)
+    socket.write('GET /healthz HTTP/1.1\r\nhost: router.example\r\n\r\n')
+    let text = ''
+    await new Promise<void>((resolve, reject) => {
+      socket.on('data', (c: Buffer) => {
+        text += c.toString('latin1')
+        if (/"ok":true/.test(text)) resolve()
+      })
+      socket.once('close', () => reject(new Error(`closed after: ${text}`)))
+    })
+    socket.destroy()
+    expect(text.match(/HTTP\/1\.1 \d{3}/g), text.slice(0, 2000)).toEqual(['HTTP/1.1 503', 'HTTP/1.1 200'])
+    expect(text).toContain('RUNNER_UNAVAILABLE')
     await vi.waitFor(async () => expect(await streamedUploads()).toBe(0))
   })
 })
