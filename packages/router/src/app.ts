@@ -36,7 +36,7 @@ export interface BuildRouterOptions {
   pollIntervalMs?: number
   /** Time to connect to a runner. */
   connectTimeoutMs?: number
-  /** Largest request body forwarded. */
+  /** Largest API request body forwarded (port relay bodies stream, unlimited here). */
   maxBodyBytes?: number
   /** Largest request header block. */
   maxHeaderBytes?: number

@@ -26,7 +26,7 @@ export const RouterConfig = z.object({
   pollIntervalMs: positive.default(2_000),
   /** Time to connect to a runner before it counts as unavailable. */
   connectTimeoutMs: positive.default(5_000),
-  /** Largest request body forwarded (FRAME_TOO_LARGE beyond); the runner's own cap is 8 MiB. */
+  /** Largest API request body forwarded (FRAME_TOO_LARGE beyond; port relay bodies stream); the runner's own cap is 8 MiB. */
   maxBodyBytes: positive.default(8 * 1024 * 1024),
   /** Largest request header block (Node answers 431 beyond). */
   maxHeaderBytes: positive.default(16 * 1024),
