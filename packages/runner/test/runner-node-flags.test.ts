@@ -18,9 +18,9 @@ import {
 const BIN = fileURLToPath(new URL('../src/bin.ts', import.meta.url))
 const ROOT_MANIFEST = fileURLToPath(new URL('../../../package.json', import.meta.url))
 
-const cleanups: (() => void)[] = []
-afterEach(() => {
-  for (const cleanup of cleanups.splice(0)) cleanup()
+const cleanups: (() => Promise<void>)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup()
 })
 
 /**
@@ -47,13 +47,23 @@ async function startRunner(
   )
   const args = ['runner', '--port', '0', '--state-dir', stateDir, '--log-level', 'warn']
   const child = spawn(process.execPath, [...nodeArgs, '--conditions=source', BIN, ...args], {
-    env: { ...clean, CONCH_API_KEY: 'conch_test_key_0123456789abcdef', ...env },
+    // The local driver and no warm pool: these tests read the runner's flags, and a pooled
+    // namespace sandbox would leave mounts in the state dir when the runner is killed.
+    env: {
+      ...clean,
+      CONCH_API_KEY: 'conch_test_key_0123456789abcdef',
+      CONCH_DRIVER: 'local',
+      CONCH_UNSAFE_LOCAL: '1',
+      CONCH_WARM_POOL: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const exited = new Promise((resolve) => child.once('exit', resolve))
-  cleanups.push(() => {
+  cleanups.push(async () => {
     child.kill('SIGKILL')
-    void exited.then(() => rmSync(stateDir, { recursive: true, force: true }))
+    await exited
+    rmSync(stateDir, { recursive: true, force: true })
   })
   let out = ''
   await new Promise<void>((resolve, reject) => {
