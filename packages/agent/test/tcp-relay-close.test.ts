@@ -6,7 +6,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { LIMITS } from '@conch/protocol'
-import { describe, expect } from 'vitest'
+import { describe, expect, vi } from 'vitest'
 import type { AgentClient, Received } from './agent-client.ts'
 import { servedAgentTest } from './served-agent.ts'
 
@@ -219,7 +219,10 @@ describe('closing a relayed TCP connection', () => {
         await tcp.until(() => tcp.sent + LIMITS.maxDataChunkBytes - tcp.acked > LIMITS.channelWindowBytes)
         expect(connectionListed(port, agentPort)).toBe(true)
         tcp.client.send({ type: 'close', ch: CH })
-        while (connectionListed(port, agentPort)) await new Promise((resolve) => setTimeout(resolve, 20))
+        await vi.waitFor(() => expect(connectionListed(port, agentPort)).toBe(false), {
+          timeout: 30_000,
+          interval: 20,
+        })
         socket.destroy()
       } finally {
         server.close()
