@@ -7,8 +7,8 @@
 // uploads arrive as `data` frames ended by `end`; the agent returns credit for them with
 // `release` as it passes them on (TCP channels). A channel ends with exactly one terminal frame
 // (`end`), or when the runner closes it (`close`) or the link drops: producers stop on `onClose`,
-// and `closedByRunner` tells the runner's `close` (a graceful end) from a loss (an abort).
-import { type CreditFrame, LinkChannel, type WithoutChannel } from '@conch/link'
+// and `endedByPeer` tells the runner's `close` (a graceful end) from a loss (an abort).
+import { LinkChannel, type WithoutChannel } from '@conch/link'
 import type { AgentFrame, HostFrame, StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 
@@ -20,8 +20,6 @@ export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { type: 'end' |
 
 /** A flow-controlled channel to the runner. */
 export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
-  #closedByRunner = false
-
   /** Channel `id`, writing on the link with `send`; `onFinish` drops it from the connection's table. */
   constructor(id: number, send: FrameSender, onFinish?: () => void) {
     super({
@@ -34,16 +32,6 @@ export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
       abortFrame: (error) => (error === null ? null : { type: 'error', error }),
       ...(onFinish ? { onFinish } : {}),
     })
-  }
-
-  /** True when the channel ended by the runner's `close` (not the link's loss). */
-  get closedByRunner(): boolean {
-    return this.#closedByRunner
-  }
-
-  override deliver(frame: HostFrame | CreditFrame, payload?: Uint8Array): void {
-    if (frame.type === 'close' && !this.done) this.#closedByRunner = true
-    super.deliver(frame, payload)
   }
 
   /** Sends command output (`shell_out`/`shell_err`); false means "pause until onResume". */

@@ -107,7 +107,7 @@ export function relaySocket(
   channel.onClose(() => {
     if (ended) return
     // The runner closed: the upload pump writes what arrived before and ends the socket.
-    if (channel.closedByRunner) linger()
+    if (channel.endedByPeer) linger()
     // The link is gone: reset, as a peer that vanished does.
     else if (!socket.destroyed) socket.resetAndDestroy()
   })

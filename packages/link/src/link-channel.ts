@@ -74,6 +74,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   #handler: ChannelHandler<In> | null = null
   #backlog: { frame: In; payload: Uint8Array }[] = []
   #done = false
+  #endedByPeer = false
   /** Send credit left; Infinity when sends are not credit-controlled. */
   #credit: number
   #paused = false
@@ -96,6 +97,11 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   /** True once the channel has ended, failed or been closed. */
   get done(): boolean {
     return this.#done
+  }
+
+  /** True when the peer's terminal frame ended the channel (not this end, a failure or the link's loss). */
+  get endedByPeer(): boolean {
+    return this.#endedByPeer
   }
 
   /** Payload bytes received and not yet released. */
@@ -138,7 +144,10 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     }
     const event = frame as In
     const terminal = this.#options.isTerminal(event)
-    if (terminal) this.#done = true
+    if (terminal) {
+      this.#done = true
+      this.#endedByPeer = true
+    }
     this.#emit(event, payload)
     if (terminal) this.#finish()
   }
