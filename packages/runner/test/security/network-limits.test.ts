@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { tableResolver } from '../../src/egress-resolver.ts'
 import { TokenBucket } from '../../src/sandbox-network-limits.ts'
+import { token } from '../lifetime-fixture.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { portUrl, startSandboxServer } from '../ports/port-fixture.ts'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
@@ -56,6 +57,28 @@ describe('limit: exposed ports per sandbox', () => {
     })
     expect(revoked.status).toBe(401)
     expect((await expose(runner, id, 3002)).status).toBe(200)
+  })
+})
+
+describe('attack: unexposing a port of another sandbox', () => {
+  it("refuses another sandbox's token and the port's own token, and the port stays exposed", async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const other = await createSandbox(runner)
+    const server = await startSandboxServer(runner, id)
+    const exposed = (await (await expose(runner, id, server.port)).json()) as { token: string }
+    const unexpose = (headers: Record<string, string>) =>
+      fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${server.port}`, {
+        method: 'DELETE',
+        headers,
+      })
+    expect((await unexpose(await token(runner, other))).status).toBe(403)
+    expect((await unexpose({ authorization: `Bearer ${exposed.token}` })).status).toBe(401)
+    expect((await unexpose({})).status).toBe(401)
+    const still = await fetch(portUrl(runner, id, server.port, '/echo'), {
+      headers: { authorization: `Bearer ${exposed.token}` },
+    })
+    expect(still.status).toBe(200)
   })
 })
 
