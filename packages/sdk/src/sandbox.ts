@@ -1,42 +1,25 @@
-import { LIMITS } from '@conch/protocol'
+// The sandbox handle: its public methods, with their documentation, each delegating to the
+// module that implements one concept (sessions and shells, processes, terminals, ports, ...)
+// through the handle's shared context.
 import { asyncDispose } from './async-dispose.ts'
-import { BackgroundProcess } from './background-process.ts'
-import { encodeBase64 } from './base64.ts'
-import { type CommandResult, fromRunResult, type OutputEncoding, type OutputOf } from './command-result.ts'
-import { AuthError, ConchError } from './conch-error.ts'
-import { HttpClient } from './http-client.ts'
-import { ndjsonLines } from './ndjson-lines.ts'
+import type { BackgroundProcess } from './background-process.ts'
+import type { CommandResult, OutputEncoding, OutputOf } from './command-result.ts'
+import { ConchError } from './conch-error.ts'
 import type {
   AccessToken,
   ExposedPort,
   ListeningPort,
   PortEvent,
-  ProcessInfo,
   SandboxInfo,
   SessionInfo,
   SnapshotInfo,
 } from './resource-info.ts'
-import {
-  accessToken,
-  exposedPort,
-  okBody,
-  portEvent,
-  portList,
-  processInfo,
-  processList,
-  runResult,
-  sandboxInfo,
-  sandboxList,
-  sessionInfo,
-  sessionList,
-  snapshotInfo,
-  snapshotList,
-  terminalInfo,
-  terminalList,
-} from './rest-shapes.ts'
-import { retryPolicy } from './retry-policy.ts'
-import { commandDeadlineMs, stdinFields } from './run-budget.ts'
+import { connectRunner, type RunnerConnection } from './runner-connection.ts'
+import { createAccessToken } from './sandbox-access-tokens.ts'
+import { type SandboxContext, sandboxContext } from './sandbox-context.ts'
+import { execInSandbox } from './sandbox-exec.ts'
 import { SandboxFiles } from './sandbox-files.ts'
+import { createSandbox, destroySandbox, fetchSandbox, listSandboxes } from './sandbox-lifecycle.ts'
 import type {
   ConnectOptions,
   CreateSandboxOptions,
@@ -47,54 +30,29 @@ import type {
   ShellOptions,
   StartProcessOptions,
 } from './sandbox-options.ts'
-import { Session } from './session.ts'
-import { Shell } from './shell.ts'
-import { DEFAULT_CONNECTION_POLICY } from './shell-connection.ts'
-import type { ShellOutput } from './shell-run-options.ts'
-import { Terminal, type TerminalInfo, type TerminalOptions } from './terminal.ts'
-import { type FetchLike, resolveWebSocket, type WebSocketConstructor } from './web-socket-like.ts'
-
-interface Resolved {
-  http: HttpClient
-  secret: string
-  options: ConnectOptions
-}
-
-/** Rejects a runner URL that fetch could not use, saying how to write it instead. */
-function checkRunnerUrl(url: string): void {
-  let parsed: URL | null = null
-  try {
-    parsed = new URL(url)
-  } catch {
-    // Not absolute: reported below.
-  }
-  // `localhost:7878` parses, with `localhost:` as its scheme; only http(s) reaches a runner.
-  if (parsed?.protocol === 'http:' || parsed?.protocol === 'https:') return
-  throw new ConchError(
-    'BAD_REQUEST',
-    `invalid runner url ${JSON.stringify(url)}: include the scheme, such as http://127.0.0.1:7878 (https:// behind TLS)`,
-  )
-}
-
-function resolve(options: ConnectOptions): Resolved {
-  checkRunnerUrl(options.url)
-  const secret = options.apiKey ?? options.token
-  if (!secret) {
-    throw new AuthError(
-      'UNAUTHORIZED',
-      'no credentials: pass { apiKey } (on a server) or { token } (in a browser)',
-    )
-  }
-  const fetchImpl: FetchLike = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
-  const http = new HttpClient({
-    baseUrl: options.url,
-    secret,
-    fetch: fetchImpl,
-    requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
-    retry: retryPolicy(options.retry),
-  })
-  return { http, secret, options }
-}
+import { exposePort, listPorts, portUrl, unexposePort, watchPorts } from './sandbox-ports.ts'
+import { getProcess, listProcesses, startProcess } from './sandbox-processes.ts'
+import {
+  closeShells,
+  createSession,
+  deleteSession,
+  getSession,
+  listSessions,
+  openShell,
+  reattachShell,
+} from './sandbox-sessions.ts'
+import {
+  deleteSnapshot,
+  hibernate,
+  keepAlive,
+  listRunnerSnapshots,
+  listSandboxSnapshots,
+  takeSnapshot,
+} from './sandbox-snapshots.ts'
+import { attachTerminal, listTerminals, openTerminal } from './sandbox-terminals.ts'
+import type { Session } from './session.ts'
+import type { Shell } from './shell.ts'
+import type { Terminal, TerminalInfo, TerminalOptions } from './terminal.ts'
 
 /**
  * A sandbox: a workspace with files, processes and any number of bash sessions, on a runner
@@ -117,23 +75,15 @@ export class Sandbox {
   readonly files: SandboxFiles
   /** What the runner last reported about the sandbox. */
   info: SandboxInfo
-  readonly #http: HttpClient
-  readonly #secret: string
-  readonly #options: ConnectOptions
-  readonly #path: string
+  readonly #ctx: SandboxContext
   readonly #owned: boolean
-  readonly #shells = new Set<Shell>()
-  #WebSocket: Promise<WebSocketConstructor> | undefined
 
-  private constructor(resolved: Resolved, info: SandboxInfo, owned: boolean) {
+  private constructor(runner: RunnerConnection, info: SandboxInfo, owned: boolean) {
     this.id = info.id
     this.info = info
-    this.#http = resolved.http
-    this.#secret = resolved.secret
-    this.#options = resolved.options
     this.#owned = owned
-    this.#path = `/v1/sandboxes/${encodeURIComponent(info.id)}`
-    this.files = new SandboxFiles(this.#http, this.#path)
+    this.#ctx = sandboxContext(runner, info.id)
+    this.files = new SandboxFiles(this.#ctx.http, this.#ctx.path)
   }
 
   /**
@@ -145,24 +95,8 @@ export class Sandbox {
    * ```
    */
   static async create(options: CreateSandboxOptions): Promise<Sandbox> {
-    const resolved = resolve(options)
-    const info = await resolved.http.json('POST', '/v1/sandboxes', sandboxInfo, {
-      json: {
-        driver: options.driver,
-        host: options.host,
-        env: options.env,
-        limits: options.limits,
-        idleTimeoutMs: options.idleTimeoutMs,
-        hibernateAfterMs: options.hibernateAfterMs,
-        sessionIdleTimeoutMs: options.sessionIdleTimeoutMs,
-        metadata: options.metadata,
-        fromSnapshot: options.fromSnapshot,
-        restartProcesses: options.restartProcesses,
-        network: options.network,
-      },
-      timeoutMs: Math.max(resolved.http.requestTimeoutMs, 60_000),
-    })
-    return new Sandbox(resolved, info, true)
+    const runner = connectRunner(options)
+    return new Sandbox(runner, await createSandbox(runner, options), true)
   }
 
   /**
@@ -175,9 +109,8 @@ export class Sandbox {
    * ```
    */
   static async connect(id: string, options: ConnectOptions): Promise<Sandbox> {
-    const resolved = resolve(options)
-    const info = await resolved.http.json('GET', `/v1/sandboxes/${encodeURIComponent(id)}`, sandboxInfo)
-    return new Sandbox(resolved, info, false)
+    const runner = connectRunner(options)
+    return new Sandbox(runner, await fetchSandbox(runner, id), false)
   }
 
   /**
@@ -189,7 +122,7 @@ export class Sandbox {
    * ```
    */
   static async list(options: ConnectOptions): Promise<SandboxInfo[]> {
-    return (await resolve(options).http.json('GET', '/v1/sandboxes', sandboxList)).sandboxes
+    return listSandboxes(connectRunner(options))
   }
 
   /**
@@ -206,21 +139,7 @@ export class Sandbox {
     command: string,
     options: SandboxExecOptions<E> = {},
   ): Promise<CommandResult<OutputOf<E>>> {
-    const binary = options.encoding === 'binary'
-    const result = await this.#http.json('POST', `${this.#path}/exec`, runResult, {
-      json: {
-        command,
-        cwd: options.cwd,
-        env: options.env,
-        ...stdinFields(options.stdin, encodeBase64),
-        timeoutMs: options.timeoutMs,
-        encoding: binary ? 'base64' : 'utf8',
-        sessionId: options.sessionId,
-      },
-      timeoutMs: commandDeadlineMs(options.timeoutMs, undefined),
-      signal: options.signal,
-    })
-    return fromRunResult(result, binary) as CommandResult<OutputOf<E>>
+    return execInSandbox(this.#ctx, command, options)
   }
 
   /**
@@ -233,14 +152,7 @@ export class Sandbox {
    * ```
    */
   async shell(options: ShellOptions = {}): Promise<Shell> {
-    const { onOutput, ...sessionOptions } = options
-    const session = await this.createSession(sessionOptions)
-    try {
-      return await this.#openShell(session, true, undefined, onOutput)
-    } catch (err) {
-      await session.delete().catch(() => {})
-      throw err
-    }
+    return openShell(this.#ctx, options)
   }
 
   /**
@@ -253,12 +165,7 @@ export class Sandbox {
    * ```
    */
   async reattachShell(sessionId: string, options: ReattachOptions = {}): Promise<Shell> {
-    const info = await this.#http.json(
-      'GET',
-      `${this.#path}/sessions/${encodeURIComponent(sessionId)}`,
-      sessionInfo,
-    )
-    return this.#openShell(new Session(this.#http, this.#path, info), false, options.offset, options.onOutput)
+    return reattachShell(this.#ctx, sessionId, options)
   }
 
   /**
@@ -271,18 +178,12 @@ export class Sandbox {
    * ```
    */
   async createSession(options: SessionOptions = {}): Promise<Session> {
-    const info = await this.#http.json('POST', `${this.#path}/sessions`, sessionInfo, { json: options })
-    return new Session(this.#http, this.#path, info)
+    return createSession(this.#ctx, options)
   }
 
   /** A handle on an existing session. */
   async getSession(sessionId: string): Promise<Session> {
-    const info = await this.#http.json(
-      'GET',
-      `${this.#path}/sessions/${encodeURIComponent(sessionId)}`,
-      sessionInfo,
-    )
-    return new Session(this.#http, this.#path, info)
+    return getSession(this.#ctx, sessionId)
   }
 
   /**
@@ -294,12 +195,12 @@ export class Sandbox {
    * ```
    */
   async listSessions(): Promise<SessionInfo[]> {
-    return (await this.#http.json('GET', `${this.#path}/sessions`, sessionList)).sessions
+    return listSessions(this.#ctx)
   }
 
   /** Deletes a session and kills its bash. */
   async deleteSession(sessionId: string): Promise<void> {
-    await this.#http.json('DELETE', `${this.#path}/sessions/${encodeURIComponent(sessionId)}`, okBody)
+    return deleteSession(this.#ctx, sessionId)
   }
 
   /**
@@ -311,26 +212,17 @@ export class Sandbox {
    * ```
    */
   async startProcess(command: string, options: StartProcessOptions = {}): Promise<BackgroundProcess> {
-    const info = await this.#http.json('POST', `${this.#path}/processes`, processInfo, {
-      json: { command, ...options },
-    })
-    return new BackgroundProcess(this.#http, this.#path, info)
+    return startProcess(this.#ctx, command, options)
   }
 
   /** Lists the sandbox's background processes. */
   async listProcesses(): Promise<BackgroundProcess[]> {
-    const { processes } = await this.#http.json('GET', `${this.#path}/processes`, processList)
-    return processes.map((info: ProcessInfo) => new BackgroundProcess(this.#http, this.#path, info))
+    return listProcesses(this.#ctx)
   }
 
   /** A handle on an existing background process. */
   async getProcess(processId: string): Promise<BackgroundProcess> {
-    const info = await this.#http.json(
-      'GET',
-      `${this.#path}/processes/${encodeURIComponent(processId)}`,
-      processInfo,
-    )
-    return new BackgroundProcess(this.#http, this.#path, info)
+    return getProcess(this.#ctx, processId)
   }
 
   /**
@@ -345,8 +237,7 @@ export class Sandbox {
    * ```
    */
   async terminal(options: TerminalOptions = {}): Promise<Terminal> {
-    const info = await this.#http.json('POST', `${this.#path}/terminals`, terminalInfo, { json: options })
-    return this.attachTerminal(info.id, { offset: info.startOffset })
+    return openTerminal(this.#ctx, options)
   }
 
   /**
@@ -359,25 +250,7 @@ export class Sandbox {
    * ```
    */
   async attachTerminal(id: string, options: { offset?: number } = {}): Promise<Terminal> {
-    const info = await this.#http.json(
-      'GET',
-      `${this.#path}/terminals/${encodeURIComponent(id)}`,
-      terminalInfo,
-    )
-    this.#WebSocket ??= resolveWebSocket(this.#options.WebSocket)
-    const term = new Terminal(
-      {
-        http: this.#http,
-        path: this.#path,
-        baseUrl: this.#http.baseUrl,
-        secret: this.#secret,
-        WebSocket: await this.#WebSocket,
-      },
-      info,
-      options.offset ?? info.startOffset,
-    )
-    await term.connect()
-    return term
+    return attachTerminal(this.#ctx, id, options)
   }
 
   /**
@@ -389,7 +262,7 @@ export class Sandbox {
    * ```
    */
   async listTerminals(): Promise<TerminalInfo[]> {
-    return (await this.#http.json('GET', `${this.#path}/terminals`, terminalList)).terminals
+    return listTerminals(this.#ctx)
   }
 
   /**
@@ -403,7 +276,7 @@ export class Sandbox {
    * ```
    */
   createAccessToken(options: { ttlMs?: number } = {}): Promise<AccessToken> {
-    return this.#http.json('POST', `${this.#path}/tokens`, accessToken, { json: options })
+    return createAccessToken(this.#ctx, options)
   }
 
   /**
@@ -418,10 +291,7 @@ export class Sandbox {
    * ```
    */
   snapshot(options: { name?: string } = {}): Promise<SnapshotInfo> {
-    return this.#http.json('POST', `${this.#path}/snapshots`, snapshotInfo, {
-      json: options,
-      timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
-    })
+    return takeSnapshot(this.#ctx, options)
   }
 
   /**
@@ -437,10 +307,7 @@ export class Sandbox {
    * ```
    */
   async hibernate(): Promise<SandboxInfo> {
-    this.#closeShells()
-    this.info = await this.#http.json('POST', `${this.#path}/hibernate`, sandboxInfo, {
-      timeoutMs: Math.max(this.#http.requestTimeoutMs, 120_000),
-    })
+    this.info = await hibernate(this.#ctx)
     return this.info
   }
 
@@ -456,15 +323,13 @@ export class Sandbox {
    * ```
    */
   async keepAlive(durationMs: number): Promise<SandboxInfo> {
-    this.info = await this.#http.json('POST', `${this.#path}/keep-alive`, sandboxInfo, {
-      json: { durationMs },
-    })
+    this.info = await keepAlive(this.#ctx, durationMs)
     return this.info
   }
 
   /** The snapshots taken of this sandbox, oldest first. */
   async listSnapshots(): Promise<SnapshotInfo[]> {
-    return (await this.#http.json('GET', `${this.#path}/snapshots`, snapshotList)).snapshots
+    return listSandboxSnapshots(this.#ctx)
   }
 
   /**
@@ -476,7 +341,7 @@ export class Sandbox {
    * ```
    */
   static async listSnapshots(options: ConnectOptions): Promise<SnapshotInfo[]> {
-    return (await resolve(options).http.json('GET', '/v1/snapshots', snapshotList)).snapshots
+    return listRunnerSnapshots(connectRunner(options))
   }
 
   /**
@@ -488,7 +353,7 @@ export class Sandbox {
    * ```
    */
   static async deleteSnapshot(snapshotId: string, options: ConnectOptions): Promise<void> {
-    await resolve(options).http.json('DELETE', `/v1/snapshots/${encodeURIComponent(snapshotId)}`, okBody)
+    return deleteSnapshot(connectRunner(options), snapshotId)
   }
 
   /**
@@ -503,10 +368,7 @@ export class Sandbox {
    * ```
    */
   async exposePort(port: number, options: ExposePortOptions = {}): Promise<ExposedPort & { url: string }> {
-    const exposed = await this.#http.json('POST', `${this.#path}/exposed-ports/${port}`, exposedPort, {
-      json: options,
-    })
-    return { ...exposed, url: exposed.previewUrl ?? `${this.#http.baseUrl}${exposed.path}` }
+    return exposePort(this.#ctx, port, options)
   }
 
   /**
@@ -520,7 +382,7 @@ export class Sandbox {
    * ```
    */
   async unexposePort(port: number): Promise<void> {
-    await this.#http.json('DELETE', `${this.#path}/exposed-ports/${port}`, okBody)
+    return unexposePort(this.#ctx, port)
   }
 
   /**
@@ -532,7 +394,7 @@ export class Sandbox {
    * ```
    */
   portUrl(port: number, path = '/'): string {
-    return `${this.#http.baseUrl}${this.#path}/ports/${port}${path.startsWith('/') ? path : `/${path}`}`
+    return portUrl(this.#ctx, port, path)
   }
 
   /**
@@ -545,7 +407,7 @@ export class Sandbox {
    * ```
    */
   async ports(): Promise<ListeningPort[]> {
-    return (await this.#http.json('GET', `${this.#path}/ports`, portList)).ports
+    return listPorts(this.#ctx)
   }
 
   /**
@@ -560,19 +422,12 @@ export class Sandbox {
    * ```
    */
   async *watchPorts(options: { signal?: AbortSignal } = {}): AsyncGenerator<PortEvent> {
-    const response = await this.#http.open(
-      'GET',
-      `${this.#path}/port-events`,
-      { signal: options.signal },
-      'application/x-ndjson',
-    )
-    if (!response.body) return
-    for await (const line of ndjsonLines(response.body)) yield portEvent(line, 'port event')
+    yield* watchPorts(this.#ctx, options)
   }
 
   /** Fetches the sandbox's current state. */
   async refresh(): Promise<SandboxInfo> {
-    this.info = await this.#http.json('GET', this.#path, sandboxInfo)
+    this.info = await fetchSandbox(this.#ctx, this.id)
     return this.info
   }
 
@@ -585,50 +440,17 @@ export class Sandbox {
    * ```
    */
   async destroy(): Promise<void> {
-    this.#closeShells()
-    await this.#http.json('DELETE', this.#path, okBody, {
-      timeoutMs: Math.max(this.#http.requestTimeoutMs, 60_000),
-    })
+    return destroySandbox(this.#ctx)
   }
 
   /** Destroys a sandbox made by `Sandbox.create`; for one from `connect`, closes its shells. */
   async [asyncDispose](): Promise<void> {
     if (!this.#owned) {
-      this.#closeShells()
+      closeShells(this.#ctx)
       return
     }
     await this.destroy().catch((err: unknown) => {
       if (!(err instanceof ConchError) || err.code !== 'SANDBOX_NOT_FOUND') throw err
     })
-  }
-
-  #closeShells(): void {
-    for (const sh of this.#shells) sh.close()
-    this.#shells.clear()
-  }
-
-  async #openShell(
-    session: Session,
-    owned: boolean,
-    offset: number | undefined,
-    onOutput: ((output: ShellOutput) => void) | undefined,
-  ): Promise<Shell> {
-    this.#WebSocket ??= resolveWebSocket(this.#options.WebSocket)
-    const shell: Shell = new Shell({
-      session,
-      sandboxId: this.id,
-      baseUrl: this.#http.baseUrl,
-      secret: this.#secret,
-      WebSocket: await this.#WebSocket,
-      policy: { ...DEFAULT_CONNECTION_POLICY, ...this.#options.connection },
-      maxOutputBytes: this.#options.maxOutputBytes ?? LIMITS.outputCapBytes,
-      owned,
-      offset,
-      onOutput,
-      onClose: () => this.#shells.delete(shell),
-    })
-    this.#shells.add(shell)
-    await shell.open()
-    return shell
   }
 }
