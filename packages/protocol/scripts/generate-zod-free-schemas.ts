@@ -20,32 +20,7 @@ import { HostFrame } from '../src/agent-frames.ts'
 import { AGENT_METHODS } from '../src/agent-methods.ts'
 import { ERROR_DETAILS } from '../src/error-details.ts'
 import { refinementNameOf } from '../src/refinements.ts'
-
-/** JSON Schema keywords `json-shape.ts` implements; anything else fails generation. */
-const KNOWN = new Set([
-  'type',
-  'properties',
-  'required',
-  'additionalProperties',
-  'propertyNames',
-  'items',
-  'prefixItems',
-  'enum',
-  'const',
-  'anyOf',
-  'minimum',
-  'maximum',
-  'exclusiveMinimum',
-  'minLength',
-  'maxLength',
-  'minItems',
-  'maxItems',
-  'pattern',
-  'x-coerce',
-  'x-refine',
-])
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
+import { compactSchema, compactSchemasByType, type Json } from './checker-json-schema.ts'
 
 /** What zod's checks look like inside (`_zod.def`), as far as the generator reads them. */
 interface CheckInternals {
@@ -96,52 +71,9 @@ function toJson(schema: z.ZodType): Json {
   return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw', override: annotate }) as Json
 }
 
-/**
- * Drops what the checker does not need: `$schema`, `additionalProperties: false`,
- * string-typed property names, `format: starts_with` (its `pattern` says the same) and the
- * safe-integer bounds an integer implies.
- */
-function compact(schema: Json, path: string): Json {
-  if (Array.isArray(schema)) return schema.map((s, i) => compact(s, `${path}[${i}]`))
-  if (schema === null || typeof schema !== 'object') return schema
-  const out: { [key: string]: Json } = {}
-  for (const [key, value] of Object.entries(schema)) {
-    if (key === '$schema') continue
-    if (key === 'additionalProperties' && value === false) continue
-    if (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') continue
-    if (key === 'format' && value === 'starts_with' && typeof schema.pattern === 'string') continue
-    if (schema.type === 'integer' && key === 'maximum' && value === Number.MAX_SAFE_INTEGER) continue
-    if (schema.type === 'integer' && key === 'minimum' && value === Number.MIN_SAFE_INTEGER) continue
-    if (key === 'items' && value === false && Array.isArray(schema.prefixItems)) {
-      out[key] = false
-      continue
-    }
-    if (!KNOWN.has(key))
-      throw new Error(`${path}: JSON Schema keyword "${key}" is not implemented by json-shape.ts`)
-    if (key === 'properties' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, compact(v, `${path}.${k}`)]))
-    } else out[key] = compact(value, `${path}.${key}`)
-  }
-  return out
-}
-
 /** The checker's JSON Schema of one zod schema; throws on what the checker cannot enforce. */
-export function schemaOf(schema: z.ZodType): Json {
-  return compact(toJson(schema), '(schema)')
-}
-
-/** Object schemas of a discriminated union, keyed by their `type` constant. */
-function byType(schema: z.ZodType, path: string): { [type: string]: Json } {
-  const union = toJson(schema)
-  if (union === null || typeof union !== 'object' || Array.isArray(union) || !Array.isArray(union.oneOf))
-    throw new Error(`${path} is not a oneOf`)
-  const out: { [type: string]: Json } = {}
-  for (const branch of union.oneOf) {
-    const type = (branch as { properties?: { type?: { const?: unknown } } }).properties?.type?.const
-    if (typeof type !== 'string') throw new Error(`${path}: a branch has no constant "type"`)
-    out[type] = compact(branch, `${path}.${type}`)
-  }
-  return out
+export function schemaOf(schema: z.ZodType, path = '(schema)'): Json {
+  return compactSchema(toJson(schema), path)
 }
 
 /** The tables of both generated modules. */
@@ -160,14 +92,14 @@ export interface ZodFreeSchemas {
 export function zodFreeSchemas(): ZodFreeSchemas {
   const params: { [method: string]: Json } = {}
   for (const [method, schema] of Object.entries(AGENT_METHODS))
-    params[method] = compact(toJson(schema.params), `${method}.params`)
+    params[method] = schemaOf(schema.params, `${method}.params`)
   const details: { [code: string]: Json } = {}
   for (const [code, schema] of Object.entries(ERROR_DETAILS))
-    details[code] = compact(toJson(schema), `details.${code}`)
+    details[code] = schemaOf(schema, `details.${code}`)
   return {
-    hostFrames: byType(HostFrame, 'HostFrame'),
+    hostFrames: compactSchemasByType(toJson(HostFrame), 'HostFrame'),
     params,
-    agentArgs: compact(toJson(AgentArgs), 'AgentArgs'),
+    agentArgs: schemaOf(AgentArgs, 'AgentArgs'),
     details,
   }
 }

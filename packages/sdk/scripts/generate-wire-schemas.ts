@@ -37,6 +37,7 @@ import {
   TerminalInfo,
   TerminalList,
 } from '@conch/protocol'
+import { compactSchema, compactSchemasByType, type Json } from '@conch/protocol/checker-json-schema'
 import { z } from 'zod'
 
 /** The REST answers the SDK reads, by the name the SDK's shapes use. */
@@ -67,47 +68,6 @@ const REST = {
   terminalList: TerminalList,
 } satisfies Record<string, z.ZodType>
 
-/** JSON Schema keywords the SDK's checker implements; anything else fails generation. */
-const KNOWN = new Set([
-  'type',
-  'properties',
-  'required',
-  'additionalProperties',
-  'items',
-  'enum',
-  'const',
-  'anyOf',
-  'minimum',
-  'maximum',
-  'exclusiveMinimum',
-  'minLength',
-  'maxLength',
-  'maxItems',
-  'pattern',
-])
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
-
-/** Drops what the checker does not need: `$schema`, `additionalProperties: false` (unknown keys are dropped, as zod does), string-typed property names and the safe-integer bounds an integer implies. */
-function compact(schema: Json, path: string): Json {
-  if (Array.isArray(schema)) return schema.map((s, i) => compact(s, `${path}[${i}]`))
-  if (schema === null || typeof schema !== 'object') return schema
-  const out: { [key: string]: Json } = {}
-  for (const [key, value] of Object.entries(schema)) {
-    if (key === '$schema') continue
-    if (key === 'additionalProperties' && value === false) continue
-    if (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') continue
-    if (schema.type === 'integer' && key === 'maximum' && value === Number.MAX_SAFE_INTEGER) continue
-    if (schema.type === 'integer' && key === 'minimum' && value === Number.MIN_SAFE_INTEGER) continue
-    if (!KNOWN.has(key))
-      throw new Error(`${path}: JSON Schema keyword "${key}" is not implemented by the SDK's checker`)
-    if (key === 'properties' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, compact(v, `${path}.${k}`)]))
-    } else out[key] = compact(value, `${path}.${key}`)
-  }
-  return out
-}
-
 /** Sets the schema at `keys` inside `schema` to any string (an open, additively growing field). */
 function open(schema: Json, keys: string[], to: Json): void {
   let node = schema
@@ -130,26 +90,19 @@ function open(schema: Json, keys: string[], to: Json): void {
 
 const anyString: Json = { type: 'string' }
 
+/** The schema as zod outputs it, which is what a runner sends. */
 function toJson(schema: z.ZodType): Json {
   return z.toJSONSchema(schema, { io: 'output', unrepresentable: 'throw' }) as Json
 }
 
+/** The checker's compact JSON Schema of one zod schema. */
 function jsonSchema(schema: z.ZodType, path: string): Json {
-  return compact(toJson(schema), path)
+  return compactSchema(toJson(schema), path)
 }
 
 /** Object schemas of a discriminated union, keyed by their `type` constant. */
 function byType(schema: z.ZodType, path: string): { [type: string]: Json } {
-  const union = toJson(schema)
-  if (union === null || typeof union !== 'object' || Array.isArray(union) || !Array.isArray(union.oneOf))
-    throw new Error(`${path} is not a oneOf`)
-  const out: { [type: string]: Json } = {}
-  for (const branch of union.oneOf) {
-    const type = (branch as { properties?: { type?: { const?: unknown } } }).properties?.type?.const
-    if (typeof type !== 'string') throw new Error(`${path}: a branch has no constant "type"`)
-    out[type] = compact(branch, `${path}.${type}`)
-  }
-  return out
+  return compactSchemasByType(toJson(schema), path)
 }
 
 /** The four tables of the generated module. */
