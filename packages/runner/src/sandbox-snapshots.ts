@@ -22,6 +22,7 @@ import { join } from 'node:path'
 import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
+import type { InheritedLifetimes } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
@@ -174,10 +175,15 @@ export class SandboxSnapshots {
     if (typeof id === 'string') await this.#store.delete(id).catch(() => {})
   }
 
-  /** The snapshot a create request forks from, and the request with the snapshot's settings as defaults. */
+  /**
+   * The snapshot a create request forks from, the request with the snapshot's settings as
+   * defaults, and the idle settings the fork inherits (lifetime-settings.ts applies them where
+   * the request names none).
+   */
   forkRequest(request: CreateSandboxRequest): {
     request: CreateSandboxRequest
     manifest: SnapshotManifest | null
+    lifetimes?: InheritedLifetimes
   } {
     if (request.fromSnapshot === undefined) return { request, manifest: null }
     const manifest = this.#store.get(request.fromSnapshot)
@@ -190,8 +196,13 @@ export class SandboxSnapshots {
         env: request.env ?? sandbox.env,
         limits: request.limits ?? sandbox.limits,
         metadata: request.metadata ?? sandbox.metadata,
-        ...(request.idleTimeoutMs === undefined && sandbox.idleTimeoutMs !== null
-          ? { idleTimeoutMs: sandbox.idleTimeoutMs }
+      },
+      lifetimes: {
+        snapshotId: manifest.id,
+        idleTimeoutMs: sandbox.idleTimeoutMs,
+        ...(sandbox.hibernateAfterMs !== undefined ? { hibernateAfterMs: sandbox.hibernateAfterMs } : {}),
+        ...(sandbox.sessionIdleTimeoutMs !== undefined
+          ? { sessionIdleTimeoutMs: sandbox.sessionIdleTimeoutMs }
           : {}),
       },
     }
@@ -228,6 +239,8 @@ function sandboxConfig(record: SandboxRecord): SnapshotManifest['sandbox'] {
     env: record.env,
     metadata: record.metadata,
     idleTimeoutMs: record.idleTimeoutMs,
+    hibernateAfterMs: record.hibernateAfterMs,
+    sessionIdleTimeoutMs: record.sessionIdleTimeoutMs,
   }
 }
 
