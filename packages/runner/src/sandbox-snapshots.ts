@@ -28,6 +28,18 @@ import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
 import type { SandboxRecord } from './state-store.ts'
 
+/**
+ * The caller's steps around a live snapshot's checkpoint: `suspended` once the agent let go of
+ * its link; `after` with the image folder (null when none was written) and whether the snapshot
+ * was stored.
+ */
+export interface LiveSteps {
+  /** The agent let go of its link. */
+  suspended: () => void
+  /** The checkpoint is over, stored or not. */
+  after: (imageDir: string | null, stored: boolean) => Promise<void>
+}
+
 /** How a fork came out, for the new sandbox's `restoredFrom`. */
 export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
 
@@ -88,7 +100,8 @@ export class SandboxSnapshots {
    * Snapshots a running sandbox through its agent link and its driver. With a live driver,
    * `live` runs the checkpoint: `suspended` is called once the agent let go of its link, and
    * `after` with the image folder once it is stored (to restore the sandbox in place), or on
-   * failure (null when no image was written).
+   * failure (null when no image was written); `stored` says whether the snapshot was kept (a
+   * store that refused the image, such as over the size limit, leaves it false).
    */
   async take(
     record: SandboxRecord,
@@ -96,7 +109,7 @@ export class SandboxSnapshots {
     driver: SandboxDriver,
     handle: DriverSandbox,
     name: string | null,
-    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
+    live?: LiveSteps,
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
     if (live !== undefined && driver.checkpoint !== undefined) {
@@ -111,6 +124,7 @@ export class SandboxSnapshots {
       live.suspended()
       const imageDir = mkdtempSync(join(this.#store.scratchDir(), 'image-'))
       let checkpointed = false
+      let stored = false
       try {
         await driver.checkpoint(handle, imageDir)
         checkpointed = true
@@ -122,10 +136,11 @@ export class SandboxSnapshots {
           workspace,
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
+        stored = true
         return snapshotInfo(manifest)
       } finally {
         try {
-          await live.after(checkpointed ? imageDir : null)
+          await live.after(checkpointed ? imageDir : null, stored)
         } finally {
           rmSync(imageDir, { recursive: true, force: true })
         }
@@ -151,7 +166,7 @@ export class SandboxSnapshots {
     link: AgentLink,
     driver: SandboxDriver,
     handle: DriverSandbox,
-    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
+    live?: LiveSteps,
   ): Promise<Record<string, unknown>> {
     const info = await this.take(record, link, driver, handle, 'hibernation', live)
     return { hibernatedFrom: info.id }
