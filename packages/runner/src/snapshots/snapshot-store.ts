@@ -46,7 +46,7 @@ export interface SnapshotLimits {
   maxSnapshots: number
   /** Most snapshots kept of one sandbox. */
   maxSnapshotsPerSandbox: number
-  /** Most bytes of file content in one snapshot's workspace. */
+  /** Most bytes in one snapshot: its workspace's file content plus a live snapshot's image. */
   maxSnapshotBytes: number
   /** Most entries in one snapshot's workspace. */
   maxSnapshotEntries: number
