@@ -257,7 +257,7 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     unit: 'count',
   },
   maxSnapshotBytes: {
-    what: "Bytes of file content in one snapshot's workspace (a sparse file counts at its full size)",
+    what: "Bytes of one snapshot: its workspace's file content (a sparse file counts at its full size) plus a live gVisor snapshot's checkpoint image",
     setting: 'max-snapshot-bytes',
     effect: '[`SNAPSHOT_TOO_LARGE`](/reference/errors/#snapshot_too_large); nothing is stored',
     unit: 'bytes',

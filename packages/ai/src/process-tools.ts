@@ -15,12 +15,19 @@ export const processStart = defineTool({
   name: 'process_start',
   title: 'Start a background process',
   description:
-    'Starts a long-running command (a dev server, a watcher, a build) in the background and returns its id at once. Read its output with process_output and stop it with process_kill.',
+    'Starts a long-running command (a dev server, a watcher, a build) in the background and returns its id at once. Read its output with process_output and stop it with process_kill. ' +
+    'Pass keepAlive for a long job the sandbox must stay awake for.',
   input: {
     sandbox: sandboxArg,
     command: commandArg,
     cwd: z.string().optional().describe('Working directory; default: the workspace.'),
     env: z.record(z.string(), z.string()).optional().describe('Extra environment variables.'),
+    keepAlive: z
+      .boolean()
+      .optional()
+      .describe(
+        'Keep the sandbox from hibernating or being destroyed while this process runs (capped by the runner, 24 h by default).',
+      ),
   },
   hints: {},
   async execute(args, context) {
@@ -28,6 +35,7 @@ export const processStart = defineTool({
     const proc = await sb.startProcess(args.command, {
       ...(args.cwd === undefined ? {} : { cwd: args.cwd }),
       ...(args.env === undefined ? {} : { env: args.env }),
+      ...(args.keepAlive === undefined ? {} : { keepAlive: args.keepAlive }),
     })
     return {
       text: `started process ${proc.id} (pid ${proc.pid})`,

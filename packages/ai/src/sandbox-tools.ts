@@ -5,21 +5,28 @@ import { defineTool } from './conch-tool.ts'
 import { OutputBudget } from './output-budget.ts'
 import { commandArg, sandboxArg } from './tool-arguments.ts'
 
+/** An idle time in ms, or null for never; absent: the runner's default. */
+function lifetimeArg(description: string) {
+  return z.number().int().positive().nullable().optional().describe(`${description} null: never.`)
+}
+
 /** sandbox_create. */
 export const sandboxCreate = defineTool({
   name: 'sandbox_create',
   title: 'Create a sandbox',
   description:
     'Creates an isolated Linux sandbox with bash and an empty /workspace, and returns its id. Pass the id to every other tool. ' +
-    'Destroy it with sandbox_destroy when done; idleTimeoutMs destroys it after that long without use.',
+    'Destroy it with sandbox_destroy when done. Unused, it hibernates after hibernateAfterMs (the next call wakes it with its files and shell state; background processes restart) ' +
+    'and is destroyed after idleTimeoutMs; a running command or a process_start with keepAlive keeps it awake. Each defaults to the runner setting; null: never.',
   input: {
     env: z.record(z.string(), z.string()).optional().describe('Environment variables of every session.'),
-    idleTimeoutMs: z
-      .number()
-      .int()
-      .positive()
-      .optional()
-      .describe('Destroy the sandbox after this many milliseconds without API activity.'),
+    idleTimeoutMs: lifetimeArg('Destroy the sandbox after this many milliseconds unused.'),
+    hibernateAfterMs: lifetimeArg(
+      'Hibernate (snapshot and stop) the sandbox after this many milliseconds unused; shorter than idleTimeoutMs.',
+    ),
+    sessionIdleTimeoutMs: lifetimeArg(
+      'Delete a session other than default after this many milliseconds with no client, command or output.',
+    ),
     metadata: z.record(z.string(), z.string()).optional().describe('Labels returned by sandbox_list.'),
   },
   hints: {},
@@ -28,6 +35,8 @@ export const sandboxCreate = defineTool({
       ...context.client.connectOptions,
       ...(args.env === undefined ? {} : { env: args.env }),
       ...(args.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: args.idleTimeoutMs }),
+      ...(args.hibernateAfterMs === undefined ? {} : { hibernateAfterMs: args.hibernateAfterMs }),
+      ...(args.sessionIdleTimeoutMs === undefined ? {} : { sessionIdleTimeoutMs: args.sessionIdleTimeoutMs }),
       ...(args.metadata === undefined ? {} : { metadata: args.metadata }),
     })
     context.client.adopt(sb)

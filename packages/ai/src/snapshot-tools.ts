@@ -31,7 +31,7 @@ export const restore = defineTool({
   name: 'restore',
   title: 'Fork a sandbox from a snapshot',
   description:
-    'Creates a new sandbox from a snapshot: the same files, and every session with its cwd, variables, functions and history, under the same session names. Returns the new sandbox id; the original sandbox is untouched.',
+    'Creates a new sandbox from a snapshot: the same files, and every session with its cwd, variables, functions and history, under the same session names, and the same idle settings as the original (hibernateAfterMs, idleTimeoutMs, sessionIdleTimeoutMs). Returns the new sandbox id; the original sandbox is untouched.',
   input: {
     snapshot: z.string().min(1).describe('Snapshot id, as returned by snapshot.'),
     restartProcesses: z

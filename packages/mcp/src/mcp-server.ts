@@ -24,7 +24,8 @@ const INSTRUCTIONS =
   'conch gives you persistent bash shells in isolated sandboxes. Create a sandbox with sandbox_create, ' +
   'then run commands with shell_run: each session keeps its state (cwd, variables, functions) between calls, ' +
   'like a terminal. Use process_start for servers and watchers, file_read/file_edit for files, and ' +
-  'sandbox_destroy when done.'
+  'sandbox_destroy when done. An unused sandbox hibernates and wakes on the next call (background ' +
+  'processes restart); process_start with keepAlive holds it awake for a long job.'
 
 /** Builds the server with every conch tool registered. */
 export function createConchMcpServer(options: ConchMcpServerOptions): ConchMcpServer {

@@ -1,6 +1,8 @@
 // conch's MCP tools driven by the MCP SDK's own client against a real runner: state that carries
 // across calls, timeouts that keep the shell, output budgets, progress, cancellation, files,
 // processes, and errors a model can act on.
+
+import { Sandbox } from '@conch/sdk'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
@@ -294,6 +296,61 @@ describe('conch MCP tools', () => {
     await run('mkdir -p dir && printf "# hello\\n" > dir/readme.md', { session: 'res' })
     const file = await client.readResource({ uri: `conch://sandboxes/${sandbox}/files/dir/readme.md` })
     expect((file.contents[0] as { text: string }).text).toBe('# hello\n')
+  })
+
+  it('creates a sandbox with its idle settings, a fork of it keeps them, and a bad pair is refused with what to do', async () => {
+    const created = await call('sandbox_create', {
+      hibernateAfterMs: 120_000,
+      idleTimeoutMs: 900_000,
+      sessionIdleTimeoutMs: null,
+    })
+    expect(created.isError, text(created)).toBeFalsy()
+    const id = (created.structuredContent as { sandbox: string }).sandbox
+    const settings = async (sandboxId: string) => {
+      const sb = await Sandbox.connect(sandboxId, { url: runner.url, apiKey: runner.apiKey })
+      const { hibernateAfterMs, idleTimeoutMs, sessionIdleTimeoutMs } = sb.info
+      return { hibernateAfterMs, idleTimeoutMs, sessionIdleTimeoutMs }
+    }
+    const wanted = { hibernateAfterMs: 120_000, idleTimeoutMs: 900_000, sessionIdleTimeoutMs: null }
+    try {
+      expect(await settings(id)).toEqual(wanted)
+      const snap = (await call('snapshot', { sandbox: id })).structuredContent as { snapshot: string }
+      const restored = await call('restore', { snapshot: snap.snapshot })
+      expect(restored.isError, text(restored)).toBeFalsy()
+      const fork = (restored.structuredContent as { sandbox: string }).sandbox
+      try {
+        expect(await settings(fork)).toEqual(wanted)
+      } finally {
+        await call('sandbox_destroy', { sandbox: fork })
+      }
+    } finally {
+      await call('sandbox_destroy', { sandbox: id })
+    }
+    const refused = await call('sandbox_create', { hibernateAfterMs: 900_000, idleTimeoutMs: 120_000 })
+    expect(refused.isError).toBe(true)
+    expect(text(refused)).toMatch(
+      /^BAD_REQUEST: .*hibernateAfterMs \(900000\) must be shorter than idleTimeoutMs/,
+    )
+  })
+
+  it('starts a process with keepAlive, which counts against the per-sandbox cap of such processes', async () => {
+    const started: string[] = []
+    try {
+      for (let i = 0; i < 16; i++) {
+        const r = await call('process_start', { sandbox, command: 'sleep 120', keepAlive: true })
+        expect(r.isError, text(r)).toBeFalsy()
+        started.push((r.structuredContent as { process: string }).process)
+      }
+      // The 17th is refused: the tool passed keepAlive through to the runner.
+      const over = await call('process_start', { sandbox, command: 'sleep 120', keepAlive: true })
+      expect(over.isError).toBe(true)
+      expect(text(over)).toMatch(/^RATE_LIMITED: .*keepAlive/)
+      const plain = await call('process_start', { sandbox, command: 'sleep 120' })
+      expect(plain.isError, text(plain)).toBeFalsy()
+      started.push((plain.structuredContent as { process: string }).process)
+    } finally {
+      for (const process of started) await call('process_kill', { sandbox, process })
+    }
   })
 
   it('answers a call on an unknown sandbox with the error code and what to do, not a protocol error', async () => {

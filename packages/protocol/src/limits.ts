@@ -90,7 +90,7 @@ export const LIMITS = {
   maxSnapshots: 64,
   /** Default cap on snapshots kept of one sandbox. */
   maxSnapshotsPerSandbox: 16,
-  /** Default cap on the bytes of file content in one snapshot's workspace (sparse files at full size). */
+  /** Default cap on the bytes of one snapshot: its workspace's file content (sparse files at full size) plus a live snapshot's checkpoint image. */
   maxSnapshotBytes: 2_147_483_648,
   /** Default cap on the files, directories and links in one snapshot's workspace. */
   maxSnapshotEntries: 200_000,

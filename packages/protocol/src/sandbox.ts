@@ -209,7 +209,7 @@ export const CreateSandboxRequest = z.object({
   metadata: Metadata.optional(),
   /**
    * Start from this snapshot (a fork): its workspace and every session with its shell state.
-   * Settings not given here (driver, env, limits, metadata, idle timeout) are the snapshot's.
+   * Settings not given here (driver, env, limits, metadata, the three idle times) are the snapshot's.
    */
   fromSnapshot: SnapshotId.optional(),
   /** With `fromSnapshot`: start again the background processes that were running. */

@@ -53,7 +53,7 @@ export const RunnerLimits = z.object({
   maxSnapshots: positive.default(LIMITS.maxSnapshots),
   /** Snapshots kept of one sandbox (TOO_MANY_SNAPSHOTS beyond). */
   maxSnapshotsPerSandbox: positive.default(LIMITS.maxSnapshotsPerSandbox),
-  /** Bytes of file content in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond). */
+  /** Bytes of one snapshot: its workspace's file content plus a live snapshot's image (SNAPSHOT_TOO_LARGE beyond). */
   maxSnapshotBytes: positive.default(LIMITS.maxSnapshotBytes),
   /** Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond). */
   maxSnapshotEntries: positive.default(LIMITS.maxSnapshotEntries),

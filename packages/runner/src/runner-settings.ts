@@ -212,7 +212,7 @@ const LIMIT_SUMMARIES: Record<keyof RunnerLimits, string> = {
   maxSnapshots: 'Snapshots kept at once (TOO_MANY_SNAPSHOTS beyond).',
   maxSnapshotsPerSandbox: 'Snapshots kept of one sandbox (TOO_MANY_SNAPSHOTS beyond).',
   maxSnapshotBytes:
-    "Bytes of file content in one snapshot's workspace, sparse files at full size (SNAPSHOT_TOO_LARGE beyond).",
+    "Bytes of one snapshot: its workspace's file content (sparse files at full size) plus, for a live gVisor snapshot, its checkpoint image (SNAPSHOT_TOO_LARGE beyond).",
   maxSnapshotEntries: "Files, directories and links in one snapshot's workspace (SNAPSHOT_TOO_LARGE beyond).",
   maxExposedPortsPerSandbox: 'Distinct ports exposed per sandbox (TOO_MANY_EXPOSED_PORTS beyond).',
   maxNetworkConnectionsPerSandbox:

@@ -8,7 +8,12 @@
 import { mintLinkSecret } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
-import type { SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
+import {
+  type DriverSandbox,
+  linkSecretOf,
+  type SandboxDriver,
+  type SandboxSpec,
+} from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-runtime.ts'
 import type { SandboxSnapshots } from './sandbox-snapshots.ts'
@@ -58,12 +63,15 @@ export class SandboxHibernation {
     const driver = this.#driver(runtime)
     const handle = runtime.handle
     const live = snapshots.isLive(driver)
-    // Live: requests wait while the sandbox is checkpointed.
+    // Live: requests wait while the sandbox is checkpointed. A checkpoint the store refused
+    // (over --max-snapshot-bytes) stopped the sandbox, so it goes on from its image in place.
     const state = live
       ? await runtime.hibernating(() =>
           snapshots.hibernate(runtime.record, link, driver, handle, {
             suspended: () => runtime.detach(),
-            after: async () => {},
+            after: async (imageDir, stored) => {
+              if (!stored && imageDir !== null) await this.#resumeInPlace(runtime, driver, handle, imageDir)
+            },
           }),
         )
       : await snapshots.hibernate(runtime.record, link, driver, handle)
@@ -83,6 +91,20 @@ export class SandboxHibernation {
     })
     this.#o.logger.info({ sandboxId: runtime.id }, 'sandbox hibernated')
     return true
+  }
+
+  /** Restores a sandbox from the checkpoint image it was just stopped by, with its own link secret. */
+  async #resumeInPlace(
+    runtime: SandboxRuntime,
+    driver: SandboxDriver,
+    handle: DriverSandbox,
+    imageDir: string,
+  ): Promise<void> {
+    const spec = this.#o.specOf(runtime.record, linkSecretOf(handle))
+    const started = await driver.restoreAgent!(handle, spec, imageDir)
+    runtime.record.driverState = started.state
+    this.#o.store.setDriverState(runtime.id, started.state)
+    await this.#o.connect(runtime)
   }
 
   /** Wakes a hibernated sandbox: the same id, a new agent, its workspace and shells restored, processes restarted. */

@@ -36,7 +36,7 @@ import {
   type SandboxDriver,
   type SandboxSpec,
 } from './drivers/sandbox-driver.ts'
-import { lifetimeSettings } from './lifetime-settings.ts'
+import { type LifetimeSettings, lifetimeSettings } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
 import type { RunnerLimits } from './runner-limits.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
@@ -190,11 +190,15 @@ export class SandboxManager {
 
   /** Creates a sandbox and starts its agent; resolves once the agent answered hello. */
   async create(input: CreateSandboxRequest): Promise<SandboxInfo> {
-    const { request, manifest } = this.#snapshots(input.fromSnapshot !== undefined)?.forkRequest(input) ?? {
-      request: input,
-      manifest: null,
-    }
-    lifetimeSettings(request, this.#o.limits, this.#o.snapshots !== undefined)
+    const fork = this.#snapshots(input.fromSnapshot !== undefined)?.forkRequest(input)
+    const { request, manifest } = fork ?? { request: input, manifest: null }
+    // A fork's idle settings default to its snapshot's sandbox's (lifetime-settings.ts).
+    const lifetimes = lifetimeSettings(
+      request,
+      this.#o.limits,
+      this.#o.snapshots !== undefined,
+      fork?.lifetimes,
+    )
     const live = this.liveCount()
     if (live >= this.#o.limits.maxSandboxes) {
       throw new RunnerError(
@@ -235,10 +239,10 @@ export class SandboxManager {
     const poolable =
       Object.keys(request.env ?? {}).length === 0 && manifest === null && request.host === undefined
     const pooled = this.pool.take(driver.name, limits, poolable)
-    if (pooled) return this.#adoptPooled(pooled, request)
+    if (pooled) return this.#adoptPooled(pooled, request, lifetimes)
     try {
       await this.pool.makeRoom()
-      return await this.#createCold(driver, limits, request, manifest)
+      return await this.#createCold(driver, limits, request, manifest, lifetimes)
     } finally {
       this.pool.poke()
     }
@@ -250,11 +254,12 @@ export class SandboxManager {
     limits: SandboxLimits,
     request: CreateSandboxRequest,
     manifest: SnapshotManifest | null,
+    lifetimes: LifetimeSettings,
   ): Promise<SandboxInfo> {
     const spec = this.#spec(limits, request.env ?? {}, request.host)
     const { id } = spec
     const handle = await driver.create(spec)
-    const record = this.#newRecord(driver, spec, handle, request)
+    const record = this.#newRecord(driver, spec, handle, request, lifetimes)
     this.#o.store.putSandbox(record)
     const runtime = new SandboxRuntime(this, record, this.#o.now)
     this.#sandboxes.set(id, runtime)
@@ -332,6 +337,7 @@ export class SandboxManager {
     spec: SandboxSpec,
     handle: DriverSandbox,
     request: CreateSandboxRequest,
+    lifetimes: LifetimeSettings,
   ): SandboxRecord {
     return {
       id: spec.id,
@@ -343,7 +349,7 @@ export class SandboxManager {
       limits: spec.limits,
       metadata: request.metadata ?? {},
       env: spec.env,
-      ...lifetimeSettings(request, this.#o.limits, this.#o.snapshots !== undefined),
+      ...lifetimes,
       createdAt: this.#o.now(),
       deadReason: null,
       driverState: handle.state,
@@ -351,9 +357,13 @@ export class SandboxManager {
   }
 
   /** Turns a pooled sandbox into the client's: recorded with the request's runner-side options. */
-  async #adoptPooled(pooled: PooledSandbox, request: CreateSandboxRequest): Promise<SandboxInfo> {
+  async #adoptPooled(
+    pooled: PooledSandbox,
+    request: CreateSandboxRequest,
+    lifetimes: LifetimeSettings,
+  ): Promise<SandboxInfo> {
     const { driver, spec, handle, link } = pooled
-    const record = this.#newRecord(driver, spec, handle, request)
+    const record = this.#newRecord(driver, spec, handle, request, lifetimes)
     this.#o.store.putSandbox(record)
     const runtime = new SandboxRuntime(this, record, this.#o.now)
     this.#sandboxes.set(spec.id, runtime)

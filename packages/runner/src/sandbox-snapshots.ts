@@ -22,10 +22,23 @@ import { join } from 'node:path'
 import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
+import type { InheritedLifetimes } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
 import type { SandboxRecord } from './state-store.ts'
+
+/**
+ * The caller's steps around a live snapshot's checkpoint: `suspended` once the agent let go of
+ * its link; `after` with the image folder (null when none was written) and whether the snapshot
+ * was stored.
+ */
+export interface LiveSteps {
+  /** The agent let go of its link. */
+  suspended: () => void
+  /** The checkpoint is over, stored or not. */
+  after: (imageDir: string | null, stored: boolean) => Promise<void>
+}
 
 /** How a fork came out, for the new sandbox's `restoredFrom`. */
 export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
@@ -87,7 +100,8 @@ export class SandboxSnapshots {
    * Snapshots a running sandbox through its agent link and its driver. With a live driver,
    * `live` runs the checkpoint: `suspended` is called once the agent let go of its link, and
    * `after` with the image folder once it is stored (to restore the sandbox in place), or on
-   * failure (null when no image was written).
+   * failure (null when no image was written); `stored` says whether the snapshot was kept (a
+   * store that refused the image, such as over the size limit, leaves it false).
    */
   async take(
     record: SandboxRecord,
@@ -95,7 +109,7 @@ export class SandboxSnapshots {
     driver: SandboxDriver,
     handle: DriverSandbox,
     name: string | null,
-    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
+    live?: LiveSteps,
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
     if (live !== undefined && driver.checkpoint !== undefined) {
@@ -110,6 +124,7 @@ export class SandboxSnapshots {
       live.suspended()
       const imageDir = mkdtempSync(join(this.#store.scratchDir(), 'image-'))
       let checkpointed = false
+      let stored = false
       try {
         await driver.checkpoint(handle, imageDir)
         checkpointed = true
@@ -121,10 +136,11 @@ export class SandboxSnapshots {
           workspace,
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
+        stored = true
         return snapshotInfo(manifest)
       } finally {
         try {
-          await live.after(checkpointed ? imageDir : null)
+          await live.after(checkpointed ? imageDir : null, stored)
         } finally {
           rmSync(imageDir, { recursive: true, force: true })
         }
@@ -150,7 +166,7 @@ export class SandboxSnapshots {
     link: AgentLink,
     driver: SandboxDriver,
     handle: DriverSandbox,
-    live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
+    live?: LiveSteps,
   ): Promise<Record<string, unknown>> {
     const info = await this.take(record, link, driver, handle, 'hibernation', live)
     return { hibernatedFrom: info.id }
@@ -174,10 +190,15 @@ export class SandboxSnapshots {
     if (typeof id === 'string') await this.#store.delete(id).catch(() => {})
   }
 
-  /** The snapshot a create request forks from, and the request with the snapshot's settings as defaults. */
+  /**
+   * The snapshot a create request forks from, the request with the snapshot's settings as
+   * defaults, and the idle settings the fork inherits (lifetime-settings.ts applies them where
+   * the request names none).
+   */
   forkRequest(request: CreateSandboxRequest): {
     request: CreateSandboxRequest
     manifest: SnapshotManifest | null
+    lifetimes?: InheritedLifetimes
   } {
     if (request.fromSnapshot === undefined) return { request, manifest: null }
     const manifest = this.#store.get(request.fromSnapshot)
@@ -190,8 +211,13 @@ export class SandboxSnapshots {
         env: request.env ?? sandbox.env,
         limits: request.limits ?? sandbox.limits,
         metadata: request.metadata ?? sandbox.metadata,
-        ...(request.idleTimeoutMs === undefined && sandbox.idleTimeoutMs !== null
-          ? { idleTimeoutMs: sandbox.idleTimeoutMs }
+      },
+      lifetimes: {
+        snapshotId: manifest.id,
+        idleTimeoutMs: sandbox.idleTimeoutMs,
+        ...(sandbox.hibernateAfterMs !== undefined ? { hibernateAfterMs: sandbox.hibernateAfterMs } : {}),
+        ...(sandbox.sessionIdleTimeoutMs !== undefined
+          ? { sessionIdleTimeoutMs: sandbox.sessionIdleTimeoutMs }
           : {}),
       },
     }
@@ -228,6 +254,8 @@ function sandboxConfig(record: SandboxRecord): SnapshotManifest['sandbox'] {
     env: record.env,
     metadata: record.metadata,
     idleTimeoutMs: record.idleTimeoutMs,
+    hibernateAfterMs: record.hibernateAfterMs,
+    sessionIdleTimeoutMs: record.sessionIdleTimeoutMs,
   }
 }
 

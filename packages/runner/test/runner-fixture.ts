@@ -7,7 +7,7 @@ import { type BuildAppOptions, buildApp, type RunnerApp } from '../src/app.ts'
 import { generateApiKey, hashSecret } from '../src/credentials.ts'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
 import type { SandboxDriver } from '../src/drivers/sandbox-driver.ts'
-import type { RunnerLimitsInput } from '../src/runner-limits.ts'
+import { defaultLimits, type RunnerLimitsInput } from '../src/runner-limits.ts'
 import { SnapshotStore } from '../src/snapshots/snapshot-store.ts'
 import { StateStore } from '../src/state-store.ts'
 
@@ -39,6 +39,8 @@ export interface TestRunnerOptions {
   keepAgents?: boolean
   /** A driver to use instead of the local driver (named `local`). */
   driver?: SandboxDriver
+  /** More drivers beside it (a create request picks one by name). */
+  extraDrivers?: SandboxDriver[]
   /** Remove a given `stateDir` at dispose too. */
   removeStateDir?: boolean
   /** Origins allowed to call the REST API from a browser. */
@@ -64,7 +66,7 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
   const app = buildApp({
     store,
     apiKeyHashes: [hashSecret(apiKey)],
-    drivers: [driver],
+    drivers: [driver, ...(options.extraDrivers ?? [])],
     limits: options.limits,
     now: options.now,
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
@@ -72,7 +74,9 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     ...(options.network ? { network: options.network } : {}),
     ...(options.warmPool === undefined ? {} : { warmPool: options.warmPool }),
     ...(options.availableMemoryBytes ? { availableMemoryBytes: options.availableMemoryBytes } : {}),
-    ...(options.snapshots ? { snapshotStore: new SnapshotStore(stateDir) } : {}),
+    ...(options.snapshots
+      ? { snapshotStore: new SnapshotStore(stateDir, defaultLimits(options.limits)) }
+      : {}),
   })
   if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
   else await app.ready()
@@ -89,7 +93,8 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
         for (const s of sandboxes) {
           // A hibernated sandbox has nothing running: its driver state names its snapshot.
           if (s.record.status === 'hibernated') continue
-          await driver.destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
+          const own = options.extraDrivers?.find((d) => d.name === s.record.driver) ?? driver
+          await own.destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
         }
       }
       store.close()

@@ -418,13 +418,19 @@ export class NamespaceDriver implements SandboxDriver {
       stat.state === 'Z' ||
       (state.startTime !== undefined && stat.startTime !== state.startTime)
     ) {
-      // A sandbox this runner started has just ended: its exit status says why, once Node reaps it.
+      // A sandbox this runner started has just ended: its exit status says why, once Node reaps
+      // it. The child is unref'd, so this wait's own timer holds the event loop until then (and
+      // is cleared after): a runner used in process with nothing else open would otherwise exit
+      // in the middle of a stop, leaving the delete or hibernation unfinished.
       const pending = this.#pendingExits.get(state.pid)
+      let timer: NodeJS.Timeout | undefined
       const reason = pending
         ? await Promise.race([
             pending,
-            new Promise<undefined>((r) => setTimeout(() => r(undefined), 2_000).unref()),
-          ])
+            new Promise<undefined>((r) => {
+              timer = setTimeout(() => r(undefined), 2_000)
+            }),
+          ]).finally(() => clearTimeout(timer))
         : undefined
       return { alive: false, reason: reason ?? `sandbox process ${state.pid} is no longer running` }
     }

@@ -3,7 +3,9 @@
 // stored by their SHA-256 like workspace files. Restore writes them back into a private folder
 // for `runsc restore` and checks every chunk's hash as it reads it: an image that changed in the
 // store (a damaged disk, someone editing the state dir) is refused, never handed to gVisor.
-// The store lives in the runner's state dir, which no sandbox mounts.
+// The store lives in the runner's state dir, which no sandbox mounts. An image counts against
+// `--max-snapshot-bytes` with the workspace: its size is known from the folder before a chunk
+// is stored, and the bytes read are counted again while it is stored.
 import { createHash } from 'node:crypto'
 import { closeSync, openSync, readdirSync, readSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
@@ -34,14 +36,39 @@ export const LiveImage = z.object({
 /** A snapshot's live image. */
 export type LiveImage = z.infer<typeof LiveImage>
 
-/** Stores the files of the checkpoint folder `dir`; returns the image and the bytes it added. */
+/** Bytes of the regular files in the checkpoint folder `dir` (what storing it would read). */
+export function liveImageBytes(dir: string): number {
+  let bytes = 0
+  for (const name of readdirSync(dir)) {
+    const st = statSync(join(dir, name))
+    if (st.isFile()) bytes += st.size
+  }
+  return bytes
+}
+
+/** SNAPSHOT_TOO_LARGE for a live snapshot whose image and workspace together pass `limit`. */
+export function liveImageTooLarge(imageBytes: number, workspaceBytes: number, limit: number): RunnerError {
+  return new RunnerError(
+    'SNAPSHOT_TOO_LARGE',
+    `the sandbox's checkpoint image (${imageBytes} bytes: its processes' memory) and its workspace (${workspaceBytes} bytes of files) together pass the snapshot limit of ${limit} bytes; nothing was kept and the sandbox goes on. Stop memory-hungry processes or delete large files, or ask the operator to raise --max-snapshot-bytes.`,
+    { details: { limit } },
+  )
+}
+
+/**
+ * Stores the files of the checkpoint folder `dir`; returns the image and the bytes it added.
+ * SNAPSHOT_TOO_LARGE once more than `maxBytes` were read (`workspaceBytes` is for the message);
+ * chunks stored before that belong to no snapshot, and the caller sweeps them.
+ */
 export async function storeLiveImage(
   dir: string,
   objects: ContentStore,
   runscVersion: string,
+  budget: { maxBytes: number; workspaceBytes: number; limit: number },
 ): Promise<{ image: LiveImage; addedBytes: number }> {
   const files: LiveImage['files'] = []
   let addedBytes = 0
+  let readBytes = 0
   for (const name of readdirSync(dir).sort()) {
     const path = join(dir, name)
     if (!statSync(path).isFile()) continue
@@ -58,6 +85,9 @@ export async function storeLiveImage(
           filled += n
         }
         if (filled === 0) break
+        readBytes += filled
+        if (readBytes > budget.maxBytes)
+          throw liveImageTooLarge(readBytes, budget.workspaceBytes, budget.limit)
         const stored = await objects.put(Buffer.from(buffer.subarray(0, filled)))
         chunks.push(stored.hash)
         addedBytes += stored.addedBytes

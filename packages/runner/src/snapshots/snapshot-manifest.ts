@@ -57,6 +57,24 @@ export const SkippedEntry = z.object({
   reason: z.string(),
 })
 
+/** The largest idle time a manifest carries (the protocol's `TimeoutMs` bound). */
+const MAX_LIFETIME_MS = 2_147_483_647
+
+/**
+ * An idle setting in a manifest: ms, or null for never. The manifest is read back from disk,
+ * so a value no runner writes is not trusted: one over the largest timeout is lowered to it,
+ * and anything else that is not a positive integer (negative, zero, a fraction, a string) is
+ * dropped, so the fork takes the runner's default as if the snapshot predated the field.
+ */
+const ManifestLifetime = z
+  .unknown()
+  .transform((value): number | null | undefined => {
+    if (value === null) return null
+    if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) return undefined
+    return Math.min(value, MAX_LIFETIME_MS)
+  })
+  .optional()
+
 /** The sandbox settings a fork starts from (its create request may override each). */
 export const SnapshotSandboxConfig = z.object({
   /** Driver of the sandbox the snapshot was taken of. */
@@ -69,6 +87,10 @@ export const SnapshotSandboxConfig = z.object({
   metadata: z.record(z.string(), z.string()),
   /** Its idle timeout. */
   idleTimeoutMs: TimeoutMs.nullable(),
+  /** Its hibernation time (absent in snapshots of runners before the field: the runner's default). */
+  hibernateAfterMs: ManifestLifetime,
+  /** Its sessions' idle timeout (absent in snapshots of runners before the field: the runner's default). */
+  sessionIdleTimeoutMs: ManifestLifetime,
 })
 /** A snapshot's sandbox settings. */
 export type SnapshotSandboxConfig = z.infer<typeof SnapshotSandboxConfig>

@@ -29,7 +29,13 @@ import {
 } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { ContentStore } from './content-store.ts'
-import { type LiveImage, storeLiveImage, writeLiveImage } from './live-image.ts'
+import {
+  type LiveImage,
+  liveImageBytes,
+  liveImageTooLarge,
+  storeLiveImage,
+  writeLiveImage,
+} from './live-image.ts'
 import { isReadableFormat, SnapshotManifest, type SnapshotSandboxConfig } from './snapshot-manifest.ts'
 import { captureWorkspace, type FileFingerprint } from './workspace-capture.ts'
 import { restoreWorkspace } from './workspace-restore.ts'
@@ -40,7 +46,7 @@ export interface SnapshotLimits {
   maxSnapshots: number
   /** Most snapshots kept of one sandbox. */
   maxSnapshotsPerSandbox: number
-  /** Most bytes of file content in one snapshot's workspace. */
+  /** Most bytes in one snapshot: its workspace's file content plus a live snapshot's image. */
   maxSnapshotBytes: number
   /** Most entries in one snapshot's workspace. */
   maxSnapshotEntries: number
@@ -135,6 +141,11 @@ export class SnapshotStore implements SnapshotBackend {
           { details: { limit: this.#limits.maxSnapshotsPerSandbox } },
         )
       }
+      // A live image counts against the byte limit with the workspace; one that alone passes
+      // it is refused before anything is stored.
+      const limit = this.#limits.maxSnapshotBytes
+      const imageBytes = source.liveImage ? liveImageBytes(source.liveImage.dir) : 0
+      if (imageBytes > limit) throw liveImageTooLarge(imageBytes, 0, limit)
       let captured: Awaited<ReturnType<typeof captureWorkspace>>
       try {
         captured = await captureWorkspace(source.workspace, this.#objects, {
@@ -149,9 +160,14 @@ export class SnapshotStore implements SnapshotBackend {
       }
       let live: { image: LiveImage; addedBytes: number } | undefined
       try {
+        if (captured.bytes + imageBytes > limit) throw liveImageTooLarge(imageBytes, captured.bytes, limit)
         live =
           source.liveImage &&
-          (await storeLiveImage(source.liveImage.dir, this.#objects, source.liveImage.runscVersion))
+          (await storeLiveImage(source.liveImage.dir, this.#objects, source.liveImage.runscVersion, {
+            maxBytes: limit - captured.bytes,
+            workspaceBytes: captured.bytes,
+            limit,
+          }))
       } catch (error) {
         this.#sweep()
         throw error
