@@ -54,7 +54,7 @@ export function encodeFrame(header: unknown, payload: Uint8Array = EMPTY): Uint8
 }
 
 /** The big-endian u32 at `at` (the caller checked that four bytes are there). */
-function readU32(bytes: Uint8Array, at: number): number {
+export function readU32(bytes: Uint8Array, at: number): number {
   return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
 }
 
@@ -106,13 +106,7 @@ export class FrameDecoder {
         const skip = Math.min(length, this.#buffered)
         this.#take(skip)
         this.#skipping = length - skip
-        results.push({
-          ok: false,
-          error: {
-            code: 'FRAME_TOO_LARGE',
-            message: `frame of ${length} bytes exceeds the ${this.#maxFrameBytes}-byte limit; it was dropped`,
-          },
-        })
+        results.push(frameTooLarge(length, this.#maxFrameBytes))
         continue
       }
       if (this.#buffered < 4 + length) break
@@ -162,8 +156,19 @@ export class FrameDecoder {
   }
 }
 
-/** Decodes the frame body that occupies `bytes[start, end)`. */
-function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
+/** The error for a frame whose length field claims more than `maxFrameBytes`. */
+export function frameTooLarge(length: number, maxFrameBytes: number): DecodeResult {
+  return {
+    ok: false,
+    error: {
+      code: 'FRAME_TOO_LARGE',
+      message: `frame of ${length} bytes exceeds the ${maxFrameBytes}-byte limit; it was dropped`,
+    },
+  }
+}
+
+/** Decodes the frame body (what follows the length field) that occupies `bytes[start, end)`. */
+export function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
   if (end - start < 4) {
     return {
       ok: false,

@@ -35,3 +35,11 @@ export {
   type LinkEndpointOptions,
   type LinkFrame,
 } from './link-endpoint.ts'
+export { connectLinkSocket } from './link-socket.ts'
+export {
+  MIN_READ_BYTES,
+  SLAB_BYTES,
+  SlabReader,
+  type SlabReaderOptions,
+  type SlabSink,
+} from './slab-reader.ts'

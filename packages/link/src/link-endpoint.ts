@@ -20,7 +20,8 @@
 import type { Duplex } from 'node:stream'
 import type { ParseResult, WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
-import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+import { type DecodeResult, encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+import { slabReaderOf } from './link-socket.ts'
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
@@ -56,7 +57,8 @@ export interface LinkEndpointOptions<In extends LinkFrame> {
 /** One end of a link: typed frames out (`Out`), parsed frames in (`In`). */
 export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   readonly #stream: Duplex
-  readonly #decoder: FrameDecoder
+  /** Decodes chunks from `data` events; null when the socket reads into slabs. */
+  readonly #decoder: FrameDecoder | null
   readonly #options: LinkEndpointOptions<In>
   #closed: string | null = null
   #corked = false
@@ -74,8 +76,17 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   constructor(stream: Duplex, options: LinkEndpointOptions<In>) {
     this.#stream = stream
     this.#options = options
-    this.#decoder = new FrameDecoder(options.maxFrameBytes ?? LIMITS.maxAgentFrameBytes)
-    stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    const maxFrameBytes = options.maxFrameBytes ?? LIMITS.maxAgentFrameBytes
+    const reader = slabReaderOf(stream)
+    if (reader) {
+      // Frames are decoded in place, in the slab the socket read into (see slab-reader.ts).
+      this.#decoder = null
+      reader.attach(this.#take, maxFrameBytes)
+      stream.resume()
+    } else {
+      this.#decoder = new FrameDecoder(maxFrameBytes)
+      stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    }
     stream.on('drain', () => options.onDrain?.())
     stream.on('error', (error) => this.#finish(`link failed: ${error.message}`))
     stream.on('close', () => this.#finish('the peer closed the link'))
@@ -166,27 +177,30 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   }
 
   #receive(chunk: Buffer): void {
-    for (const result of this.#decoder.push(chunk)) {
-      if (this.#closed !== null) return
-      if (!result.ok) {
-        this.#options.onBadFrame(result.error, undefined)
-        continue
-      }
-      const { header, payload } = result.frame
-      const parsed = this.#options.parse(header)
-      if (!parsed.ok) {
-        this.#options.onBadFrame(parsed.error, header)
-        continue
-      }
-      const frame = parsed.value
-      if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
-        const beat = frame as unknown as HeartbeatFrame
-        if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
-        else this.#pingOutstanding = 0
-        continue
-      }
-      this.#options.onFrame(frame, payload)
+    for (const result of this.#decoder!.push(chunk)) this.#take(result)
+  }
+
+  /** Handles one decoded frame (or frame error); nothing once the link is closed. */
+  readonly #take = (result: DecodeResult): void => {
+    if (this.#closed !== null) return
+    if (!result.ok) {
+      this.#options.onBadFrame(result.error, undefined)
+      return
     }
+    const { header, payload } = result.frame
+    const parsed = this.#options.parse(header)
+    if (!parsed.ok) {
+      this.#options.onBadFrame(parsed.error, header)
+      return
+    }
+    const frame = parsed.value
+    if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
+      const beat = frame as unknown as HeartbeatFrame
+      if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
+      else this.#pingOutstanding = 0
+      return
+    }
+    this.#options.onFrame(frame, payload)
   }
 
   #finish(reason: string): void {

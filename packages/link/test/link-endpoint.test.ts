@@ -86,10 +86,16 @@ afterEach(() => {
   pair = undefined
 })
 
-function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In>): void {
-  describe(`the ${role.name}'s end`, () => {
+/**
+ * How the end under test reads: `slab` into slabs through a socket of `connectLinkSocket` (the
+ * runner's connection), `data` from the stream's data events (the agent's accepted socket).
+ */
+type ReadPath = 'slab' | 'data'
+
+function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In>, reads: ReadPath): void {
+  describe(`the ${role.name}'s end, reading by ${reads}`, () => {
     async function connected(maxFrameBytes?: number) {
-      pair = await socketPair()
+      pair = await socketPair({ slabReads: reads === 'slab' })
       const self = observe<Out, In>(pair.a, role.in, maxFrameBytes)
       const peer = observe<In, Out>(pair.b, role.out)
       return { self, peer, pair }
@@ -234,8 +240,10 @@ function peerControl(role: Role<LinkFrame, LinkFrame>): LinkFrame {
   return role === (runner as unknown) ? agent.controlFrame(9) : runner.controlFrame(9)
 }
 
-runRole(runner)
-runRole(agent)
+runRole(runner, 'slab')
+runRole(runner, 'data')
+runRole(agent, 'data')
+runRole(agent, 'slab')
 
 describe('typed send', () => {
   it('rejects a misspelt field at compile time', async () => {

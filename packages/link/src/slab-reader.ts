@@ -1,0 +1,161 @@
+// The link's read side for a socket the link opened itself: reads land in large slabs, and
+// frames are decoded where they landed.
+//
+// A socket created with Node's `onread` option reads into memory we hand it instead of a fresh
+// buffer per read. The reader hands it the unused tail of the current slab, so a frame that
+// straddles two reads continues in place and is decoded as one view, with no copy; a payload
+// given to the endpoint is a view into the slab.
+//
+// Bytes are never rewritten once a frame holding them has been handed out: a consumer may keep
+// a payload (the runner's WebSocket send queue does, until the kernel takes it) while more
+// reads arrive. Only the bytes after the last complete frame (which nobody was given) move:
+// when the tail has less room than one read, or than the frame being read needs, a new slab
+// starts with a copy of those bytes, and the old slab lives on only as long as some view into
+// it does. So a read costs no allocation, a frame no copy, and a slab (1 MiB by default) one
+// allocation and at most one partial frame's copy. Bytes of an oversized frame are skipped as
+// they arrive, into room that is then read into again; a slab is at most one maximum frame
+// plus one read.
+import type { DecodeResult } from './frame-codec.ts'
+import { decodeBody, frameTooLarge, readU32 } from './frame-codec.ts'
+
+/** Size of a new slab. */
+export const SLAB_BYTES = 1024 * 1024
+
+/** Least room a read is offered; a smaller tail starts a new slab. */
+export const MIN_READ_BYTES = 64 * 1024
+
+/** Receives each frame (or frame error) as it is decoded. */
+export type SlabSink = (result: DecodeResult) => void
+
+/** Sizes of a slab reader (tests use small ones to reach slab boundaries quickly). */
+export interface SlabReaderOptions {
+  /** Size of a new slab (default `SLAB_BYTES`). */
+  slabBytes?: number
+  /** Least room a read is offered (default `MIN_READ_BYTES`). */
+  minReadBytes?: number
+}
+
+/**
+ * Decodes frames in place from reads into slabs. A socket drives it through `room()` (where
+ * the next read goes) and `wrote(n)` (that read brought `n` bytes); frames go to the sink, or
+ * wait undecoded in the slab until one is attached.
+ */
+export class SlabReader {
+  #maxFrameBytes = 0
+  readonly #slabBytes: number
+  readonly #minRead: number
+  #slab: Buffer | null = null
+  /** First byte of the frame being read; bytes before it were handed out or skipped. */
+  #start = 0
+  /** End of the bytes read into the slab. */
+  #fill = 0
+  /** Bytes the frame at `#start` needs in all (4 until its length field is read). */
+  #need = 4
+  /** Bytes of an oversized frame still to skip. */
+  #skipping = 0
+  #sink: SlabSink | null = null
+
+  /** A reader with the given sizes. */
+  constructor(options: SlabReaderOptions = {}) {
+    this.#slabBytes = options.slabBytes ?? SLAB_BYTES
+    this.#minRead = Math.min(options.minReadBytes ?? MIN_READ_BYTES, this.#slabBytes)
+  }
+
+  /** Bytes read and not yet handed out as frames (a partial frame, or all before a sink attaches). */
+  get bufferedBytes(): number {
+    return this.#fill - this.#start
+  }
+
+  /** Whether a sink is attached (without one, reads are kept and not decoded). */
+  get attached(): boolean {
+    return this.#sink !== null
+  }
+
+  /**
+   * Starts handing frames to `sink`, the ones already read first; frames over `maxFrameBytes`
+   * are skipped and reported as FRAME_TOO_LARGE.
+   */
+  attach(sink: SlabSink, maxFrameBytes: number): void {
+    this.#maxFrameBytes = maxFrameBytes
+    this.#sink = sink
+    this.#decode()
+  }
+
+  /**
+   * Where the next read goes: the slab's unused tail, or a new slab holding the partial frame
+   * when the tail is too small for a read or for the frame being read.
+   */
+  room(): Buffer {
+    const slab = this.#slab
+    if (
+      slab === null ||
+      slab.byteLength - this.#fill < this.#minRead ||
+      slab.byteLength - this.#start < this.#need
+    ) {
+      this.#renew()
+    }
+    return this.#slab!.subarray(this.#fill)
+  }
+
+  /** The last read put `n` bytes at the start of `room()`; decodes what they complete. */
+  wrote(n: number): void {
+    if (n <= 0) return
+    const at = this.#fill
+    this.#fill += n
+    if (this.#skipping > 0) {
+      // Everything before these bytes was handed out or skipped, so `#start === at`.
+      const skip = Math.min(this.#skipping, n)
+      this.#skipping -= skip
+      this.#start = at + skip
+      if (this.#start === this.#fill) {
+        // Skipped bytes were never handed out: their room is read into again.
+        this.#start = at
+        this.#fill = at
+        return
+      }
+    }
+    this.#decode()
+  }
+
+  #decode(): void {
+    const sink = this.#sink
+    const slab = this.#slab
+    if (sink === null || slab === null) return
+    for (;;) {
+      const available = this.#fill - this.#start
+      if (available < 4) {
+        this.#need = 4
+        return
+      }
+      const length = readU32(slab, this.#start)
+      if (length > this.#maxFrameBytes) {
+        const skip = Math.min(length, available - 4)
+        this.#skipping = length - skip
+        this.#start += 4 + skip
+        this.#need = 4
+        sink(frameTooLarge(length, this.#maxFrameBytes))
+        // The rest of the frame arrives later and is skipped in `wrote`.
+        if (this.#skipping > 0) return
+        continue
+      }
+      if (available - 4 < length) {
+        this.#need = 4 + length
+        return
+      }
+      const body = this.#start + 4
+      this.#start = body + length
+      sink(decodeBody(slab, body, body + length))
+    }
+  }
+
+  /** Starts a new slab with the bytes not handed out yet; the old one is left to its views. */
+  #renew(): void {
+    const pending = this.#fill - this.#start
+    const size = Math.max(this.#slabBytes, this.#need + this.#minRead, pending + this.#minRead)
+    const next = Buffer.allocUnsafeSlow(size)
+    if (pending > 0) this.#slab!.copy(next, 0, this.#start, this.#fill)
+    this.#slab = next
+    this.#start = 0
+    this.#fill = pending
+  }
+}
