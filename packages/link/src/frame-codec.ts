@@ -11,6 +11,7 @@
 import { Buffer } from 'node:buffer'
 import type { WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
+import type { PayloadLease } from './slab-pool.ts'
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 const EMPTY = new Uint8Array(0)
@@ -21,6 +22,12 @@ export interface DecodedFrame {
   header: unknown
   /** Raw payload bytes; empty for frames without one. */
   payload: Uint8Array
+  /**
+   * Present when the payload is a view into a slab the link reads into again (slab-reader.ts):
+   * release it once nothing reads the payload any more. Without a release the slab is simply
+   * never reused.
+   */
+  lease?: PayloadLease
 }
 
 /** What the decoder yields: a frame, or an error for a frame it had to drop. */

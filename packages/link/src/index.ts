@@ -36,6 +36,7 @@ export {
   type LinkFrame,
 } from './link-endpoint.ts'
 export { connectLinkSocket } from './link-socket.ts'
+export { PayloadLease, POOLED_SLABS, Slab, SlabPool } from './slab-pool.ts'
 export {
   MIN_READ_BYTES,
   SLAB_BYTES,

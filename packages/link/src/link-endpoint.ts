@@ -22,6 +22,7 @@ import type { ParseResult, WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { type DecodeResult, encodeFrameHead, FrameDecoder } from './frame-codec.ts'
 import { slabReaderOf } from './link-socket.ts'
+import type { PayloadLease } from './slab-pool.ts'
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
@@ -44,8 +45,12 @@ export interface LinkEndpointOptions<In extends LinkFrame> {
   parse: FrameParser<In>
   /** Largest frame accepted; larger ones are skipped and reported as FRAME_TOO_LARGE. */
   maxFrameBytes?: number
-  /** A parsed frame and its payload (a view into the read buffer: copy it to keep it). */
-  onFrame: (frame: In, payload: Uint8Array) => void
+  /**
+   * A parsed frame and its payload (a view into the read buffer). `lease` is set when that
+   * buffer is read into again once the lease is released (see slab-pool.ts): release it when
+   * nothing reads the payload any more, or never, and the buffer is not reused.
+   */
+  onFrame: (frame: In, payload: Uint8Array, lease: PayloadLease | undefined) => void
   /** A frame that could not be decoded or parsed; `header` is its raw JSON when it had one. */
   onBadFrame: (error: WireError, header: unknown) => void
   /** The stream ended or failed, or the heartbeat found the peer dead; called once. */
@@ -182,25 +187,30 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
 
   /** Handles one decoded frame (or frame error); nothing once the link is closed. */
   readonly #take = (result: DecodeResult): void => {
-    if (this.#closed !== null) return
     if (!result.ok) {
-      this.#options.onBadFrame(result.error, undefined)
+      if (this.#closed === null) this.#options.onBadFrame(result.error, undefined)
       return
     }
-    const { header, payload } = result.frame
+    const { header, payload, lease } = result.frame
+    if (this.#closed !== null) {
+      lease?.release()
+      return
+    }
     const parsed = this.#options.parse(header)
     if (!parsed.ok) {
+      lease?.release()
       this.#options.onBadFrame(parsed.error, header)
       return
     }
     const frame = parsed.value
     if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
+      lease?.release()
       const beat = frame as unknown as HeartbeatFrame
       if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
       else this.#pingOutstanding = 0
       return
     }
-    this.#options.onFrame(frame, payload)
+    this.#options.onFrame(frame, payload, lease)
   }
 
   #finish(reason: string): void {

@@ -6,23 +6,30 @@
 // straddles two reads continues in place and is decoded as one view, with no copy; a payload
 // given to the endpoint is a view into the slab.
 //
-// Bytes are never rewritten once a frame holding them has been handed out: a consumer may keep
+// Bytes are never rewritten while a payload holding them may still be read: a consumer may keep
 // a payload (the runner's WebSocket send queue does, until the kernel takes it) while more
-// reads arrive. Only the bytes after the last complete frame (which nobody was given) move:
-// when the tail has less room than one read, or than the frame being read needs, a new slab
-// starts with a copy of those bytes, and the old slab lives on only as long as some view into
-// it does. So a read costs no allocation, a frame no copy, and a slab (1 MiB by default) one
-// allocation and at most one partial frame's copy. Bytes of an oversized frame are skipped as
-// they arrive, into room that is then read into again; a slab is at most one maximum frame
-// plus one read.
+// reads arrive. Each payload comes with a lease (slab-pool.ts); a slab is read into again only
+// once every payload handed out of it was released, and one with a payload never released is
+// left to the garbage collector. Only the bytes after the last complete frame (which nobody was
+// given) move: when the tail has less room than one read, or than the frame being read needs,
+// the slab starts over with those bytes at its front if nothing of it is outstanding, or a
+// pooled or new slab starts with a copy of them. So a read costs no allocation, a frame no
+// copy, and a slab at most one partial frame's copy. When every byte read was handed out and
+// released, the next read goes to the slab's front, so an idle link touches only its first
+// pages. Bytes of an oversized frame are skipped as they arrive, into room that is then read
+// into again; a slab is at most one maximum frame plus one read.
 import type { DecodeResult } from './frame-codec.ts'
 import { decodeBody, frameTooLarge, readU32 } from './frame-codec.ts'
+import { PayloadLease, Slab, SlabPool } from './slab-pool.ts'
 
 /** Size of a new slab. */
 export const SLAB_BYTES = 1024 * 1024
 
 /** Least room a read is offered; a smaller tail starts a new slab. */
 export const MIN_READ_BYTES = 64 * 1024
+
+/** The pool of default-sized slabs every reader without its own pool shares. */
+const SHARED_POOL = new SlabPool(SLAB_BYTES)
 
 /** Receives each frame (or frame error) as it is decoded. */
 export type SlabSink = (result: DecodeResult) => void
@@ -33,6 +40,8 @@ export interface SlabReaderOptions {
   slabBytes?: number
   /** Least room a read is offered (default `MIN_READ_BYTES`). */
   minReadBytes?: number
+  /** Where free slabs come from and go to (default: one shared by every reader of default size). */
+  pool?: SlabPool
 }
 
 /**
@@ -42,9 +51,9 @@ export interface SlabReaderOptions {
  */
 export class SlabReader {
   #maxFrameBytes = 0
-  readonly #slabBytes: number
+  readonly #pool: SlabPool
   readonly #minRead: number
-  #slab: Buffer | null = null
+  #slab: Slab | null = null
   /** First byte of the frame being read; bytes before it were handed out or skipped. */
   #start = 0
   /** End of the bytes read into the slab. */
@@ -57,8 +66,9 @@ export class SlabReader {
 
   /** A reader with the given sizes. */
   constructor(options: SlabReaderOptions = {}) {
-    this.#slabBytes = options.slabBytes ?? SLAB_BYTES
-    this.#minRead = Math.min(options.minReadBytes ?? MIN_READ_BYTES, this.#slabBytes)
+    const slabBytes = options.slabBytes ?? SLAB_BYTES
+    this.#pool = options.pool ?? (slabBytes === SLAB_BYTES ? SHARED_POOL : new SlabPool(slabBytes))
+    this.#minRead = Math.min(options.minReadBytes ?? MIN_READ_BYTES, this.#pool.slabBytes)
   }
 
   /** Bytes read and not yet handed out as frames (a partial frame, or all before a sink attaches). */
@@ -82,19 +92,19 @@ export class SlabReader {
   }
 
   /**
-   * Where the next read goes: the slab's unused tail, or a new slab holding the partial frame
-   * when the tail is too small for a read or for the frame being read.
+   * Where the next read goes: the slab's unused tail, or (see `#renew`) room made for the
+   * partial frame when the tail is too small for a read or for the frame being read.
    */
   room(): Buffer {
     const slab = this.#slab
     if (
       slab === null ||
-      slab.byteLength - this.#fill < this.#minRead ||
-      slab.byteLength - this.#start < this.#need
+      slab.bytes.byteLength - this.#fill < this.#minRead ||
+      slab.bytes.byteLength - this.#start < this.#need
     ) {
       this.#renew()
     }
-    return this.#slab!.subarray(this.#fill)
+    return this.#slab!.bytes.subarray(this.#fill)
   }
 
   /** The last read put `n` bytes at the start of `room()`; decodes what they complete. */
@@ -115,19 +125,25 @@ export class SlabReader {
       }
     }
     this.#decode()
+    // Everything read was handed out and given back: the next read starts at the front again.
+    if (this.#start === this.#fill && this.#slab!.outstanding === 0) {
+      this.#start = 0
+      this.#fill = 0
+    }
   }
 
   #decode(): void {
     const sink = this.#sink
     const slab = this.#slab
     if (sink === null || slab === null) return
+    const bytes = slab.bytes
     for (;;) {
       const available = this.#fill - this.#start
       if (available < 4) {
         this.#need = 4
         return
       }
-      const length = readU32(slab, this.#start)
+      const length = readU32(bytes, this.#start)
       if (length > this.#maxFrameBytes) {
         const skip = Math.min(length, available - 4)
         this.#skipping = length - skip
@@ -144,17 +160,34 @@ export class SlabReader {
       }
       const body = this.#start + 4
       this.#start = body + length
-      sink(decodeBody(slab, body, body + length))
+      const result = decodeBody(bytes, body, body + length)
+      if (result.ok && result.frame.payload.byteLength > 0) {
+        slab.outstanding += 1
+        result.frame.lease = new PayloadLease(slab)
+      }
+      sink(result)
     }
   }
 
-  /** Starts a new slab with the bytes not handed out yet; the old one is left to its views. */
+  /**
+   * Makes room: moves the bytes not handed out yet to the front of this slab when nothing of it
+   * is outstanding, else into a pooled or new slab (the old one is pooled once released).
+   */
   #renew(): void {
     const pending = this.#fill - this.#start
-    const size = Math.max(this.#slabBytes, this.#need + this.#minRead, pending + this.#minRead)
-    const next = Buffer.allocUnsafeSlow(size)
-    if (pending > 0) this.#slab!.copy(next, 0, this.#start, this.#fill)
-    this.#slab = next
+    const size = Math.max(this.#pool.slabBytes, this.#need + this.#minRead, pending + this.#minRead)
+    const old = this.#slab
+    if (old !== null && old.outstanding === 0 && old.bytes.byteLength >= size) {
+      old.bytes.copyWithin(0, this.#start, this.#fill)
+    } else {
+      const next =
+        size === this.#pool.slabBytes ? this.#pool.take() : new Slab(Buffer.allocUnsafeSlow(size), null)
+      if (old !== null) {
+        if (pending > 0) old.bytes.copy(next.bytes, 0, this.#start, this.#fill)
+        old.retire()
+      }
+      this.#slab = next
+    }
     this.#start = 0
     this.#fill = pending
   }

@@ -23,6 +23,7 @@
 
 import { isUtf8 } from 'node:buffer'
 import type { Duplex } from 'node:stream'
+import type { PayloadLease } from '@conch/link'
 import {
   CAPABILITIES,
   CLIENT_FRAME_TYPES,
@@ -269,11 +270,16 @@ export class ShellConnection {
         this.#lastOffset[stream] = offset + n
         if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
         if (this.#binary) {
-          this.#sendBinary(encodeOutputHeader(stream, this.#lastRunShown[stream], offset), payload)
+          this.#sendBinary(
+            encodeOutputHeader(stream, this.#lastRunShown[stream], offset),
+            payload,
+            event.lease,
+          )
           this.#credit(n)
           return
         }
         const data = this.#decoder.decode(stream, payload)
+        event.lease?.release()
         if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
         return
@@ -626,14 +632,30 @@ export class ShellConnection {
   /**
    * Sends a binary output message as two WebSocket fragments, its header and then the payload,
    * so the payload (a view into the agent link's read) is never copied into a new buffer. The
-   * two go out back to back in one corked write; no other message can fall between them.
+   * two go out back to back in one corked write; no other message can fall between them. The
+   * payload's lease is released once the write holding it is done (the kernel has the bytes,
+   * or the socket failed), so the link may read into its memory again.
    */
-  #sendBinary(header: Uint8Array, payload: Uint8Array): void {
-    if (this.#closed || this.#ws.readyState !== 1) return
+  #sendBinary(header: Uint8Array, payload: Uint8Array, lease: PayloadLease | undefined): void {
+    if (this.#closed || this.#ws.readyState !== 1) {
+      lease?.release()
+      return
+    }
     this.#cork()
     this.#ws.send(header, { binary: true, fin: false })
-    if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
-    else this.#ws.send(payload, { binary: true, fin: true })
+    if (lease === undefined) {
+      if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
+      else this.#ws.send(payload, { binary: true, fin: true })
+      return
+    }
+    const flushed =
+      this.#held > 0
+        ? () => {
+            lease.release()
+            this.#maybeRelease()
+          }
+        : lease.release
+    this.#ws.send(payload, { binary: true, fin: true }, flushed)
   }
 
   /** Frames produced in one tick leave in one write: corks the socket until the next tick. */
