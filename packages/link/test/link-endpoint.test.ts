@@ -259,3 +259,38 @@ describe('typed send', () => {
     expect(endpoint.send({ type: 'shell_exit', ch: 1 })).toBe(true)
   })
 })
+
+describe('payloads read into slabs (the runner end of a real socket)', () => {
+  it('attack: a payload held without release stays intact while released slabs are read into again', async () => {
+    pair = await socketPair({ slabReads: true })
+    const held: { payload: Uint8Array; expected: Buffer }[] = []
+    let frames = 0
+    let leased = 0
+    new LinkEndpoint<HostFrame, AgentFrame>(pair.a, {
+      parse: parseAgentFrame,
+      onFrame: (frame, payload, lease) => {
+        frames += 1
+        if (lease) leased += 1
+        const n = (frame as { offset?: number }).offset ?? 0
+        // Every tenth payload is kept as a view, never released; the rest are released at once.
+        if (n % 10 === 0) held.push({ payload, expected: Buffer.from(payload) })
+        else lease?.release()
+      },
+      onBadFrame: () => {},
+    })
+    // The peer floods more than several slabs' worth, in writes that straddle frame bounds.
+    const stream: Uint8Array[] = []
+    for (let i = 0; i < 400; i++) {
+      const body = Buffer.alloc(40_000 + (i % 13) * 1000, i & 0xff)
+      stream.push(encodeFrame({ type: 'shell_out', ch: 1, id: 'r', offset: i }, body))
+    }
+    const all = Buffer.concat(stream)
+    for (let at = 0; at < all.length; at += 50_000) pair.b.write(all.subarray(at, at + 50_000))
+    await vi.waitFor(() => expect(frames).toBe(400), { timeout: 10_000 })
+    expect(leased).toBe(400)
+    expect(held).toHaveLength(40)
+    for (const h of held) expect(Buffer.from(h.payload).equals(h.expected)).toBe(true)
+    // Held views still read what the peer sent for them, not bytes of later frames.
+    held.forEach((h, k) => expect(h.payload[0]).toBe((k * 10) & 0xff))
+  })
+})
