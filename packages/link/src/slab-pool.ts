@@ -85,10 +85,21 @@ export class SlabPool {
  */
 export class PayloadLease {
   #slab: Slab | null
+  /** Where the payload starts in the slab, and its length. */
+  readonly #at: number
+  readonly #length: number
+  /** Bytes before the payload that belong to its frame alone (length fields, JSON header). */
+  readonly #headroom: number
 
-  /** A lease on one payload view of `slab` (counted by the caller). */
-  constructor(slab: Slab) {
+  /**
+   * A lease on the payload at `bytes[at, at + length)` of `slab` (counted by the caller), whose
+   * frame's own `headroom` bytes (already decoded, never handed out) come just before it.
+   */
+  constructor(slab: Slab, at: number, length: number, headroom: number) {
     this.#slab = slab
+    this.#at = at
+    this.#length = length
+    this.#headroom = headroom
   }
 
   /** Gives the payload back; call it only once nothing reads it any more. */
@@ -97,5 +108,19 @@ export class PayloadLease {
     if (slab === null) return
     this.#slab = null
     slab.unref()
+  }
+
+  /**
+   * Writes `header` over the frame's own bytes just before the payload and returns one view of
+   * header then payload, so both go on as one buffer without a copy; null when the header does
+   * not fit there or the lease was released. Call it at most once per lease: a second call
+   * writes over the first one's header.
+   */
+  prepend(header: Uint8Array): Buffer | null {
+    const slab = this.#slab
+    if (slab === null || header.byteLength > this.#headroom) return null
+    const start = this.#at - header.byteLength
+    slab.bytes.set(header, start)
+    return slab.bytes.subarray(start, this.#at + this.#length)
   }
 }

@@ -158,12 +158,15 @@ export class SlabReader {
         this.#need = 4 + length
         return
       }
-      const body = this.#start + 4
+      const frameStart = this.#start
+      const body = frameStart + 4
       this.#start = body + length
       const result = decodeBody(bytes, body, body + length)
       if (result.ok && result.frame.payload.byteLength > 0) {
+        const payload = result.frame.payload
         slab.outstanding += 1
-        result.frame.lease = new PayloadLease(slab)
+        const at = payload.byteOffset - bytes.byteOffset
+        result.frame.lease = new PayloadLease(slab, at, payload.byteLength, at - frameStart)
       }
       sink(result)
     }

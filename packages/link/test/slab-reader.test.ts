@@ -135,6 +135,29 @@ describe('slab reader', () => {
     expect(rooms.size).toBe(1)
   })
 
+  it("prepends a header into the frame's own bytes, leaving every payload intact", () => {
+    const { reader, results } = collecting({ slabBytes: 4096, minReadBytes: 64 })
+    const a = patterned(500, 1)
+    const b = patterned(700, 2)
+    feed(
+      reader,
+      concat([encodeFrame({ type: 'shell_out', id: 'r-1', offset: 0 }, a), encodeFrame({ n: 2 }, b)]),
+      4096,
+    )
+    const [first, second] = results
+    if (!first?.ok || !second?.ok) throw new Error('frames did not decode')
+    const header = new Uint8Array([1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0x72, 0x2d, 0x31])
+    const message = first.frame.lease?.prepend(header)
+    expect(message && Buffer.from(message).equals(Buffer.concat([header, a]))).toBe(true)
+    expect(Buffer.from(first.frame.payload).equals(Buffer.from(a))).toBe(true)
+    expect(Buffer.from(second.frame.payload).equals(Buffer.from(b))).toBe(true)
+    // A header longer than the frame's own bytes before its payload does not fit.
+    expect(second.frame.lease?.prepend(new Uint8Array(64))).toBeNull()
+    expect(Buffer.from(first.frame.payload).equals(Buffer.from(a))).toBe(true)
+    second.frame.lease?.release()
+    expect(second.frame.lease?.prepend(new Uint8Array(1))).toBeNull()
+  })
+
   it('skips a claimed oversize length without holding its bytes, then goes on', () => {
     const { reader, results } = collecting({ slabBytes: 1024, minReadBytes: 64 }, 256)
     const big = encodeFrame({ type: 'big' }, new Uint8Array(100_000).fill(7))

@@ -630,11 +630,12 @@ export class ShellConnection {
   }
 
   /**
-   * Sends a binary output message as two WebSocket fragments, its header and then the payload,
-   * so the payload (a view into the agent link's read) is never copied into a new buffer. The
-   * two go out back to back in one corked write; no other message can fall between them. The
-   * payload's lease is released once the write holding it is done (the kernel has the bytes,
-   * or the socket failed), so the link may read into its memory again.
+   * Sends a binary output message without copying the payload (a view into the agent link's
+   * read). With a lease, the header goes into the link frame's own bytes just before the
+   * payload and the message is one WebSocket frame; otherwise it goes as two fragments, header
+   * then payload, back to back in one corked write (no other message can fall between them).
+   * The lease is released once the write holding the payload is done (the kernel has the
+   * bytes, or the socket failed), so the link may read into that memory again.
    */
   #sendBinary(header: Uint8Array, payload: Uint8Array, lease: PayloadLease | undefined): void {
     if (this.#closed || this.#ws.readyState !== 1) {
@@ -642,8 +643,8 @@ export class ShellConnection {
       return
     }
     this.#cork()
-    this.#ws.send(header, { binary: true, fin: false })
     if (lease === undefined) {
+      this.#ws.send(header, { binary: true, fin: false })
       if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
       else this.#ws.send(payload, { binary: true, fin: true })
       return
@@ -655,6 +656,12 @@ export class ShellConnection {
             this.#maybeRelease()
           }
         : lease.release
+    const message = lease.prepend(header)
+    if (message !== null) {
+      this.#ws.send(message, { binary: true }, flushed)
+      return
+    }
+    this.#ws.send(header, { binary: true, fin: false })
     this.#ws.send(payload, { binary: true, fin: true }, flushed)
   }
 
