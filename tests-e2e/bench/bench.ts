@@ -462,9 +462,19 @@ async function main(): Promise<void> {
       })
       const sampled = sampler.stop()
       const mib = bytes / 1024 ** 2
-      recordValue('streaming', 'runner CPU per MiB streamed', 'ms', (cpuMs(runner.pid) - cpuBefore.runner) / mib)
+      recordValue(
+        'streaming',
+        'runner CPU per MiB streamed',
+        'ms',
+        (cpuMs(runner.pid) - cpuBefore.runner) / mib,
+      )
       recordValue('streaming', 'agent CPU per MiB streamed', 'ms', (cpuMs(agent) - cpuBefore.agent) / mib)
-      recordValue('streaming', 'client (SDK) CPU per MiB streamed', 'ms', (cpuMs(process.pid) - cpuBefore.client) / mib)
+      recordValue(
+        'streaming',
+        'client (SDK) CPU per MiB streamed',
+        'ms',
+        (cpuMs(process.pid) - cpuBefore.client) / mib,
+      )
       if (code !== 0 || received !== bytes)
         throw new Error(`stream got ${received} of ${bytes} bytes, exit ${code}`)
       recordValue(

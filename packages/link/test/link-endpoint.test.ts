@@ -291,6 +291,8 @@ describe('payloads read into slabs (the runner end of a real socket)', () => {
     expect(held).toHaveLength(40)
     for (const h of held) expect(Buffer.from(h.payload).equals(h.expected)).toBe(true)
     // Held views still read what the peer sent for them, not bytes of later frames.
-    held.forEach((h, k) => expect(h.payload[0]).toBe((k * 10) & 0xff))
+    held.forEach((h, k) => {
+      expect(h.payload[0]).toBe((k * 10) & 0xff)
+    })
   })
 })
