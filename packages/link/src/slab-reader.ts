@@ -16,7 +16,8 @@
 // pooled or new slab starts with a copy of them. So a read costs no allocation, a frame no
 // copy, and a slab at most one partial frame's copy. When every byte read was handed out and
 // released, the next read goes to the slab's front, so an idle link touches only its first
-// pages. Bytes of an oversized frame are skipped as they arrive, into room that is then read
+// pages; a slab a burst filled past half is then swapped for a fresh one, so a link that once
+// streamed does not keep a whole slab resident. Bytes of an oversized frame are skipped as they arrive, into room that is then read
 // into again; a slab is at most one maximum frame plus one read.
 import type { DecodeResult } from './frame-codec.ts'
 import { decodeBody, frameTooLarge, readU32 } from './frame-codec.ts'
@@ -62,6 +63,8 @@ export class SlabReader {
   #need = 4
   /** Bytes of an oversized frame still to skip. */
   #skipping = 0
+  /** The furthest `#fill` reached in this slab since it was taken (how much of it was touched). */
+  #highWater = 0
   #sink: SlabSink | null = null
 
   /** A reader with the given sizes. */
@@ -124,11 +127,20 @@ export class SlabReader {
         return
       }
     }
+    if (this.#fill > this.#highWater) this.#highWater = this.#fill
     this.#decode()
     // Everything read was handed out and given back: the next read starts at the front again.
-    if (this.#start === this.#fill && this.#slab!.outstanding === 0) {
+    const slab = this.#slab!
+    if (this.#start === this.#fill && slab.outstanding === 0) {
       this.#start = 0
       this.#fill = 0
+      if (this.#highWater > this.#pool.slabBytes / 2) {
+        // A burst touched most of this slab; an idle link should not keep those pages
+        // resident, so it goes to the pool (or the collector) and a fresh one takes over.
+        slab.retire()
+        this.#slab = new Slab(Buffer.allocUnsafeSlow(this.#pool.slabBytes), this.#pool)
+        this.#highWater = 0
+      }
     }
   }
 
@@ -190,6 +202,7 @@ export class SlabReader {
         old.retire()
       }
       this.#slab = next
+      this.#highWater = pending
     }
     this.#start = 0
     this.#fill = pending

@@ -158,6 +158,25 @@ describe('slab reader', () => {
     expect(second.frame.lease?.prepend(new Uint8Array(1))).toBeNull()
   })
 
+  it('swaps a slab a burst filled past half for a fresh one once everything is released', () => {
+    const pool = new SlabPool(4096, 2)
+    const { reader, results } = collecting({ pool, minReadBytes: 256 })
+    const burst = reader.room().buffer
+    // One read of many frames fills most of the slab; the consumer keeps them a while.
+    feed(reader, concat(Array.from({ length: 10 }, (_, i) => encodeFrame({ n: i }, patterned(300, i)))), 4096)
+    expect(results).toHaveLength(10)
+    for (const r of results) if (r.ok) r.frame.lease?.release()
+    // The next small read completes everything: the burst's slab goes to the pool.
+    feed(reader, encodeFrame({ n: 10 }), 4096)
+    expect(reader.room().buffer).not.toBe(burst)
+    expect(pool.size).toBe(1)
+    // An idle link's small frames then stay at the front of its (fresh) slab.
+    const idle = reader.room().buffer
+    for (let i = 0; i < 50; i++) feed(reader, encodeFrame({ ping: i }), 4096)
+    expect(reader.room().buffer).toBe(idle)
+    expect(reader.room().byteOffset).toBe(0)
+  })
+
   it('skips a claimed oversize length without holding its bytes, then goes on', () => {
     const { reader, results } = collecting({ slabBytes: 1024, minReadBytes: 64 }, 256)
     const big = encodeFrame({ type: 'big' }, new Uint8Array(100_000).fill(7))
