@@ -24,6 +24,7 @@ import {
 import { density } from './density.ts'
 import { startPackagedRunner } from './packaged-runner.ts'
 import { PipeShell } from './pipe-shell.ts'
+import { cpuMs } from './proc-cpu.ts'
 import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
 import { soak } from './soak.ts'
 import { median, type Quantiles, quantiles } from './stats.ts'
@@ -449,6 +450,7 @@ async function main(): Promise<void> {
       recordValue('streaming', 'agent RSS before streaming', 'MB', rssBytes(agent) / MB)
       const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
       const sampler = new RssSampler([runner.pid, agent])
+      const cpuBefore = { runner: cpuMs(runner.pid), agent: cpuMs(agent), client: cpuMs(process.pid) }
       let received = 0
       let code = -1
       const ms = await wallTime(async () => {
@@ -459,6 +461,20 @@ async function main(): Promise<void> {
         }
       })
       const sampled = sampler.stop()
+      const mib = bytes / 1024 ** 2
+      recordValue(
+        'streaming',
+        'runner CPU per MiB streamed',
+        'ms',
+        (cpuMs(runner.pid) - cpuBefore.runner) / mib,
+      )
+      recordValue('streaming', 'agent CPU per MiB streamed', 'ms', (cpuMs(agent) - cpuBefore.agent) / mib)
+      recordValue(
+        'streaming',
+        'client (SDK) CPU per MiB streamed',
+        'ms',
+        (cpuMs(process.pid) - cpuBefore.client) / mib,
+      )
       if (code !== 0 || received !== bytes)
         throw new Error(`stream got ${received} of ${bytes} bytes, exit ${code}`)
       recordValue(

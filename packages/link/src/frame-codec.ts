@@ -11,6 +11,7 @@
 import { Buffer } from 'node:buffer'
 import type { WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
+import type { PayloadLease } from './slab-pool.ts'
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 const EMPTY = new Uint8Array(0)
@@ -21,6 +22,12 @@ export interface DecodedFrame {
   header: unknown
   /** Raw payload bytes; empty for frames without one. */
   payload: Uint8Array
+  /**
+   * Present when the payload is a view into a slab the link reads into again (slab-reader.ts):
+   * release it once nothing reads the payload any more. Without a release the slab is simply
+   * never reused.
+   */
+  lease?: PayloadLease
 }
 
 /** What the decoder yields: a frame, or an error for a frame it had to drop. */
@@ -54,7 +61,7 @@ export function encodeFrame(header: unknown, payload: Uint8Array = EMPTY): Uint8
 }
 
 /** The big-endian u32 at `at` (the caller checked that four bytes are there). */
-function readU32(bytes: Uint8Array, at: number): number {
+export function readU32(bytes: Uint8Array, at: number): number {
   return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
 }
 
@@ -106,13 +113,7 @@ export class FrameDecoder {
         const skip = Math.min(length, this.#buffered)
         this.#take(skip)
         this.#skipping = length - skip
-        results.push({
-          ok: false,
-          error: {
-            code: 'FRAME_TOO_LARGE',
-            message: `frame of ${length} bytes exceeds the ${this.#maxFrameBytes}-byte limit; it was dropped`,
-          },
-        })
+        results.push(frameTooLarge(length, this.#maxFrameBytes))
         continue
       }
       if (this.#buffered < 4 + length) break
@@ -162,8 +163,19 @@ export class FrameDecoder {
   }
 }
 
-/** Decodes the frame body that occupies `bytes[start, end)`. */
-function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
+/** The error for a frame whose length field claims more than `maxFrameBytes`. */
+export function frameTooLarge(length: number, maxFrameBytes: number): DecodeResult {
+  return {
+    ok: false,
+    error: {
+      code: 'FRAME_TOO_LARGE',
+      message: `frame of ${length} bytes exceeds the ${maxFrameBytes}-byte limit; it was dropped`,
+    },
+  }
+}
+
+/** Decodes the frame body (what follows the length field) that occupies `bytes[start, end)`. */
+export function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
   if (end - start < 4) {
     return {
       ok: false,

@@ -35,3 +35,12 @@ export {
   type LinkEndpointOptions,
   type LinkFrame,
 } from './link-endpoint.ts'
+export { connectLinkSocket } from './link-socket.ts'
+export { PayloadLease, POOLED_SLABS, Slab, SlabPool } from './slab-pool.ts'
+export {
+  MIN_READ_BYTES,
+  SLAB_BYTES,
+  SlabReader,
+  type SlabReaderOptions,
+  type SlabSink,
+} from './slab-reader.ts'

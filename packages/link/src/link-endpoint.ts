@@ -20,7 +20,9 @@
 import type { Duplex } from 'node:stream'
 import type { ParseResult, WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
-import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+import { type DecodeResult, encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+import { slabReaderOf } from './link-socket.ts'
+import type { PayloadLease } from './slab-pool.ts'
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
@@ -43,8 +45,12 @@ export interface LinkEndpointOptions<In extends LinkFrame> {
   parse: FrameParser<In>
   /** Largest frame accepted; larger ones are skipped and reported as FRAME_TOO_LARGE. */
   maxFrameBytes?: number
-  /** A parsed frame and its payload (a view into the read buffer: copy it to keep it). */
-  onFrame: (frame: In, payload: Uint8Array) => void
+  /**
+   * A parsed frame and its payload (a view into the read buffer). `lease` is set when that
+   * buffer is read into again once the lease is released (see slab-pool.ts): release it when
+   * nothing reads the payload any more, or never, and the buffer is not reused.
+   */
+  onFrame: (frame: In, payload: Uint8Array, lease: PayloadLease | undefined) => void
   /** A frame that could not be decoded or parsed; `header` is its raw JSON when it had one. */
   onBadFrame: (error: WireError, header: unknown) => void
   /** The stream ended or failed, or the heartbeat found the peer dead; called once. */
@@ -56,7 +62,8 @@ export interface LinkEndpointOptions<In extends LinkFrame> {
 /** One end of a link: typed frames out (`Out`), parsed frames in (`In`). */
 export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   readonly #stream: Duplex
-  readonly #decoder: FrameDecoder
+  /** Decodes chunks from `data` events; null when the socket reads into slabs. */
+  readonly #decoder: FrameDecoder | null
   readonly #options: LinkEndpointOptions<In>
   #closed: string | null = null
   #corked = false
@@ -74,8 +81,17 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   constructor(stream: Duplex, options: LinkEndpointOptions<In>) {
     this.#stream = stream
     this.#options = options
-    this.#decoder = new FrameDecoder(options.maxFrameBytes ?? LIMITS.maxAgentFrameBytes)
-    stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    const maxFrameBytes = options.maxFrameBytes ?? LIMITS.maxAgentFrameBytes
+    const reader = slabReaderOf(stream)
+    if (reader) {
+      // Frames are decoded in place, in the slab the socket read into (see slab-reader.ts).
+      this.#decoder = null
+      reader.attach(this.#take, maxFrameBytes)
+      stream.resume()
+    } else {
+      this.#decoder = new FrameDecoder(maxFrameBytes)
+      stream.on('data', (chunk: Buffer) => this.#receive(chunk))
+    }
     stream.on('drain', () => options.onDrain?.())
     stream.on('error', (error) => this.#finish(`link failed: ${error.message}`))
     stream.on('close', () => this.#finish('the peer closed the link'))
@@ -166,27 +182,35 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   }
 
   #receive(chunk: Buffer): void {
-    for (const result of this.#decoder.push(chunk)) {
-      if (this.#closed !== null) return
-      if (!result.ok) {
-        this.#options.onBadFrame(result.error, undefined)
-        continue
-      }
-      const { header, payload } = result.frame
-      const parsed = this.#options.parse(header)
-      if (!parsed.ok) {
-        this.#options.onBadFrame(parsed.error, header)
-        continue
-      }
-      const frame = parsed.value
-      if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
-        const beat = frame as unknown as HeartbeatFrame
-        if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
-        else this.#pingOutstanding = 0
-        continue
-      }
-      this.#options.onFrame(frame, payload)
+    for (const result of this.#decoder!.push(chunk)) this.#take(result)
+  }
+
+  /** Handles one decoded frame (or frame error); nothing once the link is closed. */
+  readonly #take = (result: DecodeResult): void => {
+    if (!result.ok) {
+      if (this.#closed === null) this.#options.onBadFrame(result.error, undefined)
+      return
     }
+    const { header, payload, lease } = result.frame
+    if (this.#closed !== null) {
+      lease?.release()
+      return
+    }
+    const parsed = this.#options.parse(header)
+    if (!parsed.ok) {
+      lease?.release()
+      this.#options.onBadFrame(parsed.error, header)
+      return
+    }
+    const frame = parsed.value
+    if (this.#live && (frame.type === 'ping' || frame.type === 'pong')) {
+      lease?.release()
+      const beat = frame as unknown as HeartbeatFrame
+      if (beat.type === 'ping') this.#sendHeartbeat({ type: 'pong', n: beat.n })
+      else this.#pingOutstanding = 0
+      return
+    }
+    this.#options.onFrame(frame, payload, lease)
   }
 
   #finish(reason: string): void {

@@ -86,10 +86,16 @@ afterEach(() => {
   pair = undefined
 })
 
-function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In>): void {
-  describe(`the ${role.name}'s end`, () => {
+/**
+ * How the end under test reads: `slab` into slabs through a socket of `connectLinkSocket` (the
+ * runner's connection), `data` from the stream's data events (the agent's accepted socket).
+ */
+type ReadPath = 'slab' | 'data'
+
+function runRole<Out extends LinkFrame, In extends LinkFrame>(role: Role<Out, In>, reads: ReadPath): void {
+  describe(`the ${role.name}'s end, reading by ${reads}`, () => {
     async function connected(maxFrameBytes?: number) {
-      pair = await socketPair()
+      pair = await socketPair({ slabReads: reads === 'slab' })
       const self = observe<Out, In>(pair.a, role.in, maxFrameBytes)
       const peer = observe<In, Out>(pair.b, role.out)
       return { self, peer, pair }
@@ -234,8 +240,10 @@ function peerControl(role: Role<LinkFrame, LinkFrame>): LinkFrame {
   return role === (runner as unknown) ? agent.controlFrame(9) : runner.controlFrame(9)
 }
 
-runRole(runner)
-runRole(agent)
+runRole(runner, 'slab')
+runRole(runner, 'data')
+runRole(agent, 'data')
+runRole(agent, 'slab')
 
 describe('typed send', () => {
   it('rejects a misspelt field at compile time', async () => {
@@ -249,5 +257,42 @@ describe('typed send', () => {
     expect(endpoint.send({ type: 'credit', ch: 1, byte: 5 })).toBe(true)
     // @ts-expect-error an agent frame type is not a runner frame.
     expect(endpoint.send({ type: 'shell_exit', ch: 1 })).toBe(true)
+  })
+})
+
+describe('payloads read into slabs (the runner end of a real socket)', () => {
+  it('attack: a payload held without release stays intact while released slabs are read into again', async () => {
+    pair = await socketPair({ slabReads: true })
+    const held: { payload: Uint8Array; expected: Buffer }[] = []
+    let frames = 0
+    let leased = 0
+    new LinkEndpoint<HostFrame, AgentFrame>(pair.a, {
+      parse: parseAgentFrame,
+      onFrame: (frame, payload, lease) => {
+        frames += 1
+        if (lease) leased += 1
+        const n = (frame as { offset?: number }).offset ?? 0
+        // Every tenth payload is kept as a view, never released; the rest are released at once.
+        if (n % 10 === 0) held.push({ payload, expected: Buffer.from(payload) })
+        else lease?.release()
+      },
+      onBadFrame: () => {},
+    })
+    // The peer floods more than several slabs' worth, in writes that straddle frame bounds.
+    const stream: Uint8Array[] = []
+    for (let i = 0; i < 400; i++) {
+      const body = Buffer.alloc(40_000 + (i % 13) * 1000, i & 0xff)
+      stream.push(encodeFrame({ type: 'shell_out', ch: 1, id: 'r', offset: i }, body))
+    }
+    const all = Buffer.concat(stream)
+    for (let at = 0; at < all.length; at += 50_000) pair.b.write(all.subarray(at, at + 50_000))
+    await vi.waitFor(() => expect(frames).toBe(400), { timeout: 10_000 })
+    expect(leased).toBe(400)
+    expect(held).toHaveLength(40)
+    for (const h of held) expect(Buffer.from(h.payload).equals(h.expected)).toBe(true)
+    // Held views still read what the peer sent for them, not bytes of later frames.
+    held.forEach((h, k) => {
+      expect(h.payload[0]).toBe((k * 10) & 0xff)
+    })
   })
 })

@@ -12,7 +12,7 @@
 // Everything the agent sends is parsed against the protocol schemas: the agent shares its
 // sandbox with user code.
 import type { Duplex } from 'node:stream'
-import { LinkCalls, LinkEndpoint } from '@conch/link'
+import { LinkCalls, LinkEndpoint, type PayloadLease } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
@@ -107,7 +107,7 @@ export class AgentLink {
     this.#onBytes = options.onBytes ?? NO_HANDLER
     this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
       parse: (header) => parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES),
-      onFrame: (frame, payload) => this.#dispatch(frame, payload),
+      onFrame: (frame, payload, lease) => this.#dispatch(frame, payload, lease),
       onBadFrame: (error, header) => this.#bad(header, error),
       onDrain: () => {
         for (const channel of this.#channels.values()) channel.drained()
@@ -234,16 +234,19 @@ export class AgentLink {
     this.#fail(new RunnerError('CONNECTION_LOST', 'the runner closed the agent link'))
   }
 
-  #dispatch(frame: AgentFrame, payload: Uint8Array): void {
+  #dispatch(frame: AgentFrame, payload: Uint8Array, lease: PayloadLease | undefined): void {
     switch (frame.type) {
       case 'shell_out':
       case 'shell_err':
-      case 'data':
+      case 'data': {
         this.#onBytes(payload.byteLength)
         // The parsed header is a fresh object: the payload rides on it rather than on a wrapper.
-        ;(frame as WithPayload<typeof frame>).payload = payload
-        this.#channels.get(frame.ch)?.deliver(frame as ChannelEvent, payload)
+        const event = frame as WithPayload<typeof frame>
+        event.payload = payload
+        event.lease = lease
+        this.#channels.get(frame.ch)?.deliver(event as ChannelEvent, payload)
         return
+      }
       case 'result':
       case 'fail': {
         const invalid = this.#calls.settle(frame)

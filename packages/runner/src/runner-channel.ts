@@ -4,7 +4,7 @@
 // uploads wait for the agent's credit on TCP channels and for the link's buffer only on file
 // and terminal uploads, which agents of link 2 do not acknowledge. A channel ends with exactly
 // one terminal event (`shell_closed`, `end` or `error`); the runner gives up with `close`.
-import { LinkChannel } from '@conch/link'
+import { LinkChannel, type PayloadLease } from '@conch/link'
 import {
   type AgentData,
   type AgentEnd,
@@ -22,8 +22,14 @@ import type { FastifyBaseLogger as Logger } from 'fastify'
 
 /** A frame that carries bytes, with its raw payload attached. */
 export type WithPayload<F> = F & {
-  /** Raw bytes (a view into the link's read buffer: copy to keep past the handler). */
+  /** Raw bytes (a view into the link's read buffer). */
   payload: Uint8Array
+  /**
+   * Set when the read buffer is reused once this is released: a consumer that is done with
+   * the payload (and everything it handed it to is) releases it; one that keeps the payload
+   * leaves it, and the buffer is not reused.
+   */
+  lease?: PayloadLease | undefined
 }
 
 /** Command output on a channel: `shell_out` or `shell_err`, as on the WebSocket. */

@@ -23,6 +23,7 @@
 
 import { isUtf8 } from 'node:buffer'
 import type { Duplex } from 'node:stream'
+import type { PayloadLease } from '@conch/link'
 import {
   CAPABILITIES,
   CLIENT_FRAME_TYPES,
@@ -269,11 +270,16 @@ export class ShellConnection {
         this.#lastOffset[stream] = offset + n
         if (offset + n > this.#sentEnd) this.#sentEnd = offset + n
         if (this.#binary) {
-          this.#sendBinary(encodeOutputHeader(stream, this.#lastRunShown[stream], offset), payload)
+          this.#sendBinary(
+            encodeOutputHeader(stream, this.#lastRunShown[stream], offset),
+            payload,
+            event.lease,
+          )
           this.#credit(n)
           return
         }
         const data = this.#decoder.decode(stream, payload)
+        event.lease?.release()
         if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
         this.#credit(n)
         return
@@ -624,16 +630,39 @@ export class ShellConnection {
   }
 
   /**
-   * Sends a binary output message as two WebSocket fragments, its header and then the payload,
-   * so the payload (a view into the agent link's read) is never copied into a new buffer. The
-   * two go out back to back in one corked write; no other message can fall between them.
+   * Sends a binary output message without copying the payload (a view into the agent link's
+   * read). With a lease, the header goes into the link frame's own bytes just before the
+   * payload and the message is one WebSocket frame; otherwise it goes as two fragments, header
+   * then payload, back to back in one corked write (no other message can fall between them).
+   * The lease is released once the write holding the payload is done (the kernel has the
+   * bytes, or the socket failed), so the link may read into that memory again.
    */
-  #sendBinary(header: Uint8Array, payload: Uint8Array): void {
-    if (this.#closed || this.#ws.readyState !== 1) return
+  #sendBinary(header: Uint8Array, payload: Uint8Array, lease: PayloadLease | undefined): void {
+    if (this.#closed || this.#ws.readyState !== 1) {
+      lease?.release()
+      return
+    }
     this.#cork()
+    if (lease === undefined) {
+      this.#ws.send(header, { binary: true, fin: false })
+      if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
+      else this.#ws.send(payload, { binary: true, fin: true })
+      return
+    }
+    const flushed =
+      this.#held > 0
+        ? () => {
+            lease.release()
+            this.#maybeRelease()
+          }
+        : lease.release
+    const message = lease.prepend(header)
+    if (message !== null) {
+      this.#ws.send(message, { binary: true }, flushed)
+      return
+    }
     this.#ws.send(header, { binary: true, fin: false })
-    if (this.#held > 0) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
-    else this.#ws.send(payload, { binary: true, fin: true })
+    this.#ws.send(payload, { binary: true, fin: true }, flushed)
   }
 
   /** Frames produced in one tick leave in one write: corks the socket until the next tick. */

@@ -103,12 +103,23 @@ export class TerminalSocket {
     switch (event.type) {
       case 'data': {
         const bytes = event.payload.byteLength
-        // One message in two fragments, the offset header and then the payload (a view into
-        // the link's read), so the payload is never copied; they go out back to back.
-        ws.send(encodeTerminalOutputHeader(event.offset), { binary: true, fin: false })
-        ws.send(event.payload, { binary: true, fin: true }, (err) => {
+        const { lease } = event
+        const sent = (err?: Error | null): void => {
+          // The write is done (or failed): nothing reads the payload any more.
+          lease?.release()
           if (!err) this.#channel?.release(bytes)
-        })
+        }
+        // The payload (a view into the link's read) is never copied: with a lease the offset
+        // header goes into the link frame's own bytes before it and the message is one frame;
+        // otherwise it goes as two fragments, header then payload, back to back.
+        const header = encodeTerminalOutputHeader(event.offset)
+        const message = lease?.prepend(header) ?? null
+        if (message !== null) {
+          ws.send(message, { binary: true }, sent)
+          return
+        }
+        ws.send(header, { binary: true, fin: false })
+        ws.send(event.payload, { binary: true, fin: true }, sent)
         return
       }
       case 'scrollback_end':

@@ -3,7 +3,8 @@
 // connect is retried with a short backoff until the deadline, as long as the sandbox is still
 // alive; a dead sandbox fails at once with its reason, and a socket that is not the runner's
 // fails at once too.
-import { connect as netConnect, type Socket } from 'node:net'
+import type { Socket } from 'node:net'
+import { connectLinkSocket } from '@conch/link'
 import { RunnerError } from '../runner-error.ts'
 import { withAgentSocket } from './agent-endpoint.ts'
 import type { Liveness } from './sandbox-driver.ts'
@@ -51,7 +52,8 @@ export async function connectToAgent(target: AgentSocketTarget, timeoutMs: numbe
 
 function connectOnce(path: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const socket = netConnect(path)
+    // The link reads this socket into slabs and decodes frames where they land.
+    const socket = connectLinkSocket(path)
     socket.once('connect', () => {
       socket.off('error', reject)
       resolve(socket)
