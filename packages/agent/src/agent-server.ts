@@ -515,9 +515,12 @@ class RunnerConnection {
     })
   }
 
-  /** Sends one frame; false when the socket's buffer is full. */
+  /**
+   * Sends one frame; false when the socket's buffer is full. A run's start is news nobody
+   * waits for, so it goes lazily: a short run's start leaves with its exit, in one write.
+   */
   send(frame: AgentFrame, payload?: Uint8Array): boolean {
-    return this.#endpoint.send(frame, payload)
+    return this.#endpoint.send(frame, payload, frame.type === 'shell_start')
   }
 
   /** Drops the connection. */
@@ -625,11 +628,14 @@ class RunnerConnection {
   }
 
   #call(frame: CallFrame): Promise<void> {
+    // A streamed run's `{}` only says it was queued; nobody waits for it (a failure still
+    // leaves at once).
+    const streamedRun = frame.method === 'session.run' && isStreamed(frame.params)
     return answerCall(
       CALLS,
       frame,
       (method, params) => this.#server.dispatch(method, params, this.#context),
-      (answer) => this.send(answer),
+      (answer) => this.#endpoint.send(answer, undefined, streamedRun && answer.type === 'result'),
       toWireError,
     )
   }
@@ -637,6 +643,11 @@ class RunnerConnection {
 
 /** The agent's calls, checked by the zod-free parsers of `AGENT_METHODS`' params. */
 const CALLS: CallParser<typeof AGENT_METHODS> = { has: isAgentMethodName, params: parseAgentParams }
+
+/** Whether a `session.run`'s params ask for a streamed run (`buffer: false`). */
+function isStreamed(params: unknown): boolean {
+  return typeof params === 'object' && params !== null && (params as { buffer?: unknown }).buffer === false
+}
 
 function callId(header: unknown): number | undefined {
   if (typeof header !== 'object' || header === null || !('id' in header)) return undefined
