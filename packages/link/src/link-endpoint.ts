@@ -25,8 +25,12 @@ import type { ParseResult, WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { encodeFrameHead, FrameDecoder } from './frame-codec.ts'
 
-/** Longest a lazy frame waits in the cork for a frame that is not lazy. */
-export const LAZY_FLUSH_MS = 1
+/**
+ * Longest a lazy frame waits in the cork for a frame that is not lazy. Its timer is re-armed,
+ * not re-created, and wakes the process at most once per this interval; a short interval would
+ * cost a wake-up every few runs.
+ */
+export const LAZY_FLUSH_MS = 10
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
