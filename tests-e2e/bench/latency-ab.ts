@@ -122,7 +122,17 @@ async function measured(
 }
 
 const bare = await BareTwoHop.start()
-const barePids = { relay: bare.relayPid, holder: bare.holderPid }
+/** The first child of `pid` (the bare holder's bash), or -1. */
+function childOf(pid: number): number {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')
+    return children[0] ? Number(children[0]) : -1
+  } catch {
+    return -1
+  }
+}
+
+const barePids = { relay: bare.relayPid, holder: bare.holderPid, bash: childOf(bare.holderPid) }
 const bareCpu: Record<string, number> = {}
 const sides: Side[] = []
 if (BASE) sides.push(await productSide('base', BASE))
