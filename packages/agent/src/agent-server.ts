@@ -494,6 +494,8 @@ class RunnerConnection {
   #foreignLink: number | null = null
   #authenticated = false
   #onAuthenticated: () => void = () => {}
+  /** Runs with a stdin pipe asked for and not started yet, whose start is not lazy. */
+  readonly #pipedRuns = new Set<string>()
 
   constructor(socket: Socket, server: AgentServer, secret: string) {
     this.#server = server
@@ -515,9 +517,16 @@ class RunnerConnection {
     })
   }
 
-  /** Sends one frame; false when the socket's buffer is full. */
+  /**
+   * Sends one frame; false when the socket's buffer is full. A run's start is news nobody
+   * waits for, so it goes lazily: a short run's start leaves with its exit, in one write. The
+   * start of a run with a stdin pipe goes at once: its client holds the input until it sees it.
+   */
   send(frame: AgentFrame, payload?: Uint8Array): boolean {
-    return this.#endpoint.send(frame, payload)
+    let lazy = false
+    if (frame.type === 'shell_start') lazy = !this.#pipedRuns.delete(frame.id)
+    else if (frame.type === 'shell_exit') this.#pipedRuns.delete(frame.id)
+    return this.#endpoint.send(frame, payload, lazy)
   }
 
   /** Drops the connection. */
@@ -625,11 +634,18 @@ class RunnerConnection {
   }
 
   #call(frame: CallFrame): Promise<void> {
+    // A streamed run's `{}` only says it was queued; nobody waits for it (a failure still
+    // leaves at once).
+    const run = frame.method === 'session.run' ? streamedRun(frame.params) : null
+    if (run?.piped) this.#pipedRuns.add(run.id)
     return answerCall(
       CALLS,
       frame,
       (method, params) => this.#server.dispatch(method, params, this.#context),
-      (answer) => this.send(answer),
+      (answer) => {
+        if (run?.piped && answer.type === 'fail') this.#pipedRuns.delete(run.id)
+        this.#endpoint.send(answer, undefined, run !== null && answer.type === 'result')
+      },
       toWireError,
     )
   }
@@ -637,6 +653,14 @@ class RunnerConnection {
 
 /** The agent's calls, checked by the zod-free parsers of `AGENT_METHODS`' params. */
 const CALLS: CallParser<typeof AGENT_METHODS> = { has: isAgentMethodName, params: parseAgentParams }
+
+/** A `session.run`'s run id and stdin pipe when its params ask for a streamed run (`buffer: false`). */
+function streamedRun(params: unknown): { id: string; piped: boolean } | null {
+  if (typeof params !== 'object' || params === null) return null
+  const { buffer, id, stdinPipe } = params as { buffer?: unknown; id?: unknown; stdinPipe?: unknown }
+  if (buffer !== false || typeof id !== 'string') return null
+  return { id, piped: stdinPipe === true }
+}
 
 function callId(header: unknown): number | undefined {
   if (typeof header !== 'object' || header === null || !('id' in header)) return undefined

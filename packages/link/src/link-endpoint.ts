@@ -11,7 +11,10 @@
 // in one writev: the stream is corked on the first of them and uncorked on the next tick. A
 // frame with a payload flushes at once, header and payload as two chunks of one writev, so a
 // chunk of output is never copied into a frame and a producer learns at once whether the
-// kernel took it.
+// kernel took it. A frame sent `lazy` (news nobody waits for: a run's start, the `{}` that
+// acknowledges a streamed run) waits in the cork for the next frame that is not lazy, or at
+// most `LAZY_FLUSH_MS`: a short run's start then leaves with its exit in one write, and the
+// peer wakes once per run instead of twice. Frames always leave in the order they were sent.
 //
 // Heartbeats: once `live()` is called (after the handshake), the endpoint answers `ping` with
 // `pong` itself and, given an interval, sends a `ping` each interval and closes the link when
@@ -23,6 +26,13 @@ import { LIMITS } from '@conch/protocol/zod-free'
 import { type DecodeResult, encodeFrameHead, FrameDecoder } from './frame-codec.ts'
 import { slabReaderOf } from './link-socket.ts'
 import type { PayloadLease } from './slab-pool.ts'
+
+/**
+ * Longest a lazy frame waits in the cork for a frame that is not lazy. Its timer is re-armed,
+ * not re-created, and wakes the process at most once per this interval; a short interval would
+ * cost a wake-up every few runs.
+ */
+export const LAZY_FLUSH_MS = 10
 
 /** Every link frame is a JSON object discriminated on `type`, as on the WebSocket. */
 export interface LinkFrame {
@@ -66,15 +76,24 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   readonly #decoder: FrameDecoder | null
   readonly #options: LinkEndpointOptions<In>
   #closed: string | null = null
+  /** The stream is corked by this endpoint (frames wait in it). */
   #corked = false
+  /** An uncork is scheduled for the end of this tick. */
+  #flushQueued = false
+  /** Flushes lazy frames that no other frame carried out in time; armed while only they wait. */
+  #lazyTimer: NodeJS.Timeout | undefined
   #live = false
   #heartbeat: NodeJS.Timeout | undefined
   #pingOutstanding = 0
   #pingSeq = 0
   readonly #uncork = (): void => {
+    this.#flushQueued = false
     if (!this.#corked) return
     this.#corked = false
     this.#stream.uncork()
+  }
+  readonly #flushLazy = (): void => {
+    if (!this.#flushQueued) this.#uncork()
   }
 
   /** Takes over `stream`: from now on every chunk it delivers is decoded here. */
@@ -109,9 +128,10 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
 
   /**
    * Writes one frame. Returns false when the link is closed or the stream's buffer is full
-   * (`writableHighWaterMark`): a producer then pauses until `onDrain`.
+   * (`writableHighWaterMark`): a producer then pauses until `onDrain`. A `lazy` frame (no
+   * payload) leaves with the next frame that is not lazy, or after `LAZY_FLUSH_MS`.
    */
-  send(frame: Out, payload?: Uint8Array): boolean {
+  send(frame: Out, payload?: Uint8Array, lazy = false): boolean {
     const stream = this.#stream
     if (this.#closed !== null || stream.destroyed) return false
     const size = payload?.byteLength ?? 0
@@ -126,11 +146,23 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
       if (!this.#corked) {
         this.#corked = true
         stream.cork()
+        if (lazy && !this.#flushQueued) this.#armLazy()
+      }
+      if (!lazy && !this.#flushQueued) {
+        this.#flushQueued = true
         process.nextTick(this.#uncork)
       }
       stream.write(head)
     }
     return !stream.destroyed && stream.writableLength < stream.writableHighWaterMark
+  }
+
+  /** Bounds the wait of lazy frames corked with no flush queued (one timer, re-armed). */
+  #armLazy(): void {
+    if (this.#lazyTimer === undefined) {
+      this.#lazyTimer = setTimeout(this.#flushLazy, LAZY_FLUSH_MS)
+      this.#lazyTimer.unref()
+    } else this.#lazyTimer.refresh()
   }
 
   /** Writes one frame and resolves when the stream can take more; rejects if the link closes first. */
@@ -217,6 +249,7 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
     if (this.#closed !== null) return
     this.#closed = reason
     clearInterval(this.#heartbeat)
+    clearTimeout(this.#lazyTimer)
     this.#stream.destroy()
     this.#options.onClose?.(reason)
   }

@@ -2,6 +2,7 @@
 // out, AgentFrame in; the agent's end: the reverse) over a real Unix socket. The peer is either
 // the other role's endpoint or a raw socket writing hostile bytes.
 import type { Socket } from 'node:net'
+import { Duplex } from 'node:stream'
 import { AGENT_FRAME_TYPES, AgentFrame, type HostFrame, parseFrame, type WireError } from '@conch/protocol'
 import { parseHostFrame } from '@conch/protocol/zod-free'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -294,5 +295,102 @@ describe('payloads read into slabs (the runner end of a real socket)', () => {
     held.forEach((h, k) => {
       expect(h.payload[0]).toBe((k * 10) & 0xff)
     })
+  })
+})
+
+describe('lazy frames', () => {
+  /** A stream that records each write the endpoint hands the kernel, as the list of its chunks. */
+  function recorder(): { stream: Duplex; writes: Buffer[][] } {
+    const writes: Buffer[][] = []
+    const stream = new Duplex({
+      read() {},
+      write(chunk: Buffer, _encoding, done) {
+        writes.push([chunk])
+        done()
+      },
+      writev(chunks, done) {
+        writes.push(chunks.map((c) => c.chunk as Buffer))
+        done()
+      },
+    })
+    return { stream, writes }
+  }
+
+  /** The frames in one recorded write, decoded. */
+  function framesOf(write: Buffer[]): unknown[] {
+    const decoder = new FrameDecoder()
+    return decoder.push(Buffer.concat(write)).map((r) => (r.ok ? r.frame.header : r.error))
+  }
+
+  function endpointOn(stream: Duplex): LinkEndpoint<AgentFrame, HostFrame> {
+    return new LinkEndpoint<AgentFrame, HostFrame>(stream, {
+      parse: parseHostFrame,
+      onFrame: () => {},
+      onBadFrame: () => {},
+    })
+  }
+
+  const start: AgentFrame = { type: 'shell_start', ch: 1, id: 'r-1', offset: 0 }
+  const exit: AgentFrame = {
+    type: 'shell_exit',
+    ch: 1,
+    id: 'r-1',
+    code: 0,
+    timedOut: false,
+    durationMs: 1,
+    offset: 0,
+  }
+  // A turn of the event loop: a setImmediate queued now runs before any timer can fire.
+  const turn = () => new Promise((r) => setImmediate(r))
+
+  it('wait for the next frame that is not lazy and leave with it, in order, in one write', async () => {
+    const { stream, writes } = recorder()
+    const endpoint = endpointOn(stream)
+    endpoint.send(start, undefined, true)
+    endpoint.send({ type: 'result', id: 7, result: {} }, undefined, true)
+    await turn()
+    expect(writes).toEqual([])
+    endpoint.send(exit)
+    await turn()
+    expect(writes).toHaveLength(1)
+    expect(framesOf(writes[0]!)).toEqual([start, { type: 'result', id: 7, result: {} }, exit])
+    endpoint.close()
+  })
+
+  it('leave before a frame with a payload, in the same write', async () => {
+    const { stream, writes } = recorder()
+    const endpoint = endpointOn(stream)
+    endpoint.send(start, undefined, true)
+    await turn()
+    const bytes = Buffer.from('hello')
+    endpoint.send({ type: 'shell_out', ch: 1, id: 'r-1', offset: 0 }, bytes)
+    expect(writes).toHaveLength(1)
+    expect(Buffer.concat(writes[0]!).subarray(-5).toString()).toBe('hello')
+    expect(framesOf(writes[0]!)).toEqual([start, { type: 'shell_out', ch: 1, id: 'r-1', offset: 0 }])
+    endpoint.close()
+  })
+
+  it('leave by themselves when no other frame follows', async () => {
+    const { stream, writes } = recorder()
+    const endpoint = endpointOn(stream)
+    endpoint.send(start, undefined, true)
+    await vi.waitFor(() => expect(writes).toHaveLength(1))
+    expect(framesOf(writes[0]!)).toEqual([start])
+    // The timer is re-armed for the next lazy frame.
+    endpoint.send(exit, undefined, true)
+    await vi.waitFor(() => expect(writes).toHaveLength(2))
+    expect(framesOf(writes[1]!)).toEqual([exit])
+    endpoint.close()
+  })
+
+  it('ride along with frames that are not lazy in the same tick, without waiting', async () => {
+    const { stream, writes } = recorder()
+    const endpoint = endpointOn(stream)
+    endpoint.send(exit)
+    endpoint.send(start, undefined, true)
+    await turn()
+    expect(writes).toHaveLength(1)
+    expect(framesOf(writes[0]!)).toEqual([exit, start])
+    endpoint.close()
   })
 })

@@ -1,0 +1,98 @@
+// The runs one shell socket's client has in flight. Run ids are the client's, scoped to its
+// socket: the shell session registry gives each run an id on the agent link that no other run
+// in flight in the session has, and frames carry the client's id back. Another socket's run
+// whose id equals one of this client's runs in flight is not shown under that id.
+import type { ShellSessionRegistry } from './shell-session-registry.ts'
+
+/** One of the client's runs in flight. */
+export interface OwnRun {
+  /** The id the client gave the run. */
+  clientId: string
+  /** Frees the run's slot in the sandbox's queue. */
+  release: () => void
+  /** When the runner sent it (performance.now()). */
+  started: number
+}
+
+/** The client's runs in flight on one socket, by link id and by client id. */
+export class ShellClientRuns {
+  readonly #sessions: ShellSessionRegistry
+  readonly #sandboxId: string
+  readonly #owner: object
+  /** The session, once attached. */
+  sessionId: string | null = null
+  /** This client's runs in flight, by their id on the agent link. */
+  readonly #runs = new Map<string, OwnRun>()
+  /** The agent-link id of each of this client's runs in flight, by the client's id. */
+  readonly #clientRuns = new Map<string, string>()
+
+  /** The runs of `owner` (the connection) on a session of sandbox `sandboxId`. */
+  constructor(sessions: ShellSessionRegistry, sandboxId: string, owner: object) {
+    this.#sessions = sessions
+    this.#sandboxId = sandboxId
+    this.#owner = owner
+  }
+
+  /** The link id of the client's run `clientId` in flight, if it is. */
+  linkId(clientId: string): string | undefined {
+    return this.#clientRuns.get(clientId)
+  }
+
+  /** Claims a link id for the client's new run `clientId` and records it. */
+  claim(clientId: string, release: () => void): string {
+    const runId = this.#sessions.claimRun(this.#sandboxId, this.sessionId!, clientId, this.#owner)
+    this.#runs.set(runId, { clientId, release, started: performance.now() })
+    this.#clientRuns.set(clientId, runId)
+    return runId
+  }
+
+  /**
+   * The id under which this client sees the run `run` of the agent link: its own id for its
+   * own runs, the link id for other clients' runs, and null for output of another client's run
+   * whose id this client is using for a run in flight (its start and exit are not shown).
+   */
+  shownId(run: string | null): string | null {
+    if (run === null) return null
+    const own = this.#runs.get(run)
+    if (own) return own.clientId
+    return this.#clientRuns.has(run) ? null : run
+  }
+
+  /** Ends this client's run `runId` (link id): frees its queue slot and its id; undefined if not its own. */
+  forget(runId: string): OwnRun | undefined {
+    const own = this.#runs.get(runId)
+    if (!own) return undefined
+    this.#runs.delete(runId)
+    this.#clientRuns.delete(own.clientId)
+    own.release()
+    if (this.sessionId) this.#sessions.releaseRun(this.#sandboxId, this.sessionId, runId, this.#owner)
+    return own
+  }
+
+  /** Another client's run `runId` ended: frees its link id. */
+  releaseForeign(runId: string): void {
+    if (this.sessionId) this.#sessions.releaseRun(this.#sandboxId, this.sessionId, runId, this.#owner)
+  }
+
+  /** Ends every run (the shell closed); `each` is called once per run. */
+  forgetAll(each: () => void): void {
+    for (const runId of [...this.#runs.keys()]) {
+      this.forget(runId)
+      each()
+    }
+  }
+
+  /**
+   * The socket went away: frees every run's queue slot, while the runs go on in the agent with
+   * their ids still claimed, now for no socket; `each` is called once per run.
+   */
+  detach(each: () => void): void {
+    if (this.sessionId) this.#sessions.detach(this.#sandboxId, this.sessionId, this.#owner)
+    for (const own of this.#runs.values()) {
+      own.release()
+      each()
+    }
+    this.#runs.clear()
+    this.#clientRuns.clear()
+  }
+}

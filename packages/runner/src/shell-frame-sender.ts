@@ -1,0 +1,124 @@
+// What one shell WebSocket sends: server frames as JSON text, binary output messages, and error
+// frames. Frames produced in one tick leave in one write: the raw TCP socket under the WebSocket
+// is corked on the first and uncorked on the next tick (a short run's `shell_start`, output and
+// `shell_exit` go out together). While the connection holds output credit back, each send asks
+// ws to report its completion, which lets the connection grant the credit once the socket drains.
+import type { Duplex } from 'node:stream'
+import type { PayloadLease } from '@conch/link'
+import type { ServerFrame, WireError } from '@conch/protocol'
+import type { WebSocket } from 'ws'
+
+/** What a frame sender writes to and reports to. */
+export interface ShellFrameSenderOptions {
+  /** The open WebSocket. */
+  ws: WebSocket
+  /** The raw TCP socket under it, corked to batch a tick's frames; null sends uncorked. */
+  socket: Duplex | null
+  /** An error frame is about to go out (metrics). */
+  onError: (code: WireError['code']) => void
+  /** Whether the connection waits for sends to complete (it holds credit back). */
+  awaitingFlush: () => boolean
+  /** A send the connection waited for completed. */
+  onFlushed: () => void
+}
+
+/** Sends a shell socket's frames, batched per tick; nothing once closed. */
+export class ShellFrameSender {
+  readonly #ws: WebSocket
+  readonly #socket: Duplex | null
+  readonly #options: ShellFrameSenderOptions
+  readonly #onFlushed: () => void
+  #closed = false
+  #corked = false
+  readonly #uncork = (): void => {
+    this.#corked = false
+    this.#socket?.uncork()
+  }
+
+  /** A sender on `options.ws`. */
+  constructor(options: ShellFrameSenderOptions) {
+    this.#ws = options.ws
+    this.#socket = options.socket
+    this.#options = options
+    this.#onFlushed = options.onFlushed
+  }
+
+  /** Bytes ws has queued and not yet handed to the socket. */
+  get bufferedAmount(): number {
+    return this.#ws.bufferedAmount
+  }
+
+  /** Sends nothing from now on (the connection is torn down). */
+  close(): void {
+    this.#closed = true
+  }
+
+  /** Sends one server frame as JSON. */
+  send(frame: ServerFrame): void {
+    this.sendData(JSON.stringify(frame))
+  }
+
+  /** Sends an error frame for run `id` (null: not about one run). */
+  sendError(
+    id: string | null,
+    code: WireError['code'],
+    message: string,
+    details?: Record<string, unknown>,
+  ): void {
+    this.#options.onError(code)
+    this.send({ type: 'error', id, code, message, ...(details ? { details } : {}) })
+  }
+
+  /** Sends a text frame (a string) or a binary one (a Buffer). */
+  sendData(data: string | Buffer): void {
+    if (this.#closed || this.#ws.readyState !== 1) return
+    this.#cork()
+    if (this.#options.awaitingFlush()) this.#ws.send(data, this.#onFlushed)
+    else this.#ws.send(data)
+  }
+
+  /**
+   * Sends a binary output message without copying the payload (a view into the agent link's
+   * read). With a lease, the header goes into the link frame's own bytes just before the
+   * payload and the message is one WebSocket frame; otherwise it goes as two fragments, header
+   * then payload, back to back in one corked write (no other message can fall between them).
+   * The lease is released once the write holding the payload is done (the kernel has the
+   * bytes, or the socket failed), so the link may read into that memory again.
+   */
+  sendBinary(header: Uint8Array, payload: Uint8Array, lease: PayloadLease | undefined): void {
+    if (this.#closed || this.#ws.readyState !== 1) {
+      lease?.release()
+      return
+    }
+    this.#cork()
+    const awaiting = this.#options.awaitingFlush()
+    if (lease === undefined) {
+      this.#ws.send(header, { binary: true, fin: false })
+      if (awaiting) this.#ws.send(payload, { binary: true, fin: true }, this.#onFlushed)
+      else this.#ws.send(payload, { binary: true, fin: true })
+      return
+    }
+    const flushed = awaiting
+      ? () => {
+          lease.release()
+          this.#onFlushed()
+        }
+      : lease.release
+    const message = lease.prepend(header)
+    if (message !== null) {
+      this.#ws.send(message, { binary: true }, flushed)
+      return
+    }
+    this.#ws.send(header, { binary: true, fin: false })
+    this.#ws.send(payload, { binary: true, fin: true }, flushed)
+  }
+
+  /** Frames produced in one tick leave in one write: corks the socket until the next tick. */
+  #cork(): void {
+    if (this.#socket && !this.#corked) {
+      this.#corked = true
+      this.#socket.cork()
+      process.nextTick(this.#uncork)
+    }
+  }
+}

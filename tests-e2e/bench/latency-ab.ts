@@ -1,0 +1,192 @@
+// A focused A/B of `shell.run('true')` latency: the runner and SDK of this checkout against those
+// of another checkout (LATENCY_AB_BASE, the root of a checkout with its dependencies installed),
+// both beside the bare two-hop reference, interleaved in one process so a noisy neighbour slows
+// every side of a ratio. Each round runs BENCH_SEQUENTIAL_RUNS sequential runs on each side, in
+// a rotating order; the figures are the median across rounds of each round's p50 and p90, each
+// also as a ratio to the bare two-hop of the same round. Without LATENCY_AB_BASE only this
+// checkout is measured. BENCH_CPU_PROFILE_DIR makes the runners write CPU profiles there.
+//
+//   LATENCY_AB_BASE=<checkout> pnpm --filter @conch/tests-e2e bench:latency-ab
+//
+// It also prints each process's CPU time per run (from /proc), the client, the runner, the agent
+// and its bash beside the bare relay and holder: where a run spends its time. LATENCY_AB_WS=1
+// makes the SDK use the `ws` package; LATENCY_AB_NODE_ARGS adds node flags to the runners
+// (`--perf-basic-prof` for perf).
+
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { pathToFileURL } from 'node:url'
+import { startRunner } from '../harness/runner-process.ts'
+import { BareTwoHop } from './bare-two-hop.ts'
+import { sandboxProcesses } from './proc-memory.ts'
+import { median, percentile } from './stats.ts'
+
+const BASE = process.env.LATENCY_AB_BASE
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
+const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
+
+interface Side {
+  name: string
+  /** The processes on this side's path besides this one, by role. */
+  pids: Record<string, number>
+  /** CPU ms per run of each role, summed over rounds. */
+  cpu: Record<string, number>
+  run: () => Promise<unknown>
+  rounds: { p50: number; p90: number; r50: number; r90: number }[]
+  dispose: () => Promise<void>
+}
+
+async function sequential(runs: number, fn: () => Promise<unknown>): Promise<number[]> {
+  const samples: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now()
+    await fn()
+    samples.push(performance.now() - t0)
+  }
+  return samples
+}
+
+async function productSide(name: string, root: string): Promise<Side> {
+  const runner = await startRunner({
+    entry: join(root, 'packages/runner/src/main.ts'),
+    args: ['--log-level', 'warn'],
+    nodeArgs: [
+      ...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      ...(process.env.LATENCY_AB_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
+    ],
+  })
+  const sdk = (await import(
+    pathToFileURL(join(root, 'packages/sdk/src/index.ts')).href
+  )) as typeof import('@conch/sdk')
+  const env: Record<string, string> = { ...runner.sandboxEnv }
+  if (PROFILE_DIR) env.NODE_OPTIONS = `--cpu-prof --cpu-prof-dir=${PROFILE_DIR}`
+  // LATENCY_AB_WS=1: the SDK talks through the `ws` package instead of Node's global WebSocket.
+  const WebSocket = process.env.LATENCY_AB_WS === '1' ? (await import('ws')).WebSocket : undefined
+  const sb = await sdk.Sandbox.create({
+    url: runner.url,
+    apiKey: runner.apiKey,
+    env,
+    ...(WebSocket ? { WebSocket: WebSocket as never } : {}),
+  })
+  const sh = await sb.shell()
+  await sh.run('true')
+  const procs = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
+  return {
+    name,
+    pids: { runner: runner.pid, agent: procs.agent, bash: procs.bashes[0] ?? -1 },
+    cpu: {},
+    run: async () => {
+      const r = await sh.run(COMMAND)
+      if (r.exitCode !== 0) throw new Error(`${name}: ${COMMAND} exited ${r.exitCode}`)
+    },
+    rounds: [],
+    dispose: async () => {
+      await sh.close()
+      await sb.destroy()
+      // A profile is written when node exits normally.
+      await runner.kill('SIGTERM')
+      await runner[Symbol.asyncDispose]()
+    },
+  }
+}
+
+/** CPU time (user + system, ms) a process and its reaped children used so far. */
+function cpuMs(pid: number): number {
+  if (pid === process.pid) {
+    const u = process.cpuUsage()
+    return (u.user + u.system) / 1000
+  }
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** Runs `fn` and adds each process's CPU ms per run to `into`. */
+async function measured(
+  pids: Record<string, number>,
+  into: Record<string, number>,
+  runs: number,
+  fn: () => Promise<number[]>,
+): Promise<number[]> {
+  const all = { client: process.pid, ...pids }
+  const before = Object.fromEntries(Object.entries(all).map(([k, pid]) => [k, cpuMs(pid)]))
+  const samples = await fn()
+  for (const [k, pid] of Object.entries(all)) into[k] = (into[k] ?? 0) + (cpuMs(pid) - before[k]!) / runs
+  return samples
+}
+
+const bare = await BareTwoHop.start()
+/** The first child of `pid` (the bare holder's bash), or -1. */
+function childOf(pid: number): number {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')
+    return children[0] ? Number(children[0]) : -1
+  } catch {
+    return -1
+  }
+}
+
+const barePids = { relay: bare.relayPid, holder: bare.holderPid, bash: childOf(bare.holderPid) }
+const bareCpu: Record<string, number> = {}
+const sides: Side[] = []
+if (BASE) sides.push(await productSide('base', BASE))
+sides.push(await productSide('this', join(import.meta.dirname, '../..')))
+const bareRounds: number[][] = []
+
+for (let round = 0; round < ROUNDS; round++) {
+  const order = [...sides.keys()]
+  for (let i = 0; i < round % (sides.length + 1); i++) order.push(order.shift()!)
+  const bareSamples: number[][] = []
+  const productSamples = new Map<number, number[]>()
+  await sequential(30, () => bare.run(COMMAND))
+  bareSamples.push(
+    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+  )
+  for (const i of order) {
+    const side = sides[i]!
+    await sequential(30, side.run)
+    productSamples.set(i, await measured(side.pids, side.cpu, RUNS, () => sequential(RUNS, side.run)))
+  }
+  bareSamples.push(
+    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+  )
+  const ref = bareSamples.flat()
+  bareRounds.push(ref)
+  const b50 = percentile(ref, 50)
+  const b90 = percentile(ref, 90)
+  const line = [`round ${round + 1}: bare p50 ${b50.toFixed(3)} p90 ${b90.toFixed(3)}`]
+  for (const [i, samples] of productSamples) {
+    const p50 = percentile(samples, 50)
+    const p90 = percentile(samples, 90)
+    sides[i]!.rounds.push({ p50, p90, r50: p50 / b50, r90: p90 / b90 })
+    line.push(
+      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x)`,
+    )
+  }
+  console.log(line.join(' | '))
+}
+
+console.log(
+  `bare two-hop: p50 ${median(bareRounds.map((r) => percentile(r, 50))).toFixed(3)} ms, p90 ${median(bareRounds.map((r) => percentile(r, 90))).toFixed(3)} ms`,
+)
+const perRun = (cpu: Record<string, number>): string =>
+  Object.entries(cpu)
+    .map(([k, ms]) => `${k} ${((ms / ROUNDS) * 1000).toFixed(0)} us`)
+    .join(', ')
+console.log(`bare two-hop CPU per run: ${perRun(bareCpu)}`)
+for (const side of sides) console.log(`${side.name} CPU per run: ${perRun(side.cpu)}`)
+for (const side of sides) {
+  const r = side.rounds
+  console.log(
+    `${side.name}: p50 ${median(r.map((x) => x.p50)).toFixed(3)} ms = ${median(r.map((x) => x.r50)).toFixed(2)}x bare, p90 ${median(r.map((x) => x.p90)).toFixed(3)} ms = ${median(r.map((x) => x.r90)).toFixed(2)}x bare`,
+  )
+}
+for (const side of sides) await side.dispose()
+await bare[Symbol.asyncDispose]()
+process.exit(0)
