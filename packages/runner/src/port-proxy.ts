@@ -16,6 +16,7 @@ import { pipeline } from 'node:stream'
 import { PORT_TOKEN_COOKIE } from '@conch/protocol'
 import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { request } from './node-http.ts'
+import { relayedSetCookie } from './relayed-set-cookie.ts'
 import { RunnerError } from './runner-error.ts'
 
 /** Largest response head a sandbox server may send. */
@@ -76,6 +77,7 @@ export function withoutPortCookie(cookie: string): string {
 function downstreamHeaders(
   response: IncomingMessage,
   extra: Readonly<Record<string, string>>,
+  cookiePrefix: string,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   const connectionTokens = String(response.headers.connection ?? '')
@@ -85,10 +87,8 @@ function downstreamHeaders(
   for (const [name, value] of Object.entries(response.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || connectionTokens.includes(name)) continue
     if (name === 'set-cookie') {
-      // A sandbox server may not plant or replace the runner's own cookie.
-      const kept = (Array.isArray(value) ? value : [value]).filter(
-        (c) => c.split('=')[0]?.trim() !== PORT_TOKEN_COOKIE,
-      )
+      // Cookies for this port only, and never the runner's own (`relayed-set-cookie.ts`).
+      const kept = relayedSetCookie(Array.isArray(value) ? value : [value], cookiePrefix)
       if (kept.length > 0) out[name] = kept
       continue
     }
@@ -170,7 +170,7 @@ export function proxyHttp(
         reply.writeHead(
           response.statusCode ?? 502,
           response.statusMessage,
-          downstreamHeaders(response, target.responseHeaders),
+          downstreamHeaders(response, target.responseHeaders, target.forwarded.prefix),
         )
         pipeline(response, reply, (error) => {
           if (error) upstream.destroy()
@@ -236,7 +236,7 @@ export function proxyUpgrade(
   }
   upstream.on('upgrade', (response, upSocket, upHead) => {
     const lines = [`HTTP/1.1 101 ${response.statusMessage || 'Switching Protocols'}`]
-    const headers = downstreamHeaders(response, {})
+    const headers = downstreamHeaders(response, {}, target.forwarded.prefix)
     headers.connection = 'Upgrade'
     headers.upgrade = String(response.headers.upgrade ?? 'websocket')
     for (const [name, value] of Object.entries(headers))
@@ -248,7 +248,7 @@ export function proxyUpgrade(
     pipeline(socket, upSocket, () => socket.destroy())
   })
   upstream.on('response', (response) => {
-    const headers = downstreamHeaders(response, target.responseHeaders)
+    const headers = downstreamHeaders(response, target.responseHeaders, target.forwarded.prefix)
     const lines = [`HTTP/1.1 ${response.statusCode ?? 502} ${response.statusMessage ?? ''}`]
     for (const [name, value] of Object.entries(headers))
       for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)

@@ -8,7 +8,8 @@ import { baseUrl, type TestRunner } from '../runner-fixture.ts'
  * A Node HTTP server for the relay tests. It listens on 127.0.0.1 (port 0 unless PORT is set),
  * writes its port to `<name>.port`, and answers: `/echo…` with what it received, `POST
  * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/big?mb=N`
- * with N MiB, `/stall` by never reading or answering; an Upgrade is answered 101 and then
+ * with N MiB, `/stall` by never reading or answering, `/cookies?c=<JSON array>` with those
+ * Set-Cookie values; an Upgrade is answered 101 and then
  * echoes bytes. A second listener (`<name>.headers-port`) sends an endless response head.
  */
 export const PORT_SERVER = `
@@ -47,6 +48,10 @@ const server = http.createServer((req, res) => {
     return more()
   }
   if (url.pathname === '/stall') return
+  if (url.pathname === '/cookies') {
+    res.setHeader('set-cookie', JSON.parse(url.searchParams.get('c') || '[]'))
+    return res.end()
+  }
   if (url.pathname === '/close-after') {
     res.on('finish', () => req.socket.end())
     return res.end('closing')

@@ -1,6 +1,7 @@
 // Attacks on the port relay: other sandboxes' credentials, forged and expired tokens, paths
 // that try to leave the port, bad port numbers, request smuggling, hostile sandbox servers
 // (endless headers, never reading), and reaching another sandbox or the runner from inside.
+import { request } from 'node:http'
 import { connect } from 'node:net'
 import { AccessToken, ExposedPort } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
@@ -148,6 +149,73 @@ describe('attack: leave the port through the path or the port number', () => {
       expect(res.status, port).toBe(400)
       expect(await code(res)).toBe('BAD_REQUEST')
     }
+  })
+})
+
+describe('attack: a sandbox server sets cookies beyond its port', () => {
+  const hostile = (id: string, other: string): string[] => [
+    'wide=1; Domain=example.test; Path=/',
+    `fixation=1; Path=/v1/sandboxes/${other}/ports/3000/`,
+    'root=1',
+    `=conch_port_token=planted-${id}; Path=/`,
+    'Conch_Port_Token=planted; Path=/',
+    `own=1; Path=/v1/sandboxes/${id}/ports/PORT/app; HttpOnly`,
+  ]
+
+  it('on the path form: no Domain, every Path under its own port, never the runner cookie', async () => {
+    await using runner = await startRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const b = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const prefix = `/v1/sandboxes/${a}/ports/${port}`
+    const cookies = hostile(a, b).map((c) => c.replace('PORT', String(port)))
+    const res = await fetch(
+      portUrl(runner, a, port, `/cookies?c=${encodeURIComponent(JSON.stringify(cookies))}`),
+      {
+        headers: runner.auth,
+      },
+    )
+    expect(res.status).toBe(200)
+    expect(res.headers.getSetCookie()).toEqual([
+      `wide=1; Path=${prefix}/`,
+      `fixation=1; Path=${prefix}/v1/sandboxes/${b}/ports/3000/`,
+      `root=1; Path=${prefix}/`,
+      `own=1; Path=${prefix}/app; HttpOnly`,
+    ])
+  })
+
+  it('on a preview host: no Domain, so a cookie never reaches another sandbox’s preview host', async () => {
+    await using runner = await startRunner({
+      listen: true,
+      network: { allowPublicPorts: false, previewDomain: 'preview.test' },
+    })
+    const a = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const cookies = [
+      'wide=1; Domain=preview.test; Path=/',
+      'parent=1; domain=.test',
+      'own=1; Path=/x; Secure',
+    ]
+    const setCookie = await new Promise<string[]>((resolve, reject) => {
+      const url = new URL(baseUrl(runner.app))
+      const req = request({
+        host: '127.0.0.1',
+        port: url.port,
+        path: `/cookies?c=${encodeURIComponent(JSON.stringify(cookies))}`,
+        setHost: false,
+        headers: {
+          host: `${port}-${a.toLowerCase()}.preview.test`,
+          authorization: `Bearer ${runner.apiKey}`,
+        },
+      })
+      req.on('response', (res) => {
+        res.resume()
+        resolve(res.headers['set-cookie'] ?? [])
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    expect(setCookie).toEqual(['wide=1; Path=/', 'parent=1', 'own=1; Path=/x; Secure'])
   })
 })
 
