@@ -66,7 +66,8 @@ export class EgressProxy {
   readonly #server: Server
   readonly #origins = new WeakMap<object, EgressOrigin>()
   readonly #terminator: EgressTlsTerminator
-  readonly #plainAgent = new HttpAgent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 })
+  // Uncapped per host for the reason in egress-tls-terminator.ts: a shared cap is one sandbox's to fill.
+  readonly #plainAgent = new HttpAgent({ keepAlive: true, maxFreeSockets: 8 })
 
   /** A proxy with `options`; hand it connections with `accept`. */
   constructor(options: EgressProxyOptions) {

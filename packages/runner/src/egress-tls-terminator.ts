@@ -49,7 +49,9 @@ export class EgressTlsTerminator {
   readonly #o: EgressTlsTerminatorOptions
   readonly #server: Server
   readonly #tunnels = new WeakMap<object, TerminatedTunnel>()
-  readonly #agent = new HttpsAgent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 })
+  // No cap per host: a cap shared by every sandbox would let one sandbox's open requests queue
+  // another's; each sandbox's connections are bounded by its own cap (sandbox-network-limits.ts).
+  readonly #agent = new HttpsAgent({ keepAlive: true, maxFreeSockets: 8 })
 
   /** A terminator with `options`. */
   constructor(options: EgressTlsTerminatorOptions) {
