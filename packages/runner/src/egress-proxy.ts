@@ -27,6 +27,7 @@ import type { AddressScreen, EgressResolver } from './egress-resolver.ts'
 import { EgressTlsTerminator } from './egress-tls-terminator.ts'
 import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { createServer, Agent as HttpAgent, request } from './node-http.ts'
+import { inTurn } from './requests-in-turn.ts'
 
 /** The sandbox a relayed connection came from. */
 export interface EgressOrigin {
@@ -79,7 +80,10 @@ export class EgressProxy {
       onBytes: options.onBytes,
       log: (fields, message) => options.logger.info(fields, message),
     })
-    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) => void this.#onRequest(req, res))
+    // One request of a connection at a time, so one counted connection is one upstream request.
+    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) =>
+      inTurn(req, res, () => void this.#onRequest(req, res)),
+    )
     this.#server.on(
       'connect',
       (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.#onConnect(req, socket, head),

@@ -5,10 +5,10 @@
 // holding every pooled upstream connection so another's requests wait. Real sockets throughout:
 // `api.test` is a loopback HTTPS host (certificate from a CA the runner trusts) that records
 // each request's raw head and answers according to its path.
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { createServer, type Server } from 'node:net'
+import { connect, createServer, type Server } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import { gzipSync } from 'node:zlib'
 import pino from 'pino'
@@ -39,6 +39,10 @@ const seen: Seen[] = []
 /** Requests to /stall, held open until the test lets them go. */
 const stalled: (() => void)[] = []
 let apiPort = 0
+/** Requests to /hold, answered when a test releases them. */
+const held: (() => void)[] = []
+let plainServer: ReturnType<typeof createHttpServer>
+let plainPort = 0
 let apiServer: ReturnType<typeof createHttpsServer>
 let basicServer: ReturnType<typeof createHttpsServer>
 let basicPort = 0
@@ -63,6 +67,10 @@ beforeAll(async () => {
     seen.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders })
     const auth = req.headers.authorization ?? ''
     const path = req.url ?? '/'
+    if (path.startsWith('/hold')) {
+      held.push(() => res.end(`held ${path}`))
+      return
+    }
     if (path.startsWith('/stall')) {
       stalled.push(() => res.end('released'))
       return
@@ -97,6 +105,9 @@ beforeAll(async () => {
   basicServer = createHttpsServer({ cert: basicLeaf.cert, key: basicLeaf.key }, handler)
   await new Promise<void>((resolve) => basicServer.listen(0, '127.0.0.1', resolve))
   basicPort = (basicServer.address() as AddressInfo).port
+  plainServer = createHttpServer(handler)
+  await new Promise<void>((resolve) => plainServer.listen(0, '127.0.0.1', resolve))
+  plainPort = (plainServer.address() as AddressInfo).port
   const credentials = EgressCredentials.parse(
     JSON.stringify({
       api: { host: 'api.test', headers: { Authorization: SECRET } },
@@ -108,11 +119,16 @@ beforeAll(async () => {
     `basic.test:${basicPort}`,
     `127.0.0.1:${apiPort}`,
     'other.test:443',
+    `plain.test:${plainPort}`,
   ])
   ca = await EgressCa.create('sb_attacker1')
   caB = await EgressCa.create('sb_bystander')
   proxy = new EgressProxy({
-    resolver: tableResolver({ 'api.test': ['127.0.0.1'], 'basic.test': ['127.0.0.1'] }),
+    resolver: tableResolver({
+      'api.test': ['127.0.0.1'],
+      'basic.test': ['127.0.0.1'],
+      'plain.test': ['127.0.0.1'],
+    }),
     screen: new AddressScreen(['127.0.0.1/32']),
     logger: pino({ level: 'silent' }),
     upstreamCa: [publicCa.certPem],
@@ -134,6 +150,8 @@ afterAll(() => {
   proxy.close()
   apiServer.close()
   basicServer.close()
+  plainServer.close()
+  for (const release of held) release()
   for (const l of listeners) l.close()
 })
 
@@ -276,5 +294,60 @@ describe('attack: starve another sandbox of its credentialed host', () => {
     expect(JSON.parse(b.body)).toEqual({ host: `api.test:${apiPort}`, auth: '[redacted]' })
     for (const release of stalled.splice(0)) release()
     await Promise.all(held)
+  })
+})
+
+describe('attack: one counted connection, many upstream requests at once', () => {
+  /** Waits until the host holds `n` requests, then checks it holds no more once they are answered one by one. */
+  async function drainInOrder(n: number, reply: () => string): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      await vi.waitFor(() => expect(held.length).toBeGreaterThan(0), { timeout: 30_000, interval: 10 })
+      // Only one request of the connection is ever at the host.
+      expect(held.length).toBe(1)
+      held.shift()?.()
+      await vi.waitFor(() => expect(reply().split('held /hold/').length - 1).toBe(i + 1), {
+        timeout: 30_000,
+        interval: 10,
+      })
+    }
+  }
+
+  it('relays pipelined requests in a terminated tunnel one at a time', async () => {
+    const tunnel = await openTunnel(portA, `api.test:${apiPort}`)
+    if (!('socket' in tunnel)) throw new Error(`CONNECT refused: ${tunnel.status}`)
+    const tls = tlsConnect({ socket: tunnel.socket, servername: 'api.test', ca: ca.certPem })
+    let reply = ''
+    tls.on('data', (chunk: Buffer) => {
+      reply += chunk.toString('latin1')
+    })
+    await new Promise((resolve) => tls.once('secureConnect', resolve))
+    tls.write(
+      Array.from({ length: 20 }, (_v, i) => `GET /hold/t${i} HTTP/1.1\r\nhost: api.test\r\n\r\n`).join(''),
+    )
+    await drainInOrder(20, () => reply)
+    expect(reply.match(/held \/hold\/t\d+/g)).toEqual(
+      Array.from({ length: 20 }, (_v, i) => `held /hold/t${i}`),
+    )
+    tls.destroy()
+  })
+
+  it('relays pipelined plain-HTTP proxy requests one at a time', async () => {
+    const socket = connect(portA, '127.0.0.1')
+    let reply = ''
+    socket.on('data', (chunk: Buffer) => {
+      reply += chunk.toString('latin1')
+    })
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write(
+      Array.from(
+        { length: 20 },
+        (_v, i) => `GET http://plain.test:${plainPort}/hold/p${i} HTTP/1.1\r\nhost: plain.test\r\n\r\n`,
+      ).join(''),
+    )
+    await drainInOrder(20, () => reply)
+    expect(reply.match(/held \/hold\/p\d+/g)).toEqual(
+      Array.from({ length: 20 }, (_v, i) => `held /hold/p${i}`),
+    )
+    socket.destroy()
   })
 })
