@@ -9,7 +9,7 @@ import { baseUrl, type TestRunner } from '../runner-fixture.ts'
  * writes its port to `<name>.port`, and answers: `/echo…` with what it received, `POST
  * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/big?mb=N`
  * with N MiB, `/stall` by never reading or answering, `/cookies?c=<JSON array>` with those
- * Set-Cookie values; an Upgrade is answered 101 and then
+ * Set-Cookie values, `/headers?h=<JSON object>` with those response headers; an Upgrade is answered 101 and then
  * echoes bytes. A second listener (`<name>.headers-port`) sends an endless response head.
  */
 export const PORT_SERVER = `
@@ -48,6 +48,10 @@ const server = http.createServer((req, res) => {
     return more()
   }
   if (url.pathname === '/stall') return
+  if (url.pathname === '/headers') {
+    res.writeHead(200, JSON.parse(url.searchParams.get('h') || '{}'))
+    return res.end('headers')
+  }
   if (url.pathname === '/cookies') {
     res.setHeader('set-cookie', JSON.parse(url.searchParams.get('c') || '[]'))
     return res.end()

@@ -5,6 +5,7 @@ import { request } from 'node:http'
 import { connect } from 'node:net'
 import { AccessToken, ExposedPort } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
+import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { portUrl, startSandboxServer } from '../ports/port-fixture.ts'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
@@ -216,6 +217,28 @@ describe('attack: a sandbox server sets cookies beyond its port', () => {
       req.end()
     })
     expect(setCookie).toEqual(['wide=1; Path=/', 'parent=1', 'own=1; Path=/x; Secure'])
+  })
+})
+
+describe('attack: a sandbox server loosens the page policy of the path form', () => {
+  it('cannot replace the runner’s content security policy or have it dropped as a hop-by-hop header', async () => {
+    await using runner = await startRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    for (const headers of [
+      { connection: 'content-security-policy, keep-alive' },
+      { 'content-security-policy': 'sandbox allow-scripts allow-same-origin' },
+      { 'Content-Security-Policy': 'default-src *', connection: 'Content-Security-Policy' },
+    ]) {
+      const res = await fetch(
+        portUrl(runner, a, port, `/headers?h=${encodeURIComponent(JSON.stringify(headers))}`),
+        {
+          headers: runner.auth,
+        },
+      )
+      expect(await res.text()).toBe('headers')
+      expect(res.headers.get('content-security-policy'), JSON.stringify(headers)).toBe(PATH_FORM_CSP)
+    }
   })
 })
 
