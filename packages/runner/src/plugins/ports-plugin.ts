@@ -7,7 +7,8 @@
 // which is traded for an HttpOnly cookie scoped to the port's path and a redirect that drops it
 // from the URL; then the cookie), or anyone when the port was exposed `public` and the operator
 // allows public ports. A port token and public access work only while the port is exposed
-// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them); exposures and relayed
+// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them, and cuts the WebSockets
+// they opened, `credential-bound-sockets.ts`); exposures and relayed
 // connections count against the sandbox's limits (`sandbox-network-limits.ts`). The relayed path is whatever follows `/ports/:port`: it can only ever
 // reach that port of that sandbox, `..` included, since the route was chosen before. Pages
 // served on the path form share the runner's origin, so they get a `sandbox` content security
@@ -19,6 +20,7 @@ import { PassThrough } from 'node:stream'
 import { LIMITS, PORT_TOKEN_COOKIE, PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY, PortSegment } from '@conch/protocol'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { markAuthenticated } from '../connection-guard.ts'
+import { CredentialBoundSockets } from '../credential-bound-sockets.ts'
 import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
 import { PortTokens, takeQueryToken } from '../port-token.ts'
@@ -55,6 +57,9 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   })
 
   const watches = new Map<string, PortWatch>()
+  /** Relayed WebSockets cut when the credential that opened them ends. */
+  const bound = new CredentialBoundSockets()
+  app.addHook('onClose', async () => bound.close())
 
   bindRoutes(app, {
     watchPorts: async ({ params, request, reply }) => {
@@ -118,12 +123,20 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     unexposePort: async ({ params }) => {
       const sandbox = ctx.manager.get(params.id)
       ctx.exposures.unexpose(sandbox.id, params.port)
+      bound.check()
       return { ok: true as const }
     },
   })
 
-  /** Checks the caller's credential for one port; returns whether Authorization was it. */
-  const admit = (request: FastifyRequest, target: RelayRequest, queryToken: string | null): boolean => {
+  /**
+   * Checks the caller's credential for one port. Says whether Authorization was it, and how to
+   * tell later that the credential still holds (null for the API key, which does not end).
+   */
+  const admit = (
+    request: FastifyRequest,
+    target: RelayRequest,
+    queryToken: string | null,
+  ): { usedAuthorization: boolean; stillValid: (() => boolean) | null } => {
     const header = request.headers.authorization
     const bearer = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined
     // An Authorization header may be the sandbox app's own; it is the runner's only when it
@@ -131,8 +144,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     let bearerError: unknown = null
     if (bearer && !bearer.startsWith(PORT_TOKEN_PREFIX)) {
       try {
-        authorize(authenticate(ctx, bearer), 'sandbox', target.sandboxId)
-        return true
+        const principal = authenticate(ctx, bearer)
+        authorize(principal, 'sandbox', target.sandboxId)
+        const stillValid = principal.kind === 'token' ? () => ctx.now() < principal.expiresAt : null
+        return { usedAuthorization: true, stillValid }
       } catch (error) {
         bearerError = error
       }
@@ -146,9 +161,18 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
         token?.startsWith(PORT_TOKEN_PREFIX) &&
         tokens.verify(token, target.sandboxId, target.port, ctx.now())
       )
-        return bearer === token
+        return {
+          usedAuthorization: bearer === token,
+          stillValid: () =>
+            ctx.exposures.get(target.sandboxId, target.port) !== null &&
+            tokens.verify(token, target.sandboxId, target.port, ctx.now()),
+        }
     }
-    if (exposure?.public) return false
+    if (exposure?.public)
+      return {
+        usedAuthorization: false,
+        stillValid: () => ctx.exposures.get(target.sandboxId, target.port)?.public === true,
+      }
     if (bearerError) throw bearerError
     const tried = candidates.some((t) => t)
     throw new RunnerError(
@@ -161,7 +185,7 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
 
   const relay = async (request: FastifyRequest, reply: FastifyReply, target: RelayRequest): Promise<void> => {
     const { path: forwardPath, token: queryToken } = takeQueryToken(target.path)
-    const usedAuthorization = admit(request, target, queryToken)
+    const { usedAuthorization, stillValid } = admit(request, target, queryToken)
     markAuthenticated(request.raw.socket)
     if (queryToken !== null) {
       const method = request.method
@@ -209,8 +233,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     }
     if (request.headers.upgrade) {
       const stream = await openStream()
-      // A relayed WebSocket keeps its sandbox awake while open (sandbox-lifetimes.ts).
+      // A relayed WebSocket keeps its sandbox awake while open (sandbox-lifetimes.ts), and
+      // lasts only as long as the credential that opened it.
       stream.once('close', sandbox.hold())
+      if (stillValid) bound.add(stream, stillValid)
       reply.hijack()
       proxyUpgrade(request.raw, request.raw.socket as Socket, upgradeHead(request.raw), stream, proxyTarget)
       return

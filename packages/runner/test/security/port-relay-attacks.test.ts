@@ -5,6 +5,7 @@ import { request } from 'node:http'
 import { connect } from 'node:net'
 import { AccessToken, ExposedPort } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
+import { WebSocket } from 'ws'
 import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { portUrl, startSandboxServer } from '../ports/port-fixture.ts'
@@ -239,6 +240,76 @@ describe('attack: a sandbox server loosens the page policy of the path form', ()
       expect(await res.text()).toBe('headers')
       expect(res.headers.get('content-security-policy'), JSON.stringify(headers)).toBe(PATH_FORM_CSP)
     }
+  })
+})
+
+describe('attack: keep a relayed WebSocket after its credential ends', () => {
+  /** Opens a WebSocket to the relay; resolves once open, with a promise of its close code. */
+  async function openSocket(
+    url: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ closed: Promise<number>; ws: WebSocket }> {
+    const ws = new WebSocket(url.replace('http', 'ws'), { headers })
+    const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)))
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve())
+      ws.once('error', reject)
+    })
+    ws.send('still here')
+    await new Promise((resolve) => ws.once('message', resolve))
+    return { closed, ws }
+  }
+
+  it('closes a socket opened with a port token or public access when the port is unexposed, and one opened with a token when it expires', async () => {
+    let clock = Date.now()
+    await using runner = await startRunner({
+      listen: true,
+      now: () => clock,
+      network: { allowPublicPorts: true, previewDomain: null },
+    })
+    const a = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const { token } = await expose(runner, a, port)
+    const { closed: viaPortToken } = await openSocket(
+      `${portUrl(runner, a, port, '/ws')}?conch_port_token=${token}`,
+    )
+    const { closed: viaApiKey, ws: apiKeySocket } = await openSocket(
+      portUrl(runner, a, port, '/ws'),
+      runner.auth,
+    )
+    const unexposed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${a}/exposed-ports/${port}`, {
+      method: 'DELETE',
+      headers: runner.auth,
+    })
+    expect(unexposed.status).toBe(200)
+    expect(await viaPortToken).toBe(1006)
+
+    await expose(runner, a, port, { public: true })
+    const { closed: viaPublic } = await openSocket(portUrl(runner, a, port, '/ws'))
+    await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${a}/exposed-ports/${port}`, {
+      method: 'DELETE',
+      headers: runner.auth,
+    })
+    expect(await viaPublic).toBe(1006)
+
+    const short = (await expose(runner, a, port, { ttlMs: 60_000 })).token
+    const { closed: viaShort } = await openSocket(
+      `${portUrl(runner, a, port, '/ws')}?conch_port_token=${short}`,
+    )
+    const sandboxTok = await sandboxToken(runner, a)
+    const { closed: viaSandboxToken } = await openSocket(portUrl(runner, a, port, '/ws'), {
+      authorization: `Bearer ${sandboxTok}`,
+    })
+    // Past both tokens' expiry (a sandbox token lives an hour by default).
+    clock += 25 * 60 * 60 * 1000
+    expect(await viaShort).toBe(1006)
+    expect(await viaSandboxToken).toBe(1006)
+    // The API key never expires: its socket is still open and relaying.
+    const stillOpen = await Promise.race([viaApiKey, Promise.resolve('open')])
+    expect(stillOpen).toBe('open')
+    apiKeySocket.close()
+    // A clean close handshake through the relay (the echo server answers without a code).
+    expect(await viaApiKey).toBe(1005)
   })
 })
 
