@@ -1,4 +1,5 @@
-// Relayed WebSockets that live only as long as the credential that opened them.
+// Relayed WebSockets (and long relayed answers, such as server-sent events) that live only as
+// long as the credential that opened them.
 //
 // A port's WebSocket is relayed as raw bytes once the sandbox server accepts it, so nothing
 // checks the client again on its own: without this, a socket opened with a port token would
@@ -13,7 +14,7 @@
 /** Seconds between checks. */
 const CHECK_INTERVAL_MS = 1_000
 
-/** Something that can be cut: the relayed stream. */
+/** Something that can be cut: the relayed stream, or a relayed response. */
 interface Cuttable {
   destroy(): void
   once(event: 'close', listener: () => void): unknown

@@ -257,8 +257,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       pools.set(poolKey, agent)
     }
     reply.hijack()
-    // A request in flight keeps its sandbox awake; an idle pooled connection does not.
+    // A request in flight keeps its sandbox awake; an idle pooled connection does not. A long
+    // answer (server-sent events) ends with its credential, as a WebSocket does.
     const release = sandbox.hold()
+    if (stillValid) bound.add(reply.raw, stillValid)
     try {
       await proxyHttp(request.raw, reply.raw, { agent: agent.pool }, proxyTarget)
     } finally {

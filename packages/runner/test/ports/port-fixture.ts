@@ -7,7 +7,7 @@ import { baseUrl, type TestRunner } from '../runner-fixture.ts'
 /**
  * A Node HTTP server for the relay tests. It listens on 127.0.0.1 (port 0 unless PORT is set),
  * writes its port to `<name>.port`, and answers: `/echo…` with what it received, `POST
- * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/big?mb=N`
+ * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/sse-forever` with one every 20 ms until closed, `/big?mb=N`
  * with N MiB, `/stall` by never reading or answering, `/cookies?c=<JSON array>` with those
  * Set-Cookie values, `/headers?h=<JSON object>` with those response headers; an Upgrade is answered 101 and then
  * echoes bytes. A second listener (`<name>.headers-port`) sends an endless response head.
@@ -48,6 +48,12 @@ const server = http.createServer((req, res) => {
     return more()
   }
   if (url.pathname === '/stall') return
+  if (url.pathname === '/sse-forever') {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const timer = setInterval(() => res.write('data: tick\\n\\n'), 20)
+    res.on('close', () => clearInterval(timer))
+    return
+  }
   if (url.pathname === '/headers') {
     res.writeHead(200, JSON.parse(url.searchParams.get('h') || '{}'))
     return res.end('headers')

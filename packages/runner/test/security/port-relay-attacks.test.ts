@@ -284,6 +284,22 @@ describe('attack: keep a relayed WebSocket after its credential ends', () => {
     expect(unexposed.status).toBe(200)
     expect(await viaPortToken).toBe(1006)
 
+    // A long answer (server-sent events without end) opened with a port token ends the same way.
+    const { token: sseToken } = await expose(runner, a, port)
+    const sse = await fetch(portUrl(runner, a, port, '/sse-forever'), {
+      headers: { authorization: `Bearer ${sseToken}` },
+    })
+    const reader = (sse.body as ReadableStream<Uint8Array>).getReader()
+    expect((await reader.read()).done).toBe(false)
+    await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${a}/exposed-ports/${port}`, {
+      method: 'DELETE',
+      headers: runner.auth,
+    })
+    const drained = async (): Promise<boolean> => {
+      for (;;) if ((await reader.read()).done) return true
+    }
+    await expect(drained()).rejects.toThrow()
+
     await expose(runner, a, port, { public: true })
     const { closed: viaPublic } = await openSocket(portUrl(runner, a, port, '/ws'))
     await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${a}/exposed-ports/${port}`, {
