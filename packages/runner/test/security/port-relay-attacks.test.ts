@@ -2,11 +2,12 @@
 // that try to leave the port, bad port numbers, request smuggling, hostile sandbox servers
 // (endless headers, never reading), and reaching another sandbox or the runner from inside.
 import { request } from 'node:http'
-import { connect } from 'node:net'
+import { type AddressInfo, connect, createServer } from 'node:net'
 import { AccessToken, ExposedPort } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { PATH_FORM_CSP } from '../../src/plugins/ports-plugin.ts'
+import { gvisorRunner } from '../gvisor-runner.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { portUrl, startSandboxServer } from '../ports/port-fixture.ts'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
@@ -431,5 +432,29 @@ describe('attack: reach another sandbox or the runner from inside a sandbox', ()
       (await fetch(portUrl(runner, b, port, '/echo'), { headers: { authorization: `Bearer ${aToken}` } }))
         .status,
     ).toBe(403)
+  })
+})
+
+describe('attack: reach the host or another sandbox through the relay of a gVisor sandbox', () => {
+  it('reaches only the sandbox’s own loopback: the runner’s port and a host listener are not there', async () => {
+    await using runner = await gvisorRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const runnerPort = Number(new URL(baseUrl(runner.app)).port)
+    // A listener on the host's loopback, which sandbox code would love to reach.
+    const host = createServer((socket) => socket.end('host secret'))
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve))
+    await using _ = { [Symbol.asyncDispose]: async () => void host.close() }
+    const hostPort = (host.address() as AddressInfo).port
+    for (const port of [runnerPort, hostPort]) {
+      const res = await fetch(portUrl(runner, a, port, '/'), { headers: runner.auth })
+      expect(res.status, String(port)).toBe(502)
+      expect(await code(res)).toBe('PORT_NOT_LISTENING')
+    }
+    const inside = await exec(
+      runner,
+      a,
+      `(exec 3<>/dev/tcp/127.0.0.1/${hostPort}) 2>/dev/null; echo host=$?; (exec 3<>/dev/tcp/127.0.0.1/${runnerPort}) 2>/dev/null; echo runner=$?`,
+    )
+    expect(inside.stdout).toBe('host=1\nrunner=1\n')
   })
 })
