@@ -154,7 +154,9 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     }
     // A port token or public access opens the port only while it is exposed (until unexposed).
     const exposure = ctx.exposures.get(target.sandboxId, target.port)
-    const candidates = [bearer, queryToken, cookieValue(request.headers.cookie, PORT_TOKEN_COOKIE)]
+    // Every cookie of the name: a sibling preview host's page can set one on the parent domain,
+    // which the browser may send before this host's own.
+    const candidates = [bearer, queryToken, ...cookieValues(request.headers.cookie, PORT_TOKEN_COOKIE)]
     for (const token of candidates) {
       if (
         exposure &&
@@ -299,13 +301,14 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   })
 }
 
-function cookieValue(header: string | undefined, name: string): string | null {
-  if (!header) return null
-  for (const part of header.split(';')) {
+/** The values of every cookie named `name`, in the order the client sent them (at most 8). */
+function cookieValues(header: string | undefined, name: string): string[] {
+  const values: string[] = []
+  for (const part of (header ?? '').split(';')) {
     const [k, ...v] = part.trim().split('=')
-    if (k === name) return v.join('=')
+    if (k === name && values.length < 8) values.push(v.join('='))
   }
-  return null
+  return values
 }
 
 function forwardedProto(request: FastifyRequest): string {

@@ -220,6 +220,39 @@ describe('attack: a sandbox server sets cookies beyond its port', () => {
     })
     expect(setCookie).toEqual(['wide=1; Path=/', 'parent=1', 'own=1; Path=/x; Secure'])
   })
+
+  it('cannot shadow a port’s cookie with one a sibling preview host set on the parent domain', async () => {
+    await using runner = await startRunner({
+      listen: true,
+      network: { allowPublicPorts: false, previewDomain: 'preview.test' },
+    })
+    const a = await createSandbox(runner)
+    const b = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const { token } = await expose(runner, a, port)
+    const { token: bToken } = await expose(runner, b, port)
+    // B's page planted its own token (and junk) for the whole domain; the browser sends them first.
+    const status = await new Promise<number>((resolve, reject) => {
+      const url = new URL(baseUrl(runner.app))
+      const req = request({
+        host: '127.0.0.1',
+        port: url.port,
+        path: '/echo',
+        setHost: false,
+        headers: {
+          host: `${port}-${a.toLowerCase()}.preview.test`,
+          cookie: `conch_port_token=${bToken}; conch_port_token=junk; conch_port_token=${token}`,
+        },
+      })
+      req.on('response', (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    expect(status).toBe(200)
+  })
 })
 
 describe('attack: a sandbox server loosens the page policy of the path form', () => {
