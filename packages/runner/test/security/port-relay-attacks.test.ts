@@ -122,6 +122,38 @@ describe('attack: credentials on the port URL', () => {
   })
 })
 
+describe('attack: use a port token beyond its port', () => {
+  it('opens no API route, shell socket or keep-alive of its sandbox', async () => {
+    await using runner = await startRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const { token } = await expose(runner, a, 3000)
+    const base = `${baseUrl(runner.app)}/v1/sandboxes/${a}`
+    const bearer = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+    for (const [method, path, body] of [
+      ['GET', '', undefined],
+      ['POST', '/keep-alive', '{"durationMs":60000}'],
+      ['POST', '/exec', '{"command":"id"}'],
+      ['GET', '/files?path=/workspace', undefined],
+      ['POST', '/tokens', '{}'],
+      ['POST', '/exposed-ports/3001', '{}'],
+      ['DELETE', '/exposed-ports/3000', undefined],
+    ] as const) {
+      const res = await fetch(`${base}${path}`, { method, headers: bearer, ...(body ? { body } : {}) })
+      expect(res.status, `${method} ${path}`).toBe(401)
+      expect(await code(res)).toBe('UNAUTHORIZED')
+    }
+    // Nor as the WebSocket subprotocol credential of a shell socket.
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/shell`, ['conch.v1', `bearer.${token}`])
+    const refused = await new Promise<number>((resolve) => {
+      ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
+      ws.once('open', () => resolve(101))
+      ws.once('error', () => resolve(0))
+    })
+    ws.terminate()
+    expect(refused).toBe(401)
+  })
+})
+
 describe('attack: leave the port through the path or the port number', () => {
   it('sends dot segments to the same sandbox server and never to another route or sandbox', async () => {
     await using runner = await startRunner({ listen: true })
