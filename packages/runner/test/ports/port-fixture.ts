@@ -1,6 +1,7 @@
 // Test fixture: servers started inside a sandbox (as background processes of its own agent),
 // and helpers to reach them through the runner's port relay.
 import { createHash } from 'node:crypto'
+import { AccessToken, ExposedPort } from '@conch/protocol'
 import { vi } from 'vitest'
 import { baseUrl, type TestRunner } from '../runner-fixture.ts'
 
@@ -167,4 +168,36 @@ export function portUrl(runner: TestRunner, id: string, port: number | string, p
 /** SHA-256 of bytes, hex. */
 export function sha256(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex')
+}
+
+/** Exposes `port` of sandbox `id` with the API key; throws unless 200. */
+export async function expose(
+  runner: TestRunner,
+  id: string,
+  port: number,
+  body: object = {},
+): Promise<ExposedPort> {
+  const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${port}`, {
+    method: 'POST',
+    headers: { ...runner.auth, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  if (res.status !== 200) throw new Error(`expose: ${res.status} ${await res.text()}`)
+  return ExposedPort.parse(await res.json())
+}
+
+/** Mints a sandbox token for `id` with the API key. */
+export async function sandboxToken(runner: TestRunner, id: string): Promise<string> {
+  const res = await runner.app.inject({
+    method: 'POST',
+    url: `/v1/sandboxes/${id}/tokens`,
+    headers: runner.auth,
+    payload: {},
+  })
+  return AccessToken.parse(res.json()).token
+}
+
+/** The error code of an error answer. */
+export async function errorCode(res: Response): Promise<string> {
+  return ((await res.json()) as { error: { code: string } }).error.code
 }
