@@ -8,6 +8,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { gvisorRunner } from '../gvisor-runner.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { errorCode, expose, portUrl, sandboxToken, startSandboxServer } from '../ports/port-fixture.ts'
+import { rootlessRunner } from '../rootless-runner.ts'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
 
 /** Sends raw bytes to the runner and collects everything until it closes or `until` matches. */
@@ -252,6 +253,30 @@ describe('attack: reach the host or another sandbox through the relay of a gViso
     const inside = await exec(
       runner,
       a,
+      `(exec 3<>/dev/tcp/127.0.0.1/${hostPort}) 2>/dev/null; echo host=$?; (exec 3<>/dev/tcp/127.0.0.1/${runnerPort}) 2>/dev/null; echo runner=$?`,
+    )
+    expect(inside.stdout).toBe('host=1\nrunner=1\n')
+  })
+})
+
+describe('attack: reach the host through the relay of a rootless sandbox', () => {
+  it('reaches only the sandbox’s own loopback: the runner’s port and a host listener are not there', async () => {
+    await using runner = await rootlessRunner()
+    const { id } = await runner.create()
+    const runnerPort = Number(new URL(runner.url).port)
+    const host = createServer((socket) => socket.end('host secret'))
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve))
+    await using _ = { [Symbol.asyncDispose]: async () => void host.close() }
+    const hostPort = (host.address() as AddressInfo).port
+    for (const port of [runnerPort, hostPort]) {
+      const res = await fetch(`${runner.url}/v1/sandboxes/${id}/ports/${port}/`, {
+        headers: { authorization: `Bearer ${runner.apiKey}` },
+      })
+      expect(res.status, String(port)).toBe(502)
+      expect(await errorCode(res)).toBe('PORT_NOT_LISTENING')
+    }
+    const inside = await runner.exec(
+      id,
       `(exec 3<>/dev/tcp/127.0.0.1/${hostPort}) 2>/dev/null; echo host=$?; (exec 3<>/dev/tcp/127.0.0.1/${runnerPort}) 2>/dev/null; echo runner=$?`,
     )
     expect(inside.stdout).toBe('host=1\nrunner=1\n')
