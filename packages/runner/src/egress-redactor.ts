@@ -19,11 +19,14 @@ const MIN_SECRET_BYTES = 6
 
 /**
  * The forms a host commonly quotes a value in besides its own bytes: percent-encoded (a URL or
- * form field, such as a redirect's `Location`) and JSON-escaped (`/` as `\/` too, as PHP does).
+ * form field, such as a redirect's `Location`; upper- or lower-case hex) and JSON-escaped (`/`
+ * as `\/` too, as PHP does).
  */
 function quotedForms(value: string): string[] {
   const json = JSON.stringify(value).slice(1, -1)
-  return [value, encodeURIComponent(value), json, json.replaceAll('/', '\\/')]
+  const percent = encodeURIComponent(value)
+  const lowerPercent = percent.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())
+  return [value, percent, lowerPercent, json, json.replaceAll('/', '\\/')]
 }
 
 /** The byte strings to redact for a set of injected header values. */

@@ -90,6 +90,7 @@ beforeAll(async () => {
       res.end(
         [
           `form=${encodeURIComponent(auth)}`,
+          `lower=${encodeURIComponent(auth).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())}`,
           `php=${JSON.stringify(auth).replaceAll('/', '\\/')}`,
           `decoded=${user}`,
         ].join('\n'),
