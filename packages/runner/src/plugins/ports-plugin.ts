@@ -104,8 +104,11 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
           'this runner does not allow public ports; expose the port without public and hand out its token, or start the runner with --allow-public-ports',
         )
       const expiresAt = ctx.now() + ttlMs
-      ctx.exposures.expose(sandbox.id, params.port, { expiresAt, public: body.public === true })
-      const token = tokens.mint({ sandboxId: sandbox.id, port: params.port, expiresAt })
+      const exposure = ctx.exposures.expose(sandbox.id, params.port, {
+        expiresAt,
+        public: body.public === true,
+      })
+      const token = tokens.mint({ sandboxId: sandbox.id, port: params.port, expiresAt }, exposure.epoch)
       const path = `/v1/sandboxes/${sandbox.id}/ports/${params.port}/?${PORT_TOKEN_QUERY}=${token}`
       const previewUrl = options.previewDomain
         ? `https://${params.port}-${sandbox.id.toLowerCase()}.${options.previewDomain}/?${PORT_TOKEN_QUERY}=${token}`
@@ -161,13 +164,17 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       if (
         exposure &&
         token?.startsWith(PORT_TOKEN_PREFIX) &&
-        tokens.verify(token, target.sandboxId, target.port, ctx.now())
+        tokens.verify(token, target.sandboxId, target.port, ctx.now(), exposure.epoch)
       )
         return {
           usedAuthorization: bearer === token,
-          stillValid: () =>
-            ctx.exposures.get(target.sandboxId, target.port) !== null &&
-            tokens.verify(token, target.sandboxId, target.port, ctx.now()),
+          stillValid: () => {
+            const current = ctx.exposures.get(target.sandboxId, target.port)
+            return (
+              current !== null &&
+              tokens.verify(token, target.sandboxId, target.port, ctx.now(), current.epoch)
+            )
+          },
         }
     }
     if (exposure?.public)

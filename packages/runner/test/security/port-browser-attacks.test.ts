@@ -40,6 +40,42 @@ describe('attack: use a port token beyond its port', () => {
   })
 })
 
+describe('attack: a revoked port token comes back', () => {
+  it('stays refused after the port is exposed again, while the new token works', async () => {
+    await using runner = await startRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const leaked = (await expose(runner, a, port)).token
+    expect(
+      (await fetch(portUrl(runner, a, port, '/echo'), { headers: { authorization: `Bearer ${leaked}` } }))
+        .status,
+    ).toBe(200)
+    const unexposed = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${a}/exposed-ports/${port}`, {
+      method: 'DELETE',
+      headers: runner.auth,
+    })
+    expect(unexposed.status).toBe(200)
+    // The owner exposes the port again for someone else; the leaked token must not revive.
+    const fresh = (await expose(runner, a, port)).token
+    const withLeaked = await fetch(portUrl(runner, a, port, '/echo'), {
+      headers: { authorization: `Bearer ${leaked}` },
+    })
+    expect(withLeaked.status).toBe(401)
+    expect(await errorCode(withLeaked)).toBe('UNAUTHORIZED')
+    expect(
+      (await fetch(portUrl(runner, a, port, '/echo'), { headers: { authorization: `Bearer ${fresh}` } }))
+        .status,
+    ).toBe(200)
+    // Exposing a port that is still exposed keeps its tokens working (it extends the exposure).
+    const again = (await expose(runner, a, port)).token
+    for (const token of [fresh, again])
+      expect(
+        (await fetch(portUrl(runner, a, port, '/echo'), { headers: { authorization: `Bearer ${token}` } }))
+          .status,
+      ).toBe(200)
+  })
+})
+
 describe('attack: a sandbox server sets cookies beyond its port', () => {
   const hostile = (id: string, other: string): string[] => [
     'wide=1; Domain=example.test; Path=/',
