@@ -17,6 +17,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { type Duplex, pipeline } from 'node:stream'
 import { createSecureContext, rootCertificates } from 'node:tls'
+import { redactUrl } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { EgressAllowlist } from './egress-allowlist.ts'
 import { normalizeHost } from './egress-allowlist.ts'
@@ -172,7 +173,7 @@ export class EgressProxy {
         error instanceof Refused ? error : new Refused(502, `cannot connect: ${(error as Error).message}`)
       this.#log(
         origin,
-        { target: (req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
+        { target: redactUrl(req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
         'egress refused',
       )
       client.end(
@@ -190,7 +191,7 @@ export class EgressProxy {
     const refuse = (refused: Refused): void => {
       this.#log(
         origin,
-        { target: (req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
+        { target: redactUrl(req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
         'egress refused',
       )
       res.writeHead(refused.status, { 'content-type': 'text/plain', connection: 'close' })

@@ -48,6 +48,8 @@ let basicServer: ReturnType<typeof createHttpsServer>
 let basicPort = 0
 let proxy: EgressProxy
 const listeners: Server[] = []
+/** The proxy's log lines. */
+const logs: string[] = []
 
 /** A loopback listener whose connections are sandbox `origin`'s relayed egress connections. */
 async function sandboxPort(origin: EgressOrigin): Promise<number> {
@@ -131,7 +133,7 @@ beforeAll(async () => {
       'plain.test': ['127.0.0.1'],
     }),
     screen: new AddressScreen(['127.0.0.1/32']),
-    logger: pino({ level: 'silent' }),
+    logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(line) }),
     upstreamCa: [publicCa.certPem],
   })
   portA = await sandboxPort({
@@ -350,5 +352,18 @@ describe('attack: one counted connection, many upstream requests at once', () =>
       Array.from({ length: 20 }, (_v, i) => `held /hold/p${i}`),
     )
     socket.destroy()
+  })
+})
+
+describe('attack: read a program’s own secrets in the runner’s log', () => {
+  it('logs a refused URL with its credential-like query values redacted', async () => {
+    const socket = connect(portA, '127.0.0.1')
+    socket.end(
+      'GET http://unlisted.test/cb?api_key=program-secret-1&code=program-secret-2&page=3 HTTP/1.1\r\nhost: unlisted.test\r\n\r\n',
+    )
+    await new Promise((resolve) => socket.on('close', resolve).resume())
+    const refused = logs.find((l) => l.includes('unlisted.test'))
+    expect(refused).toContain('api_key=[redacted]&code=[redacted]&page=3')
+    expect(logs.join('\n')).not.toContain('program-secret')
   })
 })
