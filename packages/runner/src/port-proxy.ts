@@ -86,6 +86,7 @@ function downstreamHeaders(
     .map((t) => t.trim())
   for (const [name, value] of Object.entries(response.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || connectionTokens.includes(name)) continue
+    if (ORIGIN_WIDE.has(name)) continue
     if (name === 'set-cookie') {
       // Cookies for this port only, and never the runner's own (`relayed-set-cookie.ts`).
       const kept = relayedSetCookie(Array.isArray(value) ? value : [value], cookiePrefix)
@@ -96,6 +97,15 @@ function downstreamHeaders(
   }
   return { ...out, ...extra }
 }
+
+/**
+ * Response headers that act on a whole origin or registrable domain rather than on the response:
+ * relayed from a sandbox server they would let one app wipe every cookie and storage of the
+ * runner's domain (and its siblings', `Clear-Site-Data`), pin HTTPS on the runner's host and its
+ * subdomains (`Strict-Transport-Security`), or send the browser elsewhere for the runner's origin
+ * (`Alt-Svc`). They are the operator's to set, in front of the runner, never a sandbox's.
+ */
+const ORIGIN_WIDE: ReadonlySet<string> = new Set(['clear-site-data', 'strict-transport-security', 'alt-svc'])
 
 /** How a relayed request reaches the sandbox: its own connection, or a keep-alive pool. */
 export type Upstream = { stream: Duplex } | { agent: Agent }

@@ -198,6 +198,50 @@ describe('attack: a sandbox server loosens the page policy of the path form', ()
   })
 })
 
+describe('attack: a sandbox server acts on the whole origin', () => {
+  it('cannot clear site data, pin HTTPS or point the browser elsewhere, on the path form or a preview host', async () => {
+    await using runner = await startRunner({
+      listen: true,
+      network: { allowPublicPorts: false, previewDomain: 'preview.test' },
+    })
+    const a = await createSandbox(runner)
+    const { port } = await startSandboxServer(runner, a)
+    const hostile = {
+      'clear-site-data': '"cookies", "storage"',
+      'strict-transport-security': 'max-age=31536000; includeSubDomains',
+      'alt-svc': 'h2="elsewhere.example:443"',
+      'x-app': 'kept',
+    }
+    const path = `/headers?h=${encodeURIComponent(JSON.stringify(hostile))}`
+    const viaPath = await fetch(portUrl(runner, a, port, path), { headers: runner.auth })
+    const viaPreview = await new Promise<import('node:http').IncomingHttpHeaders>((resolve, reject) => {
+      const url = new URL(baseUrl(runner.app))
+      const req = request({
+        host: '127.0.0.1',
+        port: url.port,
+        path,
+        setHost: false,
+        headers: {
+          host: `${port}-${a.toLowerCase()}.preview.test`,
+          authorization: `Bearer ${runner.apiKey}`,
+        },
+      })
+      req.on('response', (res) => {
+        res.resume()
+        resolve(res.headers)
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    for (const name of ['clear-site-data', 'strict-transport-security', 'alt-svc']) {
+      expect(viaPath.headers.get(name), name).toBeNull()
+      expect(viaPreview[name], name).toBeUndefined()
+    }
+    expect(viaPath.headers.get('x-app')).toBe('kept')
+    expect(viaPreview['x-app']).toBe('kept')
+  })
+})
+
 describe('attack: keep a relayed WebSocket after its credential ends', () => {
   /** Opens a WebSocket to the relay; resolves once open, with a promise of its close code. */
   async function openSocket(
