@@ -106,7 +106,16 @@ export function relayWithCredentials(
         rejectUnauthorized: true,
       })
     : request(options)
+  // A program that hangs up ends the exchange: its answer has nowhere to go (and piping into the
+  // closed response would throw outside any handler).
+  res.on('close', () => {
+    if (!res.writableFinished) upstream.destroy()
+  })
   upstream.on('response', (response) => {
+    if (res.destroyed) {
+      upstream.destroy()
+      return
+    }
     // A transfer coding besides chunked (`gzip, chunked`) reaches the client as the coded bytes,
     // which the redactor could not read either.
     const codings = [response.headers['content-encoding'], response.headers['transfer-encoding']]

@@ -258,7 +258,15 @@ export class EgressProxy {
       agent: false,
       maxHeaderSize: 16 * 1024,
     })
+    // A program that hangs up ends the exchange (piping into its closed response would throw).
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy()
+    })
     upstream.on('response', (response) => {
+      if (res.destroyed) {
+        upstream.destroy()
+        return
+      }
       const out: Record<string, string | string[]> = {}
       for (const [name, value] of Object.entries(response.headers))
         if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value

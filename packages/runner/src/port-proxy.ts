@@ -177,6 +177,13 @@ export function proxyHttp(
       current = upstream
       upstream.on('response', (response) => {
         answered = true
+        // The client left in the same turn as the answer came (piping into it would throw).
+        if (reply.destroyed) {
+          upstream.destroy()
+          release()
+          resolve()
+          return
+        }
         reply.writeHead(
           response.statusCode ?? 502,
           response.statusMessage,
@@ -245,6 +252,10 @@ export function proxyUpgrade(
     stream.destroy()
   }
   upstream.on('upgrade', (response, upSocket, upHead) => {
+    if (socket.destroyed) {
+      upSocket.destroy()
+      return
+    }
     const lines = [`HTTP/1.1 101 ${response.statusMessage || 'Switching Protocols'}`]
     const headers = downstreamHeaders(response, {}, target.forwarded.prefix)
     headers.connection = 'Upgrade'
@@ -258,6 +269,10 @@ export function proxyUpgrade(
     pipeline(socket, upSocket, () => socket.destroy())
   })
   upstream.on('response', (response) => {
+    if (socket.destroyed) {
+      stream.destroy()
+      return
+    }
     const headers = downstreamHeaders(response, target.responseHeaders, target.forwarded.prefix)
     const lines = [`HTTP/1.1 ${response.statusCode ?? 502} ${response.statusMessage ?? ''}`]
     for (const [name, value] of Object.entries(headers))

@@ -24,6 +24,7 @@ export function inTurn(req: IncomingMessage, res: ServerResponse, task: () => vo
   socket.pause()
   void before.then(() => {
     socket.resume()
-    task()
+    // A client that hung up while this request waited gets nothing.
+    if (!res.destroyed) task()
   })
 }

@@ -367,3 +367,87 @@ describe('attack: read a program’s own secrets in the runner’s log', () => {
     expect(logs.join('\n')).not.toContain('program-secret')
   })
 })
+
+describe('attack: rebind the credential host’s name after the check', () => {
+  it('resolves once per tunnel: requests inside go to the checked address, a new tunnel is screened again', async () => {
+    // The name answers loopback (permitted here) once, then the metadata address.
+    let calls = 0
+    const rebinding = {
+      async resolve(): Promise<string[]> {
+        calls += 1
+        return calls === 1 ? ['127.0.0.1'] : ['169.254.169.254']
+      },
+    }
+    const allowlist = new EgressAllowlist([`api.test:${apiPort}`])
+    const credentials = EgressCredentials.parse(
+      JSON.stringify({ api: { host: 'api.test', headers: { Authorization: SECRET } } }),
+    )
+    const rebindProxy = new EgressProxy({
+      resolver: rebinding,
+      screen: new AddressScreen(['127.0.0.1/32']),
+      logger: pino({ level: 'silent' }),
+      upstreamCa: [publicCa.certPem],
+    })
+    const server = createServer((socket) =>
+      rebindProxy.accept(socket, {
+        sandboxId: 'sb_rebinder1',
+        allowlist,
+        injection: { credentials: credentials.resolve(['api'], allowlist), ca },
+      }),
+    )
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    listeners.push(server)
+    const port = (server.address() as AddressInfo).port
+    const before = seen.length
+    const tunnel = await openTunnel(port, `api.test:${apiPort}`)
+    if (!('socket' in tunnel)) throw new Error(`CONNECT refused: ${tunnel.status}`)
+    const tls = tlsConnect({ socket: tunnel.socket, servername: 'api.test', ca: ca.certPem })
+    await new Promise((resolve) => tls.once('secureConnect', resolve))
+    tls.write(
+      ['/r1', '/r2', '/r3']
+        .map((p, i) => `GET ${p} HTTP/1.1\r\nhost: api.test\r\n${i === 2 ? 'connection: close\r\n' : ''}\r\n`)
+        .join(''),
+    )
+    await new Promise((resolve) => tls.on('close', resolve).resume())
+    expect(seen.slice(before).map((r) => r.url)).toEqual(['/r1', '/r2', '/r3'])
+    expect(calls).toBe(1)
+    // The next tunnel resolves again, gets the metadata address, and is refused before any byte.
+    const again = await openTunnel(port, `api.test:${apiPort}`)
+    expect('status' in again ? again.status : 200).toBe(403)
+    rebindProxy.close()
+  })
+})
+
+describe('attack: hang up before the host answers', () => {
+  /** Sends `head` on `socket`, waits until the host holds the request, hangs up, then lets the host answer. */
+  async function hangUp(
+    socket: import('node:net').Socket | import('node:tls').TLSSocket,
+    head: string,
+  ): Promise<void> {
+    const heldBefore = held.length
+    socket.write(head)
+    await vi.waitFor(() => expect(held.length).toBe(heldBefore + 1), { timeout: 30_000, interval: 10 })
+    socket.destroy()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    held.pop()?.()
+    // The answer now arrives for a client that is gone; give it a moment to be handled.
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+
+  it('leaves the proxy serving, in a terminated tunnel and over plain HTTP', async () => {
+    const tunnel = await openTunnel(portA, `api.test:${apiPort}`)
+    if (!('socket' in tunnel)) throw new Error(`CONNECT refused: ${tunnel.status}`)
+    const tls = tlsConnect({ socket: tunnel.socket, servername: 'api.test', ca: ca.certPem })
+    await new Promise((resolve) => tls.once('secureConnect', resolve))
+    await hangUp(tls, 'GET /hold/gone-tls HTTP/1.1\r\nhost: api.test\r\n\r\n')
+    const plain = connect(portA, '127.0.0.1')
+    await new Promise((resolve) => plain.once('connect', resolve))
+    await hangUp(
+      plain,
+      `GET http://plain.test:${plainPort}/hold/gone-plain HTTP/1.1\r\nhost: plain.test\r\n\r\n`,
+    )
+    // Still serving (an uncaught error would have ended the process, and this test run).
+    const r = await httpsViaProxy(portA, `api.test:${apiPort}`, { ca: ca.certPem, path: '/after' })
+    expect(r.status).toBe(200)
+  })
+})
