@@ -245,5 +245,5 @@ export {
   TerminalSignalRequest,
   TerminalSize,
 } from './terminal.ts'
-
+export { REDACTED, redactUrl } from './url-redaction.ts'
 export { CAPABILITIES, Capability, PROTOCOL_VERSION } from './version.ts'

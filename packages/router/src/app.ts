@@ -4,7 +4,7 @@
 // It never listens and never reads the environment: `main.ts` does both.
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { PortSegment, PROTOCOL_VERSION } from '@conch/protocol'
+import { PortSegment, PROTOCOL_VERSION, redactUrl } from '@conch/protocol'
 import Fastify, {
   type FastifyInstance,
   type FastifyReply,
@@ -60,6 +60,26 @@ export type RouterApp = FastifyInstance & { shardMonitor: ShardMonitor }
 /** Log options that keep secrets out of the log. */
 export const REDACTED_PATHS = ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]']
 
+/**
+ * `logger` with fastify's request serializer changed to write the URL with its credentials cut
+ * out: a browser's first visit to an exposed port carries its port token in the query.
+ */
+function withRedactedUrls(logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
+  if (!logger || typeof logger !== 'object') return logger
+  return {
+    ...logger,
+    serializers: {
+      ...logger.serializers,
+      req: (req: { method?: string; url?: string; host?: string; ip?: string }) => ({
+        method: req.method,
+        url: redactUrl(req.url ?? ''),
+        host: req.host,
+        remoteAddress: req.ip,
+      }),
+    },
+  }
+}
+
 /** The route every preview-host request is rewritten onto; its target is kept per request. */
 const PREVIEW_ROUTE = '/.conch-preview'
 
@@ -98,7 +118,7 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
   /** Preview-host requests: their target, or why they are refused. */
   const previews = new WeakMap<IncomingMessage, SandboxTarget | RouterError>()
   const app = Fastify({
-    logger: options.logger ?? false,
+    logger: withRedactedUrls(options.logger ?? false),
     requestIdHeader: 'x-request-id',
     bodyLimit: options.maxBodyBytes ?? 8 * 1024 * 1024,
     forceCloseConnections: true,

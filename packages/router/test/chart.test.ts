@@ -7,6 +7,7 @@ import { ShardName } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import { parseAllDocuments } from 'yaml'
 import { renderChart, TemplateError } from '../../../scripts/render-chart.mjs'
+import { parseRouterConfig } from '../src/router-config.ts'
 import { buildShardTable } from '../src/shard-table.ts'
 import { type Manifest, schemaProblems, typeProblems } from './kubernetes-schema.ts'
 
@@ -55,6 +56,7 @@ const VARIANTS: [string, Options][] = [
       values: {
         ...KEY,
         imagePullSecrets: [{ name: 'pull' }],
+        previewDomain: 'preview.example.com',
         runner: {
           driver: 'gvisor',
           replicas: 5,
@@ -93,6 +95,27 @@ describe('the Helm chart', () => {
     service.spec.portz = service.spec.ports
     expect(await schemaProblems([service as Manifest])).toEqual([])
     expect(typeProblems([service as Manifest]).join('\n')).toMatch(/portz/)
+  })
+
+  it('sets one preview domain on the runners and the router, and none by default', () => {
+    const domain = 'preview.example.com'
+    const manifests = render({ values: { ...KEY, previewDomain: domain } })
+    const runner = find(manifests, 'StatefulSet').spec.template.spec.containers[0]
+    const router = find(manifests, 'Deployment', '-router').spec.template.spec.containers[0]
+    expect(envOf(runner, 'CONCH_PREVIEW_DOMAIN')?.value).toBe(domain)
+    // The router reads the value it is given as its --preview-domain.
+    const routerEnv = Object.fromEntries(router.env.map((e: Json) => [e.name, e.value]))
+    expect(parseRouterConfig(['--shards', 'conch-0=http://a:1'], routerEnv).previewDomain).toBe(domain)
+    const plain = render()
+    expect(
+      envOf(find(plain, 'StatefulSet').spec.template.spec.containers[0], 'CONCH_PREVIEW_DOMAIN'),
+    ).toBeUndefined()
+    expect(
+      envOf(
+        find(plain, 'Deployment', '-router').spec.template.spec.containers[0],
+        'CONCH_ROUTER_PREVIEW_DOMAIN',
+      ),
+    ).toBeUndefined()
   })
 
   it('gives the router a shard table that names exactly the runner pods', () => {

@@ -106,8 +106,23 @@ export function relayWithCredentials(
         rejectUnauthorized: true,
       })
     : request(options)
+  // A program that hangs up ends the exchange: its answer has nowhere to go (and piping into the
+  // closed response would throw outside any handler).
+  res.on('close', () => {
+    if (!res.writableFinished) upstream.destroy()
+  })
   upstream.on('response', (response) => {
-    const encoding = String(response.headers['content-encoding'] ?? 'identity').toLowerCase()
+    if (res.destroyed) {
+      upstream.destroy()
+      return
+    }
+    // A transfer coding besides chunked (`gzip, chunked`) reaches the client as the coded bytes,
+    // which the redactor could not read either.
+    const codings = [response.headers['content-encoding'], response.headers['transfer-encoding']]
+      .flatMap((h) => String(h ?? '').split(','))
+      .map((c) => c.trim().toLowerCase())
+      .filter((c) => c !== '' && c !== 'identity' && c !== 'chunked')
+    const encoding = codings[0] ?? 'identity'
     const bodiless = req.method === 'HEAD' || response.statusCode === 204 || response.statusCode === 304
     if (encoding !== 'identity' && !bodiless) {
       response.destroy()

@@ -17,6 +17,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { type Duplex, pipeline } from 'node:stream'
 import { createSecureContext, rootCertificates } from 'node:tls'
+import { redactUrl } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { EgressAllowlist } from './egress-allowlist.ts'
 import { normalizeHost } from './egress-allowlist.ts'
@@ -27,6 +28,7 @@ import type { AddressScreen, EgressResolver } from './egress-resolver.ts'
 import { EgressTlsTerminator } from './egress-tls-terminator.ts'
 import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { createServer, Agent as HttpAgent, request } from './node-http.ts'
+import { inTurn } from './requests-in-turn.ts'
 
 /** The sandbox a relayed connection came from. */
 export interface EgressOrigin {
@@ -66,7 +68,8 @@ export class EgressProxy {
   readonly #server: Server
   readonly #origins = new WeakMap<object, EgressOrigin>()
   readonly #terminator: EgressTlsTerminator
-  readonly #plainAgent = new HttpAgent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 })
+  // Uncapped per host for the reason in egress-tls-terminator.ts: a shared cap is one sandbox's to fill.
+  readonly #plainAgent = new HttpAgent({ keepAlive: true, maxFreeSockets: 8 })
 
   /** A proxy with `options`; hand it connections with `accept`. */
   constructor(options: EgressProxyOptions) {
@@ -78,7 +81,10 @@ export class EgressProxy {
       onBytes: options.onBytes,
       log: (fields, message) => options.logger.info(fields, message),
     })
-    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) => void this.#onRequest(req, res))
+    // One request of a connection at a time, so one counted connection is one upstream request.
+    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) =>
+      inTurn(req, res, () => void this.#onRequest(req, res)),
+    )
     this.#server.on(
       'connect',
       (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.#onConnect(req, socket, head),
@@ -167,7 +173,7 @@ export class EgressProxy {
         error instanceof Refused ? error : new Refused(502, `cannot connect: ${(error as Error).message}`)
       this.#log(
         origin,
-        { target: (req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
+        { target: redactUrl(req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
         'egress refused',
       )
       client.end(
@@ -185,7 +191,7 @@ export class EgressProxy {
     const refuse = (refused: Refused): void => {
       this.#log(
         origin,
-        { target: (req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
+        { target: redactUrl(req.url ?? '').slice(0, 200), allowed: false, reason: refused.message },
         'egress refused',
       )
       res.writeHead(refused.status, { 'content-type': 'text/plain', connection: 'close' })
@@ -252,7 +258,15 @@ export class EgressProxy {
       agent: false,
       maxHeaderSize: 16 * 1024,
     })
+    // A program that hangs up ends the exchange (piping into its closed response would throw).
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy()
+    })
     upstream.on('response', (response) => {
+      if (res.destroyed) {
+        upstream.destroy()
+        return
+      }
       const out: Record<string, string | string[]> = {}
       for (const [name, value] of Object.entries(response.headers))
         if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value

@@ -3,7 +3,8 @@
 // A host that reflects requests (an echo endpoint, an error page quoting the Authorization
 // header) would hand the sandbox the very secret the proxy added. Every byte string that is a
 // secret (each injected value, and for `<scheme> <token>` values the token alone) is replaced by
-// `[redacted]` in the response head and body. The body is scanned as a stream: the last
+// `[redacted]` in the response head and body, also percent-encoded or JSON-escaped, and a
+// Basic credential also decoded (user:password, and the password alone). The body is scanned as a stream: the last
 // (longest secret - 1) bytes of a chunk are held back until the next one, so a secret split
 // across chunks is still found. The proxy asks for an unencoded body (`accept-encoding:
 // identity`) and refuses an encoded one, since compressed bytes cannot be scanned. A host that
@@ -16,13 +17,31 @@ export const REDACTED = Buffer.from('[redacted]')
 /** Values shorter than this are not scanned for: they would match ordinary text. */
 const MIN_SECRET_BYTES = 6
 
+/**
+ * The forms a host commonly quotes a value in besides its own bytes: percent-encoded (a URL or
+ * form field, such as a redirect's `Location`; upper- or lower-case hex) and JSON-escaped (`/`
+ * as `\/` too, as PHP does).
+ */
+function quotedForms(value: string): string[] {
+  const json = JSON.stringify(value).slice(1, -1)
+  const percent = encodeURIComponent(value)
+  const lowerPercent = percent.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())
+  return [value, percent, lowerPercent, json, json.replaceAll('/', '\\/')]
+}
+
 /** The byte strings to redact for a set of injected header values. */
 export function secretsOf(values: Iterable<string>): Buffer[] {
   const out = new Set<string>()
   for (const value of values) {
-    out.add(value)
-    const token = /^[A-Za-z][A-Za-z0-9-]*\s+(\S.*)$/.exec(value)?.[1]
-    if (token) out.add(token)
+    const plain = [value]
+    const [, scheme, token] = /^([A-Za-z][A-Za-z0-9-]*)\s+(\S.*)$/.exec(value) ?? []
+    if (token) plain.push(token)
+    // A Basic credential is a password in base64; a host may well show it decoded.
+    if (token && scheme?.toLowerCase() === 'basic') {
+      const decoded = Buffer.from(token, 'base64').toString('utf8')
+      plain.push(decoded, decoded.slice(decoded.indexOf(':') + 1))
+    }
+    for (const p of plain) for (const form of quotedForms(p)) out.add(form)
   }
   return [...out]
     .filter((s) => Buffer.byteLength(s) >= MIN_SECRET_BYTES)

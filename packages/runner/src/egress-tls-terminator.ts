@@ -7,7 +7,7 @@
 // with the credentials to the real host over a new, verified TLS connection
 // (egress-injection.ts). Only HTTP/1.1 is offered (ALPN), and an Upgrade (WebSocket) through a
 // terminated tunnel is refused: the credential would go out, and the frames after it could not be
-// screened for its reflection.
+// screened for its reflection. Pipelined requests are relayed one at a time (requests-in-turn.ts).
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
@@ -17,6 +17,7 @@ import type { EgressCa } from './egress-ca.ts'
 import type { InjectedCredentials } from './egress-credentials.ts'
 import { relayWithCredentials } from './egress-injection.ts'
 import { createServer } from './node-http.ts'
+import { inTurn } from './requests-in-turn.ts'
 
 /** One terminated tunnel. */
 export interface TerminatedTunnel {
@@ -49,12 +50,16 @@ export class EgressTlsTerminator {
   readonly #o: EgressTlsTerminatorOptions
   readonly #server: Server
   readonly #tunnels = new WeakMap<object, TerminatedTunnel>()
-  readonly #agent = new HttpsAgent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 8 })
+  // No cap per host: a cap shared by every sandbox would let one sandbox's open requests queue
+  // another's; each sandbox's connections are bounded by its own cap (sandbox-network-limits.ts).
+  readonly #agent = new HttpsAgent({ keepAlive: true, maxFreeSockets: 8 })
 
   /** A terminator with `options`. */
   constructor(options: EgressTlsTerminatorOptions) {
     this.#o = options
-    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) => this.#onRequest(req, res))
+    this.#server = createServer({ maxHeaderSize: 16 * 1024 }, (req, res) =>
+      inTurn(req, res, () => this.#onRequest(req, res)),
+    )
     this.#server.on('upgrade', (_req: IncomingMessage, socket: Duplex) =>
       socket.end(
         'HTTP/1.1 501 Not Implemented\r\ncontent-type: text/plain\r\nconnection: close\r\ncontent-length: 73\r\n\r\nupgrades are not relayed to a host with injected credentials (HTTP only)\n',

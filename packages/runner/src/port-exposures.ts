@@ -1,9 +1,12 @@
 // A sandbox's exposed ports, as recorded in the runner's state: which ports have been exposed,
 // until when, and whether publicly. A port token opens a port only while the port is exposed,
-// so `unexpose` revokes every token for it at once; the count of exposed ports is what
+// so `unexpose` revokes every token for it at once, for good: each exposure has a random epoch
+// that its tokens' macs cover, drawn anew when a port is exposed after an unexpose, so exposing
+// the port again does not revive the old tokens. The count of exposed ports is what
 // `maxExposedPortsPerSandbox` caps. Expired exposures are dropped as they are read. Kept beside
 // the sandbox in the state store (`exposed-ports:<id>`), so a restarted runner honours the same
 // exposures and public flags.
+import { randomBytes } from 'node:crypto'
 import { RunnerError } from './runner-error.ts'
 import type { StateStore } from './state-store.ts'
 
@@ -13,6 +16,8 @@ export interface PortExposure {
   expiresAt: number
   /** Reachable without a credential. */
   public: boolean
+  /** The epoch its tokens are minted under (absent on exposures recorded before epochs). */
+  epoch?: string
 }
 
 /** Every sandbox's exposed ports. */
@@ -53,9 +58,10 @@ export class PortExposures {
 
   /**
    * Records that `port` is exposed until `expiresAt`; exposing it again extends it (to the later
-   * expiry) and sets `public`. TOO_MANY_EXPOSED_PORTS when it is a new port past the limit.
+   * expiry, same epoch) and sets `public`. Returns the exposure now recorded.
+   * TOO_MANY_EXPOSED_PORTS when it is a new port past the limit.
    */
-  expose(sandboxId: string, port: number, exposure: PortExposure): void {
+  expose(sandboxId: string, port: number, exposure: Omit<PortExposure, 'epoch'>): PortExposure {
     const ports = this.#read(sandboxId)
     const current = ports.get(port)
     if (!current && ports.size >= this.#limit)
@@ -64,11 +70,15 @@ export class PortExposures {
         `sandbox ${sandboxId} already has ${ports.size} ports exposed (${[...ports.keys()].join(', ')}); the limit is ${this.#limit}. Unexpose one first`,
         { details: { limit: this.#limit, value: ports.size } },
       )
-    ports.set(port, {
+    const recorded: PortExposure = {
       expiresAt: Math.max(current?.expiresAt ?? 0, exposure.expiresAt),
       public: exposure.public,
-    })
+      epoch: current ? current.epoch : randomBytes(16).toString('base64url'),
+    }
+    if (recorded.epoch === undefined) delete recorded.epoch
+    ports.set(port, recorded)
     this.#write(sandboxId, ports)
+    return recorded
   }
 
   /** Ends `port`'s exposure (its tokens stop working); false when it was not exposed. */

@@ -16,6 +16,7 @@ import { pipeline } from 'node:stream'
 import { PORT_TOKEN_COOKIE } from '@conch/protocol'
 import { HOP_BY_HOP } from './hop-by-hop-headers.ts'
 import { request } from './node-http.ts'
+import { relayedSetCookie } from './relayed-set-cookie.ts'
 import { RunnerError } from './runner-error.ts'
 
 /** Largest response head a sandbox server may send. */
@@ -76,6 +77,7 @@ export function withoutPortCookie(cookie: string): string {
 function downstreamHeaders(
   response: IncomingMessage,
   extra: Readonly<Record<string, string>>,
+  cookiePrefix: string,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {}
   const connectionTokens = String(response.headers.connection ?? '')
@@ -84,11 +86,10 @@ function downstreamHeaders(
     .map((t) => t.trim())
   for (const [name, value] of Object.entries(response.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || connectionTokens.includes(name)) continue
+    if (ORIGIN_WIDE.has(name)) continue
     if (name === 'set-cookie') {
-      // A sandbox server may not plant or replace the runner's own cookie.
-      const kept = (Array.isArray(value) ? value : [value]).filter(
-        (c) => c.split('=')[0]?.trim() !== PORT_TOKEN_COOKIE,
-      )
+      // Cookies for this port only, and never the runner's own (`relayed-set-cookie.ts`).
+      const kept = relayedSetCookie(Array.isArray(value) ? value : [value], cookiePrefix)
       if (kept.length > 0) out[name] = kept
       continue
     }
@@ -96,6 +97,15 @@ function downstreamHeaders(
   }
   return { ...out, ...extra }
 }
+
+/**
+ * Response headers that act on a whole origin or registrable domain rather than on the response:
+ * relayed from a sandbox server they would let one app wipe every cookie and storage of the
+ * runner's domain (and its siblings', `Clear-Site-Data`), pin HTTPS on the runner's host and its
+ * subdomains (`Strict-Transport-Security`), or send the browser elsewhere for the runner's origin
+ * (`Alt-Svc`). They are the operator's to set, in front of the runner, never a sandbox's.
+ */
+const ORIGIN_WIDE: ReadonlySet<string> = new Set(['clear-site-data', 'strict-transport-security', 'alt-svc'])
 
 /** How a relayed request reaches the sandbox: its own connection, or a keep-alive pool. */
 export type Upstream = { stream: Duplex } | { agent: Agent }
@@ -167,10 +177,17 @@ export function proxyHttp(
       current = upstream
       upstream.on('response', (response) => {
         answered = true
+        // The client left in the same turn as the answer came (piping into it would throw).
+        if (reply.destroyed) {
+          upstream.destroy()
+          release()
+          resolve()
+          return
+        }
         reply.writeHead(
           response.statusCode ?? 502,
           response.statusMessage,
-          downstreamHeaders(response, target.responseHeaders),
+          downstreamHeaders(response, target.responseHeaders, target.forwarded.prefix),
         )
         pipeline(response, reply, (error) => {
           if (error) upstream.destroy()
@@ -235,8 +252,12 @@ export function proxyUpgrade(
     stream.destroy()
   }
   upstream.on('upgrade', (response, upSocket, upHead) => {
+    if (socket.destroyed) {
+      upSocket.destroy()
+      return
+    }
     const lines = [`HTTP/1.1 101 ${response.statusMessage || 'Switching Protocols'}`]
-    const headers = downstreamHeaders(response, {})
+    const headers = downstreamHeaders(response, {}, target.forwarded.prefix)
     headers.connection = 'Upgrade'
     headers.upgrade = String(response.headers.upgrade ?? 'websocket')
     for (const [name, value] of Object.entries(headers))
@@ -248,7 +269,11 @@ export function proxyUpgrade(
     pipeline(socket, upSocket, () => socket.destroy())
   })
   upstream.on('response', (response) => {
-    const headers = downstreamHeaders(response, target.responseHeaders)
+    if (socket.destroyed) {
+      stream.destroy()
+      return
+    }
+    const headers = downstreamHeaders(response, target.responseHeaders, target.forwarded.prefix)
     const lines = [`HTTP/1.1 ${response.statusCode ?? 502} ${response.statusMessage ?? ''}`]
     for (const [name, value] of Object.entries(headers))
       for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v}`)

@@ -20,4 +20,13 @@ describe('port tokens', () => {
     for (const bad of ['', 'cpt_', `${token} `, token.toUpperCase(), token.slice(0, -1)])
       expect(tokens.verify(bad, 'sb_abcdefgh1234', 3000, 0), bad).toBe(false)
   })
+
+  it('open the port only under the epoch of the exposure they were minted for', () => {
+    const epoch = 'epoch-one'
+    const under = tokens.mint(grant, epoch)
+    expect(tokens.verify(under, 'sb_abcdefgh1234', 3000, 0, epoch)).toBe(true)
+    expect(tokens.verify(under, 'sb_abcdefgh1234', 3000, 0, 'epoch-two')).toBe(false)
+    expect(tokens.verify(under, 'sb_abcdefgh1234', 3000, 0)).toBe(false)
+    expect(tokens.verify(token, 'sb_abcdefgh1234', 3000, 0, epoch)).toBe(false)
+  })
 })

@@ -5,7 +5,9 @@
 // other three fields under a key only the runner holds (kept in its state, so tokens outlive a
 // restart). Nothing is stored per token: changing any field breaks the mac, and the check names
 // the sandbox and port the request is for, so a token for sandbox A or port 3000 opens neither
-// sandbox B nor port 3001. Macs are compared in constant time.
+// sandbox B nor port 3001. The mac also covers the exposure's epoch, a random value the runner
+// keeps per exposed port and draws anew when the port is exposed after an unexpose, so a token
+// revoked by unexposing never opens the port again. Macs are compared in constant time.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY } from '@conch/protocol'
 
@@ -30,29 +32,31 @@ export class PortTokens {
     this.#key = Buffer.from(key, 'utf8')
   }
 
-  /** A token for `grant`. */
-  mint(grant: PortGrant): string {
+  /** A token for `grant` under the exposure's `epoch`. */
+  mint(grant: PortGrant, epoch?: string): string {
     const body = `${grant.sandboxId}.${grant.port}.${grant.expiresAt}`
-    return `${PORT_TOKEN_PREFIX}${body}.${this.#mac(body)}`
+    return `${PORT_TOKEN_PREFIX}${body}.${this.#mac(body, epoch)}`
   }
 
   /**
-   * Whether `token` opens `port` of `sandboxId` at time `now`: the mac checks out, it names this
-   * sandbox and port, and it has not expired.
+   * Whether `token` opens `port` of `sandboxId` at time `now`: the mac checks out under the
+   * exposure's `epoch`, it names this sandbox and port, and it has not expired.
    */
-  verify(token: string, sandboxId: string, port: number, now: number): boolean {
+  verify(token: string, sandboxId: string, port: number, now: number, epoch?: string): boolean {
     const match = TOKEN_SHAPE.exec(token)
     if (!match) return false
     const [, id, portText, expiryText, mac] = match
     const body = `${id}.${portText}.${expiryText}`
-    const expected = Buffer.from(this.#mac(body), 'utf8')
+    const expected = Buffer.from(this.#mac(body, epoch), 'utf8')
     const given = Buffer.from(mac ?? '', 'utf8')
     const authentic = expected.byteLength === given.byteLength && timingSafeEqual(expected, given)
     return authentic && id === sandboxId && Number(portText) === port && Number(expiryText) > now
   }
 
-  #mac(body: string): string {
-    return createHmac('sha256', this.#key).update(`port-token\0${body}`).digest('base64url')
+  /** An exposure recorded before epochs existed has none: its tokens keep their first mac. */
+  #mac(body: string, epoch?: string): string {
+    const input = epoch === undefined ? `port-token\0${body}` : `port-token\0${body}\0${epoch}`
+    return createHmac('sha256', this.#key).update(input).digest('base64url')
   }
 }
 

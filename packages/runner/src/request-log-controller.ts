@@ -3,7 +3,10 @@
 // metric scrapes, which arrive every few seconds, at debug. fastify's own two lines per request
 // ("incoming request", "request completed") and its "Route ... not found" line are not written.
 // A WebSocket upgrade that succeeds never completes as an HTTP response; its line (status 101,
-// the time the socket was open) is written when the socket closes.
+// the time the socket was open) is written when the socket closes. Credentials in the URL (a
+// port token in the query) are cut out first (protocol `url-redaction.ts`).
+
+import { redactUrl } from '@conch/protocol'
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify'
 
 /** Paths that probes and scrapers poll; their requests are logged at debug. */
@@ -40,9 +43,11 @@ export class RequestLogController extends LogController {
     statusCode: number,
   ): void {
     const path = request.url.split('?')[0] ?? request.url
+    // A port token (or a sandbox app's own secret) in the URL never reaches the log.
+    const url = redactUrl(request.url)
     const responseTime = Math.round(reply.elapsedTime * 10) / 10
-    const fields = { method: request.method, url: request.url, statusCode, responseTime }
-    const line = `${request.method} ${request.url} ${statusCode} ${responseTime}ms`
+    const fields = { method: request.method, url, statusCode, responseTime }
+    const line = `${request.method} ${url} ${statusCode} ${responseTime}ms`
     if (error) reply.log.error({ ...fields, err: error }, line)
     else if (QUIET_PATHS.has(path)) reply.log.debug(fields, line)
     else reply.log.info(fields, line)

@@ -99,6 +99,64 @@ describe('the log when stderr is not a terminal', () => {
   })
 })
 
+describe('credentials in request URLs', () => {
+  it('never reach the log: a port token in the query, an app secret, a key in the path', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'conch-logs-'))
+    const apiKey = generateApiKey()
+    try {
+      await using run = cli(['runner', '--port', '0', '--state-dir', stateDir], env(apiKey))
+      const [, url] = await run.waitFor(/listening on (http:\/\/[\d.:]+)/)
+      const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+      const created = (await (
+        await fetch(`${url}/v1/sandboxes`, { method: 'POST', headers: auth, body: '{}' })
+      ).json()) as { id: string }
+      const { token: sandboxToken } = (await (
+        await fetch(`${url}/v1/sandboxes/${created.id}/tokens`, { method: 'POST', headers: auth, body: '{}' })
+      ).json()) as { token: string }
+      expect(sandboxToken).toMatch(/^cst_/)
+      const exposed = (await (
+        await fetch(`${url}/v1/sandboxes/${created.id}/exposed-ports/3000`, {
+          method: 'POST',
+          headers: auth,
+          body: '{}',
+        })
+      ).json()) as { path: string; token: string }
+      expect(exposed.token).toMatch(/^cpt_/)
+      // A browser's first visit: the token in the query is traded for a cookie.
+      const visit = await fetch(`${url}${exposed.path}`, { redirect: 'manual' })
+      expect(visit.status).toBe(303)
+      // The same token misplaced, an app's own secrets, and the sandbox token in a path.
+      for (const path of [
+        `/v1/sandboxes/${created.id}/ports/3000/x?token=app-secret-1&conch_port_token=${encodeURIComponent(exposed.token)}`,
+        `/v1/sandboxes?api_key=app-secret-2&Access_Token=app-secret-3&page=2`,
+        `/v1/sandboxes/${created.id}/ports/3000/${exposed.token}`,
+        `/v1/nope/${sandboxToken}?mark=end`,
+      ])
+        await (await fetch(`${url}${path}`)).arrayBuffer()
+      await vi.waitFor(() => expect(run.err()).toContain('mark=end'))
+      const log = run.err()
+      for (const secret of [
+        exposed.token,
+        sandboxToken,
+        apiKey,
+        'app-secret-1',
+        'app-secret-2',
+        'app-secret-3',
+      ])
+        expect(log).not.toContain(secret)
+      // What is left is still a readable line per request.
+      expect(log).toContain('api_key=[redacted]&Access_Token=[redacted]&page=2')
+      expect(log).toContain(`/v1/sandboxes/${created.id}/ports/3000/?conch_port_token=[redacted] 303`)
+      await fetch(`${url}/v1/sandboxes/${created.id}`, {
+        method: 'DELETE',
+        headers: { authorization: auth.authorization },
+      })
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('the log for a person', () => {
   it('is one readable line per record with --log-format pretty, without colour off a terminal', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'conch-logs-'))

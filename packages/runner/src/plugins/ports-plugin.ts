@@ -7,7 +7,8 @@
 // which is traded for an HttpOnly cookie scoped to the port's path and a redirect that drops it
 // from the URL; then the cookie), or anyone when the port was exposed `public` and the operator
 // allows public ports. A port token and public access work only while the port is exposed
-// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them); exposures and relayed
+// (`port-exposures.ts`: `DELETE …/exposed-ports/:port` revokes them, and cuts the WebSockets
+// they opened, `credential-bound-sockets.ts`); exposures and relayed
 // connections count against the sandbox's limits (`sandbox-network-limits.ts`). The relayed path is whatever follows `/ports/:port`: it can only ever
 // reach that port of that sandbox, `..` included, since the route was chosen before. Pages
 // served on the path form share the runner's origin, so they get a `sandbox` content security
@@ -19,6 +20,7 @@ import { PassThrough } from 'node:stream'
 import { LIMITS, PORT_TOKEN_COOKIE, PORT_TOKEN_PREFIX, PORT_TOKEN_QUERY, PortSegment } from '@conch/protocol'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { markAuthenticated } from '../connection-guard.ts'
+import { CredentialBoundSockets } from '../credential-bound-sockets.ts'
 import type { NetworkOptions } from '../network-options.ts'
 import { type ProxyTarget, proxyHttp, proxyUpgrade } from '../port-proxy.ts'
 import { PortTokens, takeQueryToken } from '../port-token.ts'
@@ -55,6 +57,9 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   })
 
   const watches = new Map<string, PortWatch>()
+  /** Relayed WebSockets cut when the credential that opened them ends. */
+  const bound = new CredentialBoundSockets()
+  app.addHook('onClose', async () => bound.close())
 
   bindRoutes(app, {
     watchPorts: async ({ params, request, reply }) => {
@@ -99,8 +104,11 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
           'this runner does not allow public ports; expose the port without public and hand out its token, or start the runner with --allow-public-ports',
         )
       const expiresAt = ctx.now() + ttlMs
-      ctx.exposures.expose(sandbox.id, params.port, { expiresAt, public: body.public === true })
-      const token = tokens.mint({ sandboxId: sandbox.id, port: params.port, expiresAt })
+      const exposure = ctx.exposures.expose(sandbox.id, params.port, {
+        expiresAt,
+        public: body.public === true,
+      })
+      const token = tokens.mint({ sandboxId: sandbox.id, port: params.port, expiresAt }, exposure.epoch)
       const path = `/v1/sandboxes/${sandbox.id}/ports/${params.port}/?${PORT_TOKEN_QUERY}=${token}`
       const previewUrl = options.previewDomain
         ? `https://${params.port}-${sandbox.id.toLowerCase()}.${options.previewDomain}/?${PORT_TOKEN_QUERY}=${token}`
@@ -118,12 +126,20 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     unexposePort: async ({ params }) => {
       const sandbox = ctx.manager.get(params.id)
       ctx.exposures.unexpose(sandbox.id, params.port)
+      bound.check()
       return { ok: true as const }
     },
   })
 
-  /** Checks the caller's credential for one port; returns whether Authorization was it. */
-  const admit = (request: FastifyRequest, target: RelayRequest, queryToken: string | null): boolean => {
+  /**
+   * Checks the caller's credential for one port. Says whether Authorization was it, and how to
+   * tell later that the credential still holds (null for the API key, which does not end).
+   */
+  const admit = (
+    request: FastifyRequest,
+    target: RelayRequest,
+    queryToken: string | null,
+  ): { usedAuthorization: boolean; stillValid: (() => boolean) | null } => {
     const header = request.headers.authorization
     const bearer = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined
     // An Authorization header may be the sandbox app's own; it is the runner's only when it
@@ -131,24 +147,41 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     let bearerError: unknown = null
     if (bearer && !bearer.startsWith(PORT_TOKEN_PREFIX)) {
       try {
-        authorize(authenticate(ctx, bearer), 'sandbox', target.sandboxId)
-        return true
+        const principal = authenticate(ctx, bearer)
+        authorize(principal, 'sandbox', target.sandboxId)
+        const stillValid = principal.kind === 'token' ? () => ctx.now() < principal.expiresAt : null
+        return { usedAuthorization: true, stillValid }
       } catch (error) {
         bearerError = error
       }
     }
     // A port token or public access opens the port only while it is exposed (until unexposed).
     const exposure = ctx.exposures.get(target.sandboxId, target.port)
-    const candidates = [bearer, queryToken, cookieValue(request.headers.cookie, PORT_TOKEN_COOKIE)]
+    // Every cookie of the name: a sibling preview host's page can set one on the parent domain,
+    // which the browser may send before this host's own.
+    const candidates = [bearer, queryToken, ...cookieValues(request.headers.cookie, PORT_TOKEN_COOKIE)]
     for (const token of candidates) {
       if (
         exposure &&
         token?.startsWith(PORT_TOKEN_PREFIX) &&
-        tokens.verify(token, target.sandboxId, target.port, ctx.now())
+        tokens.verify(token, target.sandboxId, target.port, ctx.now(), exposure.epoch)
       )
-        return bearer === token
+        return {
+          usedAuthorization: bearer === token,
+          stillValid: () => {
+            const current = ctx.exposures.get(target.sandboxId, target.port)
+            return (
+              current !== null &&
+              tokens.verify(token, target.sandboxId, target.port, ctx.now(), current.epoch)
+            )
+          },
+        }
     }
-    if (exposure?.public) return false
+    if (exposure?.public)
+      return {
+        usedAuthorization: false,
+        stillValid: () => ctx.exposures.get(target.sandboxId, target.port)?.public === true,
+      }
     if (bearerError) throw bearerError
     const tried = candidates.some((t) => t)
     throw new RunnerError(
@@ -161,7 +194,7 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
 
   const relay = async (request: FastifyRequest, reply: FastifyReply, target: RelayRequest): Promise<void> => {
     const { path: forwardPath, token: queryToken } = takeQueryToken(target.path)
-    const usedAuthorization = admit(request, target, queryToken)
+    const { usedAuthorization, stillValid } = admit(request, target, queryToken)
     markAuthenticated(request.raw.socket)
     if (queryToken !== null) {
       const method = request.method
@@ -209,8 +242,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
     }
     if (request.headers.upgrade) {
       const stream = await openStream()
-      // A relayed WebSocket keeps its sandbox awake while open (sandbox-lifetimes.ts).
+      // A relayed WebSocket keeps its sandbox awake while open (sandbox-lifetimes.ts), and
+      // lasts only as long as the credential that opened it.
       stream.once('close', sandbox.hold())
+      if (stillValid) bound.add(stream, stillValid)
       reply.hijack()
       proxyUpgrade(request.raw, request.raw.socket as Socket, upgradeHead(request.raw), stream, proxyTarget)
       return
@@ -231,8 +266,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       pools.set(poolKey, agent)
     }
     reply.hijack()
-    // A request in flight keeps its sandbox awake; an idle pooled connection does not.
+    // A request in flight keeps its sandbox awake; an idle pooled connection does not. A long
+    // answer (server-sent events) ends with its credential, as a WebSocket does.
     const release = sandbox.hold()
+    if (stillValid) bound.add(reply.raw, stillValid)
     try {
       await proxyHttp(request.raw, reply.raw, { agent: agent.pool }, proxyTarget)
     } finally {
@@ -271,13 +308,14 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   })
 }
 
-function cookieValue(header: string | undefined, name: string): string | null {
-  if (!header) return null
-  for (const part of header.split(';')) {
+/** The values of every cookie named `name`, in the order the client sent them (at most 8). */
+function cookieValues(header: string | undefined, name: string): string[] {
+  const values: string[] = []
+  for (const part of (header ?? '').split(';')) {
     const [k, ...v] = part.trim().split('=')
-    if (k === name) return v.join('=')
+    if (k === name && values.length < 8) values.push(v.join('='))
   }
-  return null
+  return values
 }
 
 function forwardedProto(request: FastifyRequest): string {

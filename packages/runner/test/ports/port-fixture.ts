@@ -1,14 +1,16 @@
 // Test fixture: servers started inside a sandbox (as background processes of its own agent),
 // and helpers to reach them through the runner's port relay.
 import { createHash } from 'node:crypto'
+import { AccessToken, ExposedPort } from '@conch/protocol'
 import { vi } from 'vitest'
 import { baseUrl, type TestRunner } from '../runner-fixture.ts'
 
 /**
  * A Node HTTP server for the relay tests. It listens on 127.0.0.1 (port 0 unless PORT is set),
  * writes its port to `<name>.port`, and answers: `/echo…` with what it received, `POST
- * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/big?mb=N`
- * with N MiB, `/stall` by never reading or answering; an Upgrade is answered 101 and then
+ * /upload` with the body's size and SHA-256, `/sse` with three server-sent events, `/sse-forever` with one every 20 ms until closed, `/big?mb=N`
+ * with N MiB, `/stall` by never reading or answering, `/cookies?c=<JSON array>` with those
+ * Set-Cookie values, `/headers?h=<JSON object>` with those response headers; an Upgrade is answered 101 and then
  * echoes bytes. A second listener (`<name>.headers-port`) sends an endless response head.
  */
 export const PORT_SERVER = `
@@ -47,6 +49,20 @@ const server = http.createServer((req, res) => {
     return more()
   }
   if (url.pathname === '/stall') return
+  if (url.pathname === '/sse-forever') {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const timer = setInterval(() => res.write('data: tick\\n\\n'), 20)
+    res.on('close', () => clearInterval(timer))
+    return
+  }
+  if (url.pathname === '/headers') {
+    res.writeHead(200, JSON.parse(url.searchParams.get('h') || '{}'))
+    return res.end('headers')
+  }
+  if (url.pathname === '/cookies') {
+    res.setHeader('set-cookie', JSON.parse(url.searchParams.get('c') || '[]'))
+    return res.end()
+  }
   if (url.pathname === '/close-after') {
     res.on('finish', () => req.socket.end())
     return res.end('closing')
@@ -152,4 +168,36 @@ export function portUrl(runner: TestRunner, id: string, port: number | string, p
 /** SHA-256 of bytes, hex. */
 export function sha256(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex')
+}
+
+/** Exposes `port` of sandbox `id` with the API key; throws unless 200. */
+export async function expose(
+  runner: TestRunner,
+  id: string,
+  port: number,
+  body: object = {},
+): Promise<ExposedPort> {
+  const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${port}`, {
+    method: 'POST',
+    headers: { ...runner.auth, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  if (res.status !== 200) throw new Error(`expose: ${res.status} ${await res.text()}`)
+  return ExposedPort.parse(await res.json())
+}
+
+/** Mints a sandbox token for `id` with the API key. */
+export async function sandboxToken(runner: TestRunner, id: string): Promise<string> {
+  const res = await runner.app.inject({
+    method: 'POST',
+    url: `/v1/sandboxes/${id}/tokens`,
+    headers: runner.auth,
+    payload: {},
+  })
+  return AccessToken.parse(res.json()).token
+}
+
+/** The error code of an error answer. */
+export async function errorCode(res: Response): Promise<string> {
+  return ((await res.json()) as { error: { code: string } }).error.code
 }

@@ -25,7 +25,7 @@ describe('port relay (real agent)', () => {
     expect(echoed.headers.host).toBe(`localhost:${port}`)
     expect(echoed.headers['x-forwarded-prefix']).toBe(`/v1/sandboxes/${id}/ports/${port}`)
     expect(get.headers.get('content-security-policy')).toBe(PATH_FORM_CSP)
-    expect(get.headers.getSetCookie()).toEqual(['app=1; Path=/'])
+    expect(get.headers.getSetCookie()).toEqual([`app=1; Path=/v1/sandboxes/${id}/ports/${port}/`])
 
     const body = Buffer.alloc(50 * 1024 * 1024)
     for (let i = 0; i < body.length; i += 4096) body[i] = i % 251

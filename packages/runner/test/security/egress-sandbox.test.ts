@@ -8,16 +8,27 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { tableResolver } from '../../src/egress-resolver.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
 import { baseUrl, createSandbox, startRunner } from '../runner-fixture.ts'
 
 let outside: Server
 let port = 0
+let slowAnswered = false
 
 beforeAll(async () => {
-  outside = createServer((req, res) => res.end(`outside ${req.url}`))
+  outside = createServer((req, res) => {
+    // An answer that comes after the program gave up waiting.
+    if (req.url === '/slow') {
+      setTimeout(() => {
+        slowAnswered = true
+        res.end('late')
+      }, 3_000)
+      return
+    }
+    res.end(`outside ${req.url}`)
+  })
   await new Promise<void>((resolve) => outside.listen(0, '127.0.0.1', resolve))
   port = (outside.address() as AddressInfo).port
 })
@@ -74,6 +85,22 @@ describe('egress from inside a sandbox', () => {
     })
     expect(relayed.status).toBe(403)
     expect(((await relayed.json()) as { error: { code: string } }).error.code).toBe('FORBIDDEN')
+  })
+
+  it('survives a program that hangs up before the host answers, and goes on serving it', async () => {
+    await using runner = await nsRunner({ listen: true, network })
+    const id = await createSandbox(runner, { network: { egress: { allow: [`outside.test:${port}`] } } })
+    const gaveUp = await exec(
+      runner,
+      id,
+      `curl -s --max-time 1 http://outside.test:${port}/slow; echo " gave-up=$?"`,
+    )
+    expect(gaveUp.stdout).toContain('gave-up=28')
+    await vi.waitFor(() => expect(slowAnswered).toBe(true), { timeout: 30_000, interval: 100 })
+    // The late answer (if the runner still waited for it) met a client that was gone; the runner
+    // (this process) lives on and serves the program again.
+    const after = await exec(runner, id, `curl -s http://outside.test:${port}/after`)
+    expect(after.stdout).toBe('outside /after')
   })
 
   it('keeps a sandbox’s egress working across a runner restart, under the stored policy', async () => {

@@ -1,36 +1,15 @@
 // Attacks on the port relay: other sandboxes' credentials, forged and expired tokens, paths
 // that try to leave the port, bad port numbers, request smuggling, hostile sandbox servers
-// (endless headers, never reading), and reaching another sandbox or the runner from inside.
-import { connect } from 'node:net'
-import { AccessToken, ExposedPort } from '@conch/protocol'
+// (endless headers, never reading), and reaching another sandbox, the runner or the host from
+// inside. What a browser meets (cookies, page policy, credentials that end) is in
+// port-browser-attacks.test.ts.
+import { type AddressInfo, connect, createServer } from 'node:net'
 import { describe, expect, it, vi } from 'vitest'
+import { gvisorRunner } from '../gvisor-runner.ts'
 import { exec, nsRunner } from '../namespace-runner.ts'
-import { portUrl, startSandboxServer } from '../ports/port-fixture.ts'
+import { errorCode, expose, portUrl, sandboxToken, startSandboxServer } from '../ports/port-fixture.ts'
+import { rootlessRunner } from '../rootless-runner.ts'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from '../runner-fixture.ts'
-
-async function expose(runner: TestRunner, id: string, port: number, body: object = {}): Promise<ExposedPort> {
-  const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exposed-ports/${port}`, {
-    method: 'POST',
-    headers: { ...runner.auth, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  if (res.status !== 200) throw new Error(`expose: ${res.status} ${await res.text()}`)
-  return ExposedPort.parse(await res.json())
-}
-
-async function sandboxToken(runner: TestRunner, id: string): Promise<string> {
-  const res = await runner.app.inject({
-    method: 'POST',
-    url: `/v1/sandboxes/${id}/tokens`,
-    headers: runner.auth,
-    payload: {},
-  })
-  return AccessToken.parse(res.json()).token
-}
-
-async function code(res: Response): Promise<string> {
-  return ((await res.json()) as { error: { code: string } }).error.code
-}
 
 /** Sends raw bytes to the runner and collects everything until it closes or `until` matches. */
 function rawExchange(runner: TestRunner, bytes: string, until: RegExp): Promise<string> {
@@ -66,7 +45,7 @@ describe('attack: credentials on the port URL', () => {
       headers: { authorization: `Bearer ${bToken}` },
     })
     expect(withB.status).toBe(403)
-    expect(await code(withB)).toBe('FORBIDDEN')
+    expect(await errorCode(withB)).toBe('FORBIDDEN')
 
     const forB = (await expose(runner, b, port)).token
     const otherPort = (await expose(runner, a, port + 1 > 65_535 ? port - 1 : port + 1)).token
@@ -146,7 +125,7 @@ describe('attack: leave the port through the path or the port number', () => {
     for (const port of ['0', '65536', '-1', '+80', '080', 'abc', '1e3', '99999999999']) {
       const res = await fetch(portUrl(runner, id, port, '/'), { headers: runner.auth })
       expect(res.status, port).toBe(400)
-      expect(await code(res)).toBe('BAD_REQUEST')
+      expect(await errorCode(res)).toBe('BAD_REQUEST')
     }
   })
 })
@@ -175,7 +154,7 @@ describe('attack: a hostile sandbox server', () => {
     const { port, headersPort } = await startSandboxServer(runner, id)
     const res = await fetch(portUrl(runner, id, headersPort, '/'), { headers: runner.auth })
     expect(res.status).toBe(502)
-    expect(await code(res)).toBe('CONNECTION_LOST')
+    expect(await errorCode(res)).toBe('CONNECTION_LOST')
     expect((await fetch(portUrl(runner, id, port, '/echo'), { headers: runner.auth })).status).toBe(200)
   })
 
@@ -239,9 +218,9 @@ describe('attack: reach another sandbox or the runner from inside a sandbox', ()
     // Through the relay, sandbox A's port is A's loopback: B's server and the runner are not there.
     const viaA = await fetch(portUrl(runner, a, port, '/echo'), { headers: runner.auth })
     expect(viaA.status).toBe(502)
-    expect(await code(viaA)).toBe('PORT_NOT_LISTENING')
+    expect(await errorCode(viaA)).toBe('PORT_NOT_LISTENING')
     const runnerViaA = await fetch(portUrl(runner, a, runnerPort, '/healthz'), { headers: runner.auth })
-    expect(await code(runnerViaA)).toBe('PORT_NOT_LISTENING')
+    expect(await errorCode(runnerViaA)).toBe('PORT_NOT_LISTENING')
     // B's server is reachable through the runner with B's credentials only.
     const bToken = await sandboxToken(runner, b)
     const aToken = await sandboxToken(runner, a)
@@ -253,5 +232,53 @@ describe('attack: reach another sandbox or the runner from inside a sandbox', ()
       (await fetch(portUrl(runner, b, port, '/echo'), { headers: { authorization: `Bearer ${aToken}` } }))
         .status,
     ).toBe(403)
+  })
+})
+
+describe('attack: reach the host or another sandbox through the relay of a gVisor sandbox', () => {
+  it('reaches only the sandbox’s own loopback: the runner’s port and a host listener are not there', async () => {
+    await using runner = await gvisorRunner({ listen: true })
+    const a = await createSandbox(runner)
+    const runnerPort = Number(new URL(baseUrl(runner.app)).port)
+    // A listener on the host's loopback, which sandbox code would love to reach.
+    const host = createServer((socket) => socket.end('host secret'))
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve))
+    await using _ = { [Symbol.asyncDispose]: async () => void host.close() }
+    const hostPort = (host.address() as AddressInfo).port
+    for (const port of [runnerPort, hostPort]) {
+      const res = await fetch(portUrl(runner, a, port, '/'), { headers: runner.auth })
+      expect(res.status, String(port)).toBe(502)
+      expect(await errorCode(res)).toBe('PORT_NOT_LISTENING')
+    }
+    const inside = await exec(
+      runner,
+      a,
+      `(exec 3<>/dev/tcp/127.0.0.1/${hostPort}) 2>/dev/null; echo host=$?; (exec 3<>/dev/tcp/127.0.0.1/${runnerPort}) 2>/dev/null; echo runner=$?`,
+    )
+    expect(inside.stdout).toBe('host=1\nrunner=1\n')
+  })
+})
+
+describe('attack: reach the host through the relay of a rootless sandbox', () => {
+  it('reaches only the sandbox’s own loopback: the runner’s port and a host listener are not there', async () => {
+    await using runner = await rootlessRunner()
+    const { id } = await runner.create()
+    const runnerPort = Number(new URL(runner.url).port)
+    const host = createServer((socket) => socket.end('host secret'))
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve))
+    await using _ = { [Symbol.asyncDispose]: async () => void host.close() }
+    const hostPort = (host.address() as AddressInfo).port
+    for (const port of [runnerPort, hostPort]) {
+      const res = await fetch(`${runner.url}/v1/sandboxes/${id}/ports/${port}/`, {
+        headers: { authorization: `Bearer ${runner.apiKey}` },
+      })
+      expect(res.status, String(port)).toBe(502)
+      expect(await errorCode(res)).toBe('PORT_NOT_LISTENING')
+    }
+    const inside = await runner.exec(
+      id,
+      `(exec 3<>/dev/tcp/127.0.0.1/${hostPort}) 2>/dev/null; echo host=$?; (exec 3<>/dev/tcp/127.0.0.1/${runnerPort}) 2>/dev/null; echo runner=$?`,
+    )
+    expect(inside.stdout).toBe('host=1\nrunner=1\n')
   })
 })
