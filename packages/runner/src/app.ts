@@ -170,7 +170,7 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     sessions: () => options.store.countAllSessions(),
     warmPool: () => manager?.pool.readyByDriver() ?? {},
   })
-  const snapshots = options.snapshotStore ? new SandboxSnapshots(options.snapshotStore) : undefined
+  const snapshots = options.snapshotStore ? new SandboxSnapshots(options.snapshotStore, app.log) : undefined
   manager = new SandboxManager({
     ...(snapshots ? { snapshots } : {}),
     store: options.store,

@@ -17,15 +17,37 @@
 // is not. A fork or wake on a driver that restores images starts from the image, so its
 // commands keep running and its output offsets continue; elsewhere it falls back to the
 // shell-state restore above. docs/SNAPSHOTS.md describes both.
-import { mkdtempSync, rmSync } from 'node:fs'
+//
+// A fork's workspace is, where the runner can mount one (root), an overlay of the snapshot's
+// shared read-only tree (snapshots/lower-layers.ts, workspace-overlay.ts): the restore is a
+// mount, and the fork's next snapshot reads only what it wrote. Elsewhere the workspace is
+// copied out of the store, and the log says why.
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
+import { releaseLower } from './snapshots/lower-layers.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
+import {
+  mountWorkspaceOverlay,
+  overlayDirOf,
+  overlayProblem,
+  releaseWorkspaceOverlay,
+  remountWorkspaceOverlay,
+  workspaceOverlay,
+} from './snapshots/workspace-overlay.ts'
 import type { SandboxRecord } from './state-store.ts'
+
+/** Where the runner says why a fork copies its workspace instead of mounting it. */
+export interface SnapshotsLogger {
+  info(details: object, message: string): void
+}
+
+/** How a fork's workspace was made: mounted over the shared tree, or copied out of the store. */
+export type WorkspaceRestore = 'overlay' | 'copy'
 
 /** How a fork came out, for the new sandbox's `restoredFrom`. */
 export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
@@ -33,10 +55,17 @@ export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
 /** Takes snapshots of sandboxes and restores them into new ones. */
 export class SandboxSnapshots {
   readonly #store: SnapshotBackend
+  readonly #logger: SnapshotsLogger | undefined
+  /** Why forks copy their workspace here (null: they mount it); `undefined` until first asked. */
+  #overlayProblem: string | null | undefined
+  /** Whether the copy's reason was logged already. */
+  #loggedCopy = false
 
-  /** Works on `store`. */
-  constructor(store: SnapshotBackend) {
+  /** Works on `store`; says on `logger` why forks copy when they cannot mount. */
+  constructor(store: SnapshotBackend, logger?: SnapshotsLogger, overlay: 'auto' | 'off' = 'auto') {
     this.#store = store
+    this.#logger = logger
+    if (overlay === 'off') this.#overlayProblem = 'overlay workspaces are turned off on this runner'
   }
 
   /**
@@ -98,6 +127,9 @@ export class SandboxSnapshots {
     live?: { suspended: () => void; after: (imageDir: string | null) => Promise<void> },
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
+    // A fork whose host lost its overlay mount is mounted again: never snapshot the bare folder.
+    await remountWorkspaceOverlay(workspace, (overlay) => this.#rebuildTree(overlay))
+    const overlay = workspaceOverlay(workspace) ?? undefined
     if (live !== undefined && driver.checkpoint !== undefined) {
       // The shell state is only for a restore elsewhere: a shell in the middle of a command,
       // which the image keeps running, has none to give, and the snapshot goes on without it.
@@ -119,6 +151,7 @@ export class SandboxSnapshots {
           sandbox: sandboxConfig(record),
           shells,
           workspace,
+          ...(overlay ? { overlay } : {}),
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
         return snapshotInfo(manifest)
@@ -137,8 +170,15 @@ export class SandboxSnapshots {
       sandbox: sandboxConfig(record),
       shells,
       workspace,
+      ...(overlay ? { overlay } : {}),
     })
     return snapshotInfo(manifest)
+  }
+
+  /** Writes a fork's lower tree back from the store when it went missing (a cache cleared by hand). */
+  async #rebuildTree(overlay: { snapshotId: string; tree: string }): Promise<void> {
+    const manifest = this.#store.get(overlay.snapshotId)
+    await this.#store.lowers?.rebuild(manifest, overlay.tree)
   }
 
   /**
@@ -197,13 +237,40 @@ export class SandboxSnapshots {
     }
   }
 
-  /** Writes the snapshot's workspace into a sandbox whose agent has not started yet. */
+  /**
+   * Puts the snapshot's workspace into a sandbox whose agent has not started yet: mounts the
+   * overlay of its shared tree where the runner can, else copies it out of the store.
+   */
   async restoreWorkspace(
     manifest: SnapshotManifest,
     driver: SandboxDriver,
     handle: DriverSandbox,
-  ): Promise<void> {
-    await this.#store.restoreWorkspace(manifest, hostWorkspace(driver, handle))
+  ): Promise<WorkspaceRestore> {
+    const workspace = hostWorkspace(driver, handle)
+    const lowers = this.#store.lowers
+    this.#overlayProblem ??=
+      lowers === undefined ? 'the snapshot store keeps no lower trees' : overlayProblem()
+    const problem = this.#overlayProblem
+    if (problem === null && lowers !== undefined) {
+      const lease = await lowers.acquire(manifest, statSync(workspace).uid, overlayDirOf(workspace))
+      try {
+        await mountWorkspaceOverlay(workspace, manifest.id, lease)
+        return 'overlay'
+      } catch (error) {
+        await releaseWorkspaceOverlay(workspace).catch(() => {})
+        releaseLower(lease.userFile)
+        if (!(error instanceof RunnerError)) throw error
+        this.#logger?.info(
+          { sandboxId: handle.id, snapshotId: manifest.id, reason: error.message },
+          'fork copies its workspace: the overlay mount failed',
+        )
+      }
+    } else if (!this.#loggedCopy) {
+      this.#loggedCopy = true
+      this.#logger?.info({ reason: problem }, 'forks copy their workspace: no overlay here')
+    }
+    await this.#store.restoreWorkspace(manifest, workspace)
+    return 'copy'
   }
 
   /** Puts every session back through the new sandbox's agent; restarts processes when asked. */
