@@ -172,7 +172,25 @@ export class SandboxSnapshots {
       workspace,
       ...(overlay ? { overlay } : {}),
     })
+    // Forks will mount its tree: write it now, off the snapshot's reply, so the first fork
+    // costs a mount too. A hibernation is restored once, by its own wake, and keeps no tree.
+    if (name !== 'hibernation' && this.#canMount()) {
+      this.#store.lowers?.prepare(manifest, statSync(workspace).uid).catch((error: unknown) => {
+        this.#logger?.info({ snapshotId: manifest.id, error: String(error) }, 'lower tree not written ahead')
+      })
+    }
     return snapshotInfo(manifest)
+  }
+
+  /** Whether forks mount overlays here; says why not, once. */
+  #canMount(): boolean {
+    this.#overlayProblem ??=
+      this.#store.lowers === undefined ? 'the snapshot store keeps no lower trees' : overlayProblem()
+    if (this.#overlayProblem !== null && !this.#loggedCopy) {
+      this.#loggedCopy = true
+      this.#logger?.info({ reason: this.#overlayProblem }, 'forks copy their workspace: no overlay here')
+    }
+    return this.#overlayProblem === null
   }
 
   /** Writes a fork's lower tree back from the store when it went missing (a cache cleared by hand). */
@@ -248,10 +266,7 @@ export class SandboxSnapshots {
   ): Promise<WorkspaceRestore> {
     const workspace = hostWorkspace(driver, handle)
     const lowers = this.#store.lowers
-    this.#overlayProblem ??=
-      lowers === undefined ? 'the snapshot store keeps no lower trees' : overlayProblem()
-    const problem = this.#overlayProblem
-    if (problem === null && lowers !== undefined) {
+    if (this.#canMount() && lowers !== undefined) {
       const lease = await lowers.acquire(manifest, statSync(workspace).uid, overlayDirOf(workspace))
       try {
         await mountWorkspaceOverlay(workspace, manifest.id, lease)
@@ -265,9 +280,6 @@ export class SandboxSnapshots {
           'fork copies its workspace: the overlay mount failed',
         )
       }
-    } else if (!this.#loggedCopy) {
-      this.#loggedCopy = true
-      this.#logger?.info({ reason: problem }, 'forks copy their workspace: no overlay here')
     }
     await this.#store.restoreWorkspace(manifest, workspace)
     return 'copy'

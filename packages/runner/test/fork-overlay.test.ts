@@ -88,15 +88,24 @@ describe('forks as overlays (namespace driver, root)', () => {
       'mv keep/deep moved || cp -a keep/deep moved',
       'ln victim hard && echo more >> hard',
       'mknod wh c 0 0; mknod keep/a2 c 0 0; true',
-      `python3 -c "import os
-for name in ('trusted.overlay.opaque','user.overlay.opaque','trusted.overlay.redirect','trusted.overlay.origin'):
-    for target in ('keep', '.'):
-        try: os.setxattr(target, name, b'y')
-        except OSError as e: print(name, e.errno)"`,
       'rm victim && mkdir victim && echo dir > victim/in',
       'ls /proc/self/fd/ >/dev/null; cat /proc/self/mountinfo > mountinfo.txt',
     ]
     for (const attack of attacks) await exec(runner, a, attack)
+    // The overlay's own xattrs cannot be set through it (the fork has no CAP_SYS_ADMIN, and
+    // overlayfs refuses its own prefix), on the root or a directory of the lower tree.
+    const xattrs = await exec(
+      runner,
+      a,
+      `python3 -c "import os
+for name in ('trusted.overlay.opaque', 'trusted.overlay.redirect', 'trusted.overlay.origin', 'trusted.overlay.metacopy'):
+    for target in ('keep', '.', 'keep/deep/b'):
+        try:
+            os.setxattr(target, name, b'y'); print('set', name, target)
+        except OSError as e:
+            print('refused', name, target, e.errno)"`,
+    )
+    expect(xattrs.stdout.match(/^refused /gm)).toHaveLength(12)
     expect(treeDigest(tree!)).toBe(before)
     // The fork sees its own changes.
     expect((await exec(runner, a, 'cat keep/a; ls gone 2>&1; cat victim/in')).stdout).toMatch(

@@ -78,6 +78,13 @@ export class LowerLayers {
     return { tree, userFile }
   }
 
+  /** Writes `manifest`'s tree for `uid` ahead of its first fork (no fork is counted). */
+  async prepare(manifest: SnapshotManifest, uid: number): Promise<void> {
+    await this.#tree(`${manifest.id}-${uid}`, manifest, uid)
+    // Deleted while it was written: nothing will release it.
+    collect(join(this.#dir, `${manifest.id}-${uid}`))
+  }
+
   /** The tree of `name`, written from the store unless it is there. */
   #tree(name: string, manifest: SnapshotManifest, uid: number): Promise<string> {
     const tree = join(this.#dir, name, 'tree')
