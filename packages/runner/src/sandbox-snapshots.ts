@@ -272,11 +272,17 @@ export class SandboxSnapshots {
         await mountWorkspaceOverlay(workspace, manifest.id, lease)
         return 'overlay'
       } catch (error) {
-        await releaseWorkspaceOverlay(workspace).catch(() => {})
+        // No trace of the overlay may stay: a lease beside a copied workspace would make the
+        // fork's next snapshot take its files for the snapshot's.
+        await releaseWorkspaceOverlay(workspace)
         releaseLower(lease.userFile)
-        if (!(error instanceof RunnerError)) throw error
+        rmSync(overlayDirOf(workspace), { recursive: true, force: true })
         this.#logger?.info(
-          { sandboxId: handle.id, snapshotId: manifest.id, reason: error.message },
+          {
+            sandboxId: handle.id,
+            snapshotId: manifest.id,
+            reason: error instanceof Error ? error.message : String(error),
+          },
           'fork copies its workspace: the overlay mount failed',
         )
       }

@@ -3,12 +3,12 @@
 // once and a second snapshot of a large workspace stores only what changed.
 //
 // Model: `objects/<first two hex digits>/<hash>.zst` holds zstd-compressed content, or
-// `<hash>.raw` the content as is when compression would not make it smaller (restore can
-// then clone it with a reflink where the filesystem has them). Objects are written to a temp
-// name and renamed, so a crash leaves no half object under a real name. Objects are not
-// fsynced one by one (a thousand fsyncs would cost more than the whole snapshot); the
-// manifest is, last, and a restore that meets an object a power loss took reports the
-// snapshot as damaged. Which objects are
+// `<hash>.raw` the content as is when compression would not make it smaller (a large chunk is
+// judged by compressing its first 64 KiB; restore can then clone it with a reflink where the
+// filesystem has them). Objects are written to a temp name and renamed, so a crash leaves no
+// half object under a real name. Objects are not fsynced one by one (a thousand fsyncs would
+// cost more than the whole snapshot); the manifest is, last, and a restore that meets an
+// object a power loss took reports the snapshot as damaged. Which objects are
 // still needed is decided by the snapshot store (mark and sweep over its manifests).
 import { createHash, randomBytes } from 'node:crypto'
 import {
@@ -45,6 +45,23 @@ export interface StoredObject {
 
 const HASH = /^[0-9a-f]{64}$/
 
+/** Chunks at least this large are judged by a sample before the whole is compressed. */
+const SAMPLE_FROM_BYTES = 256 * 1024
+/** Bytes of a chunk's start compressed as its sample. */
+const SAMPLE_BYTES = 64 * 1024
+
+/**
+ * Whether a large chunk would not shrink: its first `SAMPLE_BYTES` do not compress by 3%
+ * (random bytes, archives, media). Such a chunk is kept raw without compressing it whole,
+ * which for a workspace of compressed files was the largest part of a first snapshot.
+ */
+async function incompressible(content: Buffer): Promise<boolean> {
+  if (content.length < SAMPLE_FROM_BYTES) return false
+  const sample = content.subarray(0, SAMPLE_BYTES)
+  const packed = await compress(sample, { params: { [zlibConstants.ZSTD_c_compressionLevel]: 1 } })
+  return packed.length > sample.length * 0.97
+}
+
 /** The objects folder of one snapshot store. */
 export class ContentStore {
   readonly #dir: string
@@ -61,7 +78,7 @@ export class ContentStore {
     const existing = this.encodingOf(hash)
     if (existing !== null) return { hash, encoding: existing, addedBytes: 0 }
     const packed =
-      content.length < 64
+      content.length < 64 || (await incompressible(content))
         ? content
         : await compress(content, { params: { [zlibConstants.ZSTD_c_compressionLevel]: 1 } })
     const encoding: ObjectEncoding = packed.length < content.length ? 'zstd' : 'raw'
