@@ -11,18 +11,8 @@
 // object a power loss took reports the snapshot as damaged. Which objects are
 // still needed is decided by the snapshot store (mark and sweep over its manifests).
 import { createHash, randomBytes } from 'node:crypto'
-import {
-  closeSync,
-  constants,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeSync,
-} from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { constants, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { constants as zlibConstants, zstdCompress, zstdDecompress } from 'node:zlib'
@@ -65,6 +55,8 @@ async function incompressible(content: Buffer): Promise<boolean> {
 /** The objects folder of one snapshot store. */
 export class ContentStore {
   readonly #dir: string
+  /** Prefix folders known to exist. */
+  readonly #prefixes = new Set<string>()
 
   /** Uses (and creates) `dir`. */
   constructor(dir: string) {
@@ -84,16 +76,19 @@ export class ContentStore {
     const encoding: ObjectEncoding = packed.length < content.length ? 'zstd' : 'raw'
     const bytes = encoding === 'zstd' ? packed : content
     const dir = join(this.#dir, hash.slice(0, 2))
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
-    const temp = join(dir, `.${randomBytes(6).toString('hex')}.tmp`)
-    const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
-    try {
-      let at = 0
-      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
-    } finally {
-      closeSync(fd)
+    if (!this.#prefixes.has(dir)) {
+      mkdirSync(dir, { recursive: true, mode: 0o700 })
+      this.#prefixes.add(dir)
     }
-    renameSync(temp, this.#path(hash, encoding))
+    // Written off the main thread: a thousand creates cost more than the hashing beside them.
+    const temp = join(dir, `.${randomBytes(6).toString('hex')}.tmp`)
+    const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600)
+    try {
+      await handle.writeFile(bytes)
+    } finally {
+      await handle.close()
+    }
+    await rename(temp, this.#path(hash, encoding))
     return { hash, encoding, addedBytes: bytes.length }
   }
 
