@@ -2,8 +2,9 @@
 // ATTACKS from inside a fork: nothing a fork does reaches the shared tree or a sibling fork,
 // the tree's host path is not shown inside, a snapshot of a fork follows no link its upper
 // layer holds, and the tree outlives the snapshot while forks use it.
+import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -209,6 +210,22 @@ for name in ('trusted.overlay.opaque', 'trusted.overlay.redirect', 'trusted.over
     expect(lowerTrees(runner).some((t) => t.includes(snap.id))).toBe(false)
   })
 
+  it('the tree is a cache: deleted by hand while no fork uses it, the next fork writes it again from the store', async () => {
+    await using runner = await nsRunner({ snapshots: true })
+    const source = await create(runner)
+    await exec(runner, source, SEED)
+    const snap = await snapshot(runner, source)
+    const first = await create(runner, { fromSnapshot: snap.id })
+    await call(runner, 'DELETE', `/v1/sandboxes/${first}`)
+    const [tree] = lowerTrees(runner)
+    rmSync(tree!, { recursive: true, force: true })
+    const again = await create(runner, { fromSnapshot: snap.id })
+    expect((await exec(runner, again, 'cat keep/a keep/deep/b gone/x victim')).stdout).toBe(
+      'base\nbase\ngone\nvictim\n',
+    )
+    expect(lowerTrees(runner)).toHaveLength(1)
+  })
+
   it('a fork on a disk limit: a full upper layer is ENOSPC inside and the host spends no more than the limit', async () => {
     await using runner = await nsRunner({ snapshots: true })
     const source = await create(runner)
@@ -239,8 +256,16 @@ for name in ('trusted.overlay.opaque', 'trusted.overlay.redirect', 'trusted.over
     expect(store.get(a).record.status).toBe('running')
     expect((await exec(second, a, 'cat keep/a keep/deep/b')).stdout).toBe('changed\nbase\n')
     await call(second, 'DELETE', `/v1/snapshots/${snap.id}`)
+    // The host lost the fork's mount (the sandbox keeps its own): the snapshot mounts it again
+    // rather than read the bare folder under it.
+    const workspace = hostWorkspace(second, a)
+    expect(spawnSync('umount', ['-l', workspace]).status).toBe(0)
+    expect(isMountPoint(workspace)).toBe(false)
     const taken = await snapshot(second, a)
-    expect(taken.storedBytes).toBeGreaterThan(0)
+    expect(isMountPoint(workspace)).toBe(true)
+    expect(taken.entries).toBeGreaterThan(5)
+    const b = await create(second, { fromSnapshot: taken.id })
+    expect((await exec(second, b, 'cat keep/a keep/deep/b victim')).stdout).toBe('changed\nbase\nvictim\n')
     await call(second, 'DELETE', `/v1/sandboxes/${a}`)
     expect(lowerTrees(second).some((t) => t.includes(snap.id))).toBe(false)
   })

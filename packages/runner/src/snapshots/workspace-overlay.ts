@@ -115,8 +115,8 @@ export async function remountWorkspaceOverlay(
 /** Unmounts a fork's overlay (detached when still busy) and gives back its lower tree. A plain workspace is left alone. */
 export async function releaseWorkspaceOverlay(workspace: string): Promise<void> {
   const dir = overlayDirOf(workspace)
+  if (!existsSync(dir)) return
   const lease = readLease(dir)
-  if (lease === null) return
   if (isMountPoint(workspace)) {
     try {
       await run(['umount', workspace], dir)
@@ -125,7 +125,7 @@ export async function releaseWorkspaceOverlay(workspace: string): Promise<void> 
     }
   }
   rmSync(join(dir, 'lease.json'), { force: true })
-  releaseLower(lease.userFile)
+  if (lease !== null) releaseLower(lease.userFile)
 }
 
 function readLease(dir: string): OverlayLease | null {
@@ -135,8 +135,17 @@ function readLease(dir: string): OverlayLease | null {
   } catch {
     return null
   }
-  const lease = JSON.parse(text) as OverlayLease
-  return typeof lease.tree === 'string' && typeof lease.userFile === 'string' ? lease : null
+  let lease: Partial<OverlayLease>
+  try {
+    lease = JSON.parse(text) as Partial<OverlayLease>
+  } catch {
+    return null
+  }
+  return typeof lease.snapshotId === 'string' &&
+    typeof lease.tree === 'string' &&
+    typeof lease.userFile === 'string'
+    ? (lease as OverlayLease)
+    : null
 }
 
 function mount(dir: string, workspace: string): Promise<void> {
