@@ -150,7 +150,11 @@ async function firstResult(r: Runner, id: string, sessionId: string): Promise<vo
 
 /** Waits until the tree written after a snapshot is there (it is written off the snapshot's reply). */
 async function treeWritten(r: Runner, snapshotId: string): Promise<void> {
-  while (!r.snapshots.lowers.has(snapshotId)) await new Promise((done) => setTimeout(done, 20))
+  const deadline = Date.now() + 300_000
+  while (!r.snapshots.lowers.has(snapshotId)) {
+    if (Date.now() > deadline) throw new Error(`the tree of ${snapshotId} was not written after a snapshot`)
+    await new Promise((done) => setTimeout(done, 20))
+  }
 }
 
 type Samples = Record<string, number[]>

@@ -154,6 +154,7 @@ export class SandboxSnapshots {
           ...(overlay ? { overlay } : {}),
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
+        this.#prepareTree(manifest, workspace)
         return snapshotInfo(manifest)
       } finally {
         try {
@@ -172,14 +173,20 @@ export class SandboxSnapshots {
       workspace,
       ...(overlay ? { overlay } : {}),
     })
-    // Forks will mount its tree: write it now, off the snapshot's reply, so the first fork
-    // costs a mount too. A hibernation is restored once, by its own wake, and keeps no tree.
-    if (name !== 'hibernation' && this.#canMount()) {
-      this.#store.lowers?.prepare(manifest, statSync(workspace).uid).catch((error: unknown) => {
-        this.#logger?.info({ snapshotId: manifest.id, error: String(error) }, 'lower tree not written ahead')
-      })
-    }
+    this.#prepareTree(manifest, workspace)
     return snapshotInfo(manifest)
+  }
+
+  /**
+   * Forks will mount the snapshot's tree: it is written now, off the snapshot's reply, so the
+   * first fork costs a mount too. A hibernation is restored once, by its own wake, and keeps
+   * no tree ahead.
+   */
+  #prepareTree(manifest: SnapshotManifest, workspace: string): void {
+    if (manifest.name === 'hibernation' || !this.#canMount()) return
+    this.#store.lowers?.prepare(manifest, statSync(workspace).uid).catch((error: unknown) => {
+      this.#logger?.info({ snapshotId: manifest.id, error: String(error) }, 'lower tree not written ahead')
+    })
   }
 
   /** Whether forks mount overlays here; says why not, once. */
