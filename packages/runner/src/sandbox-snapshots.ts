@@ -28,7 +28,7 @@ import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo }
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
 import { RunnerError } from './runner-error.ts'
-import { releaseLower } from './snapshots/lower-layers.ts'
+import { releaseLower, type TreeDonor } from './snapshots/lower-layers.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
 import {
@@ -37,6 +37,7 @@ import {
   overlayProblem,
   releaseWorkspaceOverlay,
   remountWorkspaceOverlay,
+  type WorkspaceOverlay,
   workspaceOverlay,
 } from './snapshots/workspace-overlay.ts'
 import type { SandboxRecord } from './state-store.ts'
@@ -154,7 +155,7 @@ export class SandboxSnapshots {
           ...(overlay ? { overlay } : {}),
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
-        this.#prepareTree(manifest, workspace)
+        this.#prepareTree(manifest, workspace, overlay)
         return snapshotInfo(manifest)
       } finally {
         try {
@@ -173,7 +174,7 @@ export class SandboxSnapshots {
       workspace,
       ...(overlay ? { overlay } : {}),
     })
-    this.#prepareTree(manifest, workspace)
+    this.#prepareTree(manifest, workspace, overlay)
     return snapshotInfo(manifest)
   }
 
@@ -182,9 +183,16 @@ export class SandboxSnapshots {
    * first fork costs a mount too. A hibernation is restored once, by its own wake, and keeps
    * no tree ahead.
    */
-  #prepareTree(manifest: SnapshotManifest, workspace: string): void {
+  #prepareTree(manifest: SnapshotManifest, workspace: string, overlay: WorkspaceOverlay | undefined): void {
     if (manifest.name === 'hibernation' || !this.#canMount()) return
-    this.#store.lowers?.prepare(manifest, statSync(workspace).uid).catch((error: unknown) => {
+    // A fork's snapshot shares the files it did not change with the tree below the fork.
+    let donor: TreeDonor | undefined
+    try {
+      donor = overlay && { tree: overlay.tree, manifest: this.#store.get(overlay.snapshotId) }
+    } catch {
+      donor = undefined // that snapshot is gone: its tree is written whole
+    }
+    this.#store.lowers?.prepare(manifest, statSync(workspace).uid, donor).catch((error: unknown) => {
       this.#logger?.info({ snapshotId: manifest.id, error: String(error) }, 'lower tree not written ahead')
     })
   }

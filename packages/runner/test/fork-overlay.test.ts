@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { isMountPoint } from '../src/snapshots/workspace-overlay.ts'
 import { gvisorRunner } from './gvisor-runner.ts'
 import { exec, nsRunner } from './namespace-runner.ts'
@@ -143,6 +143,15 @@ for name in ('trusted.overlay.opaque', 'trusted.overlay.redirect', 'trusted.over
     await exec(runner, b, 'echo B > keep/a && rm big')
     const fromA = await snapshot(runner, a)
     expect(fromA.storedBytes).toBeLessThan(10_000)
+    // Its tree shares the files A did not change with the tree below A, and copies the rest.
+    const treeOf = (id: string) => lowerTrees(runner).find((t) => t.includes(`${id}-`))
+    await vi.waitFor(() => expect(treeOf(fromA.id)).toBeDefined(), { timeout: 60_000 })
+    const inode = (id: string, path: string) => lstatSync(join(treeOf(id)!, path)).ino
+    expect(inode(fromA.id, 'big')).toBe(inode(snap.id, 'big'))
+    expect(inode(fromA.id, 'victim')).toBe(inode(snap.id, 'victim'))
+    expect(inode(fromA.id, 'keep/a')).not.toBe(inode(snap.id, 'keep/a'))
+    expect(inode(fromA.id, 'keep/deep/b')).not.toBe(inode(snap.id, 'keep/deep/b'))
+    expect(readFileSync(join(treeOf(snap.id)!, 'keep/a'), 'utf8')).toBe('base\n')
     const c = await create(runner, { fromSnapshot: fromA.id })
     const seen = await exec(
       runner,

@@ -25,8 +25,44 @@ import {
 import { basename, dirname, join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
 import type { ContentStore } from './content-store.ts'
-import type { SnapshotManifest } from './snapshot-manifest.ts'
+import type { SnapshotManifest, WorkspaceEntry } from './snapshot-manifest.ts'
 import { restoreWorkspace } from './workspace-restore.ts'
+
+/** A written tree whose files a new tree may share: the tree and the snapshot it was written from. */
+export interface TreeDonor {
+  tree: string
+  manifest: SnapshotManifest
+}
+
+/**
+ * Where a file of a new tree can be linked from: the donor's file at the same path when the
+ * donor's snapshot holds it with the same chunks, size, mode and mtime (the restore checks the
+ * file there before it links it). Trees are never written after they are renamed into place,
+ * so sharing an inode between two of them is safe.
+ */
+function linkFrom(donor: TreeDonor): (entry: FileEntry) => Buffer | null {
+  const files = new Map<string, FileEntry>()
+  for (const entry of donor.manifest.workspace.entries) {
+    if (entry.type === 'file') files.set(entry.path.join('/'), entry)
+  }
+  return (entry) => {
+    const known = files.get(entry.path.join('/'))
+    if (
+      known === undefined ||
+      known.mode !== entry.mode ||
+      known.mtimeMs !== entry.mtimeMs ||
+      known.size !== entry.size ||
+      known.chunks.join() !== entry.chunks.join()
+    ) {
+      return null
+    }
+    return Buffer.concat(
+      [Buffer.from(donor.tree), ...entry.path.map((p) => Buffer.from(p, 'base64'))].flatMap((part, i) =>
+        i === 0 ? [part] : [Buffer.from('/'), part],
+      ),
+    )
+  }
+}
 
 /** A fork's hold on a lower tree; given back with `releaseLower`. */
 export interface LowerLease {
@@ -37,6 +73,8 @@ export interface LowerLease {
 }
 
 const DELETED = 'deleted'
+
+type FileEntry = Extract<WorkspaceEntry, { type: 'file' }>
 
 /** The lower trees of one snapshot store. */
 export class LowerLayers {
@@ -78,26 +116,30 @@ export class LowerLayers {
     return { tree, userFile }
   }
 
-  /** Writes `manifest`'s tree for `uid` ahead of its first fork (no fork is counted). */
-  async prepare(manifest: SnapshotManifest, uid: number): Promise<void> {
-    await this.#tree(`${manifest.id}-${uid}`, manifest, uid)
+  /**
+   * Writes `manifest`'s tree for `uid` ahead of its first fork (no fork is counted). With
+   * `donor` (the tree below the fork this snapshot was taken of, and that tree's snapshot),
+   * files the two snapshots hold alike are hard links into the donor's tree, not copies.
+   */
+  async prepare(manifest: SnapshotManifest, uid: number, donor?: TreeDonor): Promise<void> {
+    await this.#tree(`${manifest.id}-${uid}`, manifest, uid, donor)
     // Deleted while it was written: nothing will release it.
     collect(join(this.#dir, `${manifest.id}-${uid}`))
   }
 
   /** The tree of `name`, written from the store unless it is there. */
-  #tree(name: string, manifest: SnapshotManifest, uid: number): Promise<string> {
+  #tree(name: string, manifest: SnapshotManifest, uid: number, donor?: TreeDonor): Promise<string> {
     const tree = join(this.#dir, name, 'tree')
     if (existsSync(tree)) return Promise.resolve(tree)
     let writing = this.#writing.get(name)
     if (writing === undefined) {
-      writing = this.#write(name, manifest, uid).finally(() => this.#writing.delete(name))
+      writing = this.#write(name, manifest, uid, donor).finally(() => this.#writing.delete(name))
       this.#writing.set(name, writing)
     }
     return writing
   }
 
-  async #write(name: string, manifest: SnapshotManifest, uid: number): Promise<string> {
+  async #write(name: string, manifest: SnapshotManifest, uid: number, donor?: TreeDonor): Promise<string> {
     const dir = join(this.#dir, name)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const tree = join(dir, 'tree')
@@ -105,7 +147,7 @@ export class LowerLayers {
     mkdirSync(temp, { mode: 0o755 })
     try {
       chownSync(temp, uid, uid)
-      await restoreWorkspace(temp, manifest.workspace.entries, this.#objects)
+      await restoreWorkspace(temp, manifest.workspace.entries, this.#objects, donor && linkFrom(donor))
       renameSync(temp, tree)
     } catch (error) {
       rmSync(temp, { recursive: true, force: true })
