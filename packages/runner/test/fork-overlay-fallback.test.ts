@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalDriver } from '../src/drivers/local-driver.ts'
+import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
+import type { RunnerError } from '../src/runner-error.ts'
 import { SandboxSnapshots } from '../src/sandbox-snapshots.ts'
 import { SnapshotStore } from '../src/snapshots/snapshot-store.ts'
 import { isMountPoint, overlayDirOf, workspaceOverlay } from '../src/snapshots/workspace-overlay.ts'
@@ -89,6 +91,34 @@ describe('forks that cannot mount an overlay copy', () => {
     expect(isMountPoint(other.workdir)).toBe(false)
     expect(s.store.lowers.users(s.manifest.id)).toBe(0)
     await s.driver.destroy(handle)
+  })
+
+  it('copying a workspace larger than the fork disk is SNAPSHOT_TOO_LARGE, as before overlays', async () => {
+    using s = await setup()
+    writeFileSync(join(s.top, 'source', 'huge'), Buffer.alloc(100_000_000, 7))
+    const manifest = await s.store.take({
+      sandboxId: 'sb_source',
+      name: null,
+      sandbox: CONFIG,
+      shells: { sessions: [], processes: [] },
+      workspace: join(s.top, 'source'),
+    })
+    const driver = new NamespaceDriver({ stateDir: join(s.top, 'state') })
+    const handle = await driver.create({
+      id: 'sb_small',
+      env: {},
+      limits: { diskBytes: 64 * 1024 * 1024 },
+      scrollbackBytes: 1024,
+      maxSessions: 4,
+      linkSecret: '0'.repeat(64),
+    })
+    try {
+      const snapshots = new SandboxSnapshots(s.store, s.logger, 'off')
+      const error = await snapshots.restoreWorkspace(manifest, driver, handle).catch((e: unknown) => e)
+      expect((error as RunnerError).code).toBe('SNAPSHOT_TOO_LARGE')
+    } finally {
+      await driver.destroy(handle)
+    }
   })
 
   it('a rootless runner forks by copying, logs why, and its forks still diverge', async () => {

@@ -18,6 +18,7 @@ import {
   chmodSync,
   chownSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   readFileSync,
   rmSync,
@@ -115,7 +116,7 @@ export async function remountWorkspaceOverlay(
 /** Unmounts a fork's overlay (detached when still busy) and gives back its lower tree. A plain workspace is left alone. */
 export async function releaseWorkspaceOverlay(workspace: string): Promise<void> {
   const dir = overlayDirOf(workspace)
-  if (!existsSync(dir)) return
+  if (!isDirectory(dir)) return
   const lease = readLease(dir)
   if (isMountPoint(workspace)) {
     try {
@@ -126,6 +127,14 @@ export async function releaseWorkspaceOverlay(workspace: string): Promise<void> 
   }
   rmSync(join(dir, 'lease.json'), { force: true })
   if (lease !== null) releaseLower(lease.userFile)
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 function readLease(dir: string): OverlayLease | null {
