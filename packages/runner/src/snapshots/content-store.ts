@@ -10,7 +10,7 @@
 // cost more than the whole snapshot); the manifest is, last, and a restore that meets an
 // object a power loss took reports the snapshot as damaged. Which objects are
 // still needed is decided by the snapshot store (mark and sweep over its manifests).
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, randomBytes, webcrypto } from 'node:crypto'
 import { constants, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -34,6 +34,15 @@ export interface StoredObject {
 }
 
 const HASH = /^[0-9a-f]{64}$/
+
+/** Chunks at least this large are hashed on the thread pool (WebCrypto), beside other work. */
+const OFF_THREAD_HASH_BYTES = 64 * 1024
+
+/** SHA-256 of `content`, hex: a large chunk off the main thread, where the walk and other chunks' hashing go on. */
+async function sha256(content: Buffer): Promise<string> {
+  if (content.length < OFF_THREAD_HASH_BYTES) return createHash('sha256').update(content).digest('hex')
+  return Buffer.from(await webcrypto.subtle.digest('SHA-256', content)).toString('hex')
+}
 
 /** Chunks at least this large are judged by a sample before the whole is compressed. */
 const SAMPLE_FROM_BYTES = 256 * 1024
@@ -66,7 +75,7 @@ export class ContentStore {
 
   /** Stores `content` unless an object with its hash is there already. */
   async put(content: Buffer): Promise<StoredObject> {
-    const hash = createHash('sha256').update(content).digest('hex')
+    const hash = await sha256(content)
     const existing = this.encodingOf(hash)
     if (existing !== null) return { hash, encoding: existing, addedBytes: 0 }
     const packed =

@@ -315,10 +315,11 @@ async function captureFile(
     // Read up to the size lstat saw: a file that grows meanwhile cannot make the read endless.
     const chunks: string[] = []
     const size = Number(st.size)
-    const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, size))
     let position = 0
     while (position < size) {
-      const want = Math.min(buffer.length, size - position)
+      // A buffer of its own per chunk: the store keeps or hashes it while the next is read.
+      const want = Math.min(CHUNK_BYTES, size - position)
+      const buffer = Buffer.allocUnsafe(want)
       let filled = 0
       while (filled < want) {
         const { bytesRead: n } = await handle.read(buffer, filled, want - filled, position + filled)
@@ -326,7 +327,7 @@ async function captureFile(
         filled += n
       }
       if (filled === 0) break
-      const stored = await store.put(Buffer.from(buffer.subarray(0, filled)))
+      const stored = await store.put(filled === want ? buffer : buffer.subarray(0, filled))
       chunks.push(stored.hash)
       out.addedBytes += stored.addedBytes
       position += filled
