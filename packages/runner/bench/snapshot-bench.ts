@@ -14,7 +14,8 @@
 //   - fork: create from the snapshot → first result in a restored session, as a ratio to a
 //     plain create → first result;
 //   - 10 forks at once, wall time.
-// Needs root for the namespace and gvisor drivers. Part of `pnpm bench`.
+// BENCH_DEBUG=1 prints every sample as it is taken. Needs root for the namespace and gvisor
+// drivers. Part of `pnpm bench`.
 //
 //   pnpm exec node --conditions=source packages/runner/bench/snapshot-bench.ts
 import { spawnSync } from 'node:child_process'

@@ -30,7 +30,9 @@ import { restoreWorkspace } from './workspace-restore.ts'
 
 /** A written tree whose files a new tree may share: the tree and the snapshot it was written from. */
 export interface TreeDonor {
+  /** The written tree. */
   tree: string
+  /** The snapshot it was written from. */
   manifest: SnapshotManifest
 }
 
