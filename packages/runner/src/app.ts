@@ -65,6 +65,8 @@ export interface BuildAppOptions {
   openFileLimit?: number | null
   /** Where snapshots are kept; without one the runner refuses snapshot requests. */
   snapshotStore?: SnapshotBackend
+  /** Whether forks mount their workspace as an overlay where they can (`auto`, the default) or always copy it (`off`). */
+  snapshotOverlay?: 'auto' | 'off'
   /** Sandboxes kept started ahead of demand per driver (warm-pool.ts); 0 (the default here) disables the pool. */
   warmPool?: number
   /** Memory the host has available now (the warm pool's check); `os.freemem` when absent. */
@@ -170,7 +172,9 @@ export function buildApp(options: BuildAppOptions): RunnerApp {
     sessions: () => options.store.countAllSessions(),
     warmPool: () => manager?.pool.readyByDriver() ?? {},
   })
-  const snapshots = options.snapshotStore ? new SandboxSnapshots(options.snapshotStore) : undefined
+  const snapshots = options.snapshotStore
+    ? new SandboxSnapshots(options.snapshotStore, app.log, options.snapshotOverlay)
+    : undefined
   manager = new SandboxManager({
     ...(snapshots ? { snapshots } : {}),
     store: options.store,

@@ -17,15 +17,30 @@
 // is not. A fork or wake on a driver that restores images starts from the image, so its
 // commands keep running and its output offsets continue; elsewhere it falls back to the
 // shell-state restore above. docs/SNAPSHOTS.md describes both.
-import { mkdtempSync, rmSync } from 'node:fs'
+//
+// A fork's workspace is, where the runner can mount one (root), an overlay of the snapshot's
+// shared read-only tree (snapshots/lower-layers.ts, workspace-overlay.ts): the restore is a
+// mount, and the fork's next snapshot reads only what it wrote. Elsewhere the workspace is
+// copied out of the store, and the log says why.
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { CreateSandboxRequest, RestoredSession, SandboxInfo, SnapshotInfo } from '@conch/protocol'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver } from './drivers/sandbox-driver.ts'
 import type { InheritedLifetimes } from './lifetime-settings.ts'
 import { RunnerError } from './runner-error.ts'
+import { releaseLower, type TreeDonor } from './snapshots/lower-layers.ts'
 import type { SnapshotManifest } from './snapshots/snapshot-manifest.ts'
 import { type SnapshotBackend, snapshotInfo } from './snapshots/snapshot-store.ts'
+import {
+  mountWorkspaceOverlay,
+  overlayDirOf,
+  overlayProblem,
+  releaseWorkspaceOverlay,
+  remountWorkspaceOverlay,
+  type WorkspaceOverlay,
+  workspaceOverlay,
+} from './snapshots/workspace-overlay.ts'
 import type { SandboxRecord } from './state-store.ts'
 
 /**
@@ -40,16 +55,31 @@ export interface LiveSteps {
   after: (imageDir: string | null, stored: boolean) => Promise<void>
 }
 
+/** Where the runner says why a fork copies its workspace instead of mounting it. */
+export interface SnapshotsLogger {
+  info(details: object, message: string): void
+}
+
+/** How a fork's workspace was made: mounted over the shared tree, or copied out of the store. */
+export type WorkspaceRestore = 'overlay' | 'copy'
+
 /** How a fork came out, for the new sandbox's `restoredFrom`. */
 export type RestoredFrom = NonNullable<SandboxInfo['restoredFrom']>
 
 /** Takes snapshots of sandboxes and restores them into new ones. */
 export class SandboxSnapshots {
   readonly #store: SnapshotBackend
+  readonly #logger: SnapshotsLogger | undefined
+  /** Why forks copy their workspace here (null: they mount it); `undefined` until first asked. */
+  #overlayProblem: string | null | undefined
+  /** Whether the copy's reason was logged already. */
+  #loggedCopy = false
 
-  /** Works on `store`. */
-  constructor(store: SnapshotBackend) {
+  /** Works on `store`; says on `logger` why forks copy when they cannot mount. */
+  constructor(store: SnapshotBackend, logger?: SnapshotsLogger, overlay: 'auto' | 'off' = 'auto') {
     this.#store = store
+    this.#logger = logger
+    if (overlay === 'off') this.#overlayProblem = 'overlay workspaces are turned off on this runner'
   }
 
   /**
@@ -112,6 +142,9 @@ export class SandboxSnapshots {
     live?: LiveSteps,
   ): Promise<SnapshotInfo> {
     const workspace = hostWorkspace(driver, handle)
+    // A fork whose host lost its overlay mount is mounted again: never snapshot the bare folder.
+    await remountWorkspaceOverlay(workspace, (overlay) => this.#rebuildTree(overlay))
+    const overlay = workspaceOverlay(workspace) ?? undefined
     if (live !== undefined && driver.checkpoint !== undefined) {
       // The shell state is only for a restore elsewhere: a shell in the middle of a command,
       // which the image keeps running, has none to give, and the snapshot goes on without it.
@@ -134,9 +167,11 @@ export class SandboxSnapshots {
           sandbox: sandboxConfig(record),
           shells,
           workspace,
+          ...(overlay ? { overlay } : {}),
           liveImage: { dir: imageDir, runscVersion: driver.version?.() ?? 'unknown' },
         })
         stored = true
+        this.#prepareTree(manifest, workspace, overlay)
         return snapshotInfo(manifest)
       } finally {
         try {
@@ -153,8 +188,46 @@ export class SandboxSnapshots {
       sandbox: sandboxConfig(record),
       shells,
       workspace,
+      ...(overlay ? { overlay } : {}),
     })
+    this.#prepareTree(manifest, workspace, overlay)
     return snapshotInfo(manifest)
+  }
+
+  /**
+   * Forks will mount the snapshot's tree: it is written now, off the snapshot's reply, so the
+   * first fork costs a mount too. A hibernation is restored once, by its own wake, and keeps
+   * no tree ahead.
+   */
+  #prepareTree(manifest: SnapshotManifest, workspace: string, overlay: WorkspaceOverlay | undefined): void {
+    if (manifest.name === 'hibernation' || !this.#canMount()) return
+    // A fork's snapshot shares the files it did not change with the tree below the fork.
+    let donor: TreeDonor | undefined
+    try {
+      donor = overlay && { tree: overlay.tree, manifest: this.#store.get(overlay.snapshotId) }
+    } catch {
+      donor = undefined // that snapshot is gone: its tree is written whole
+    }
+    this.#store.lowers?.prepare(manifest, statSync(workspace).uid, donor).catch((error: unknown) => {
+      this.#logger?.info({ snapshotId: manifest.id, error: String(error) }, 'lower tree not written ahead')
+    })
+  }
+
+  /** Whether forks mount overlays here; says why not, once. */
+  #canMount(): boolean {
+    this.#overlayProblem ??=
+      this.#store.lowers === undefined ? 'the snapshot store keeps no lower trees' : overlayProblem()
+    if (this.#overlayProblem !== null && !this.#loggedCopy) {
+      this.#loggedCopy = true
+      this.#logger?.info({ reason: this.#overlayProblem }, 'forks copy their workspace: no overlay here')
+    }
+    return this.#overlayProblem === null
+  }
+
+  /** Writes a fork's lower tree back from the store when it went missing (a cache cleared by hand). */
+  async #rebuildTree(overlay: { snapshotId: string; tree: string }): Promise<void> {
+    const manifest = this.#store.get(overlay.snapshotId)
+    await this.#store.lowers?.rebuild(manifest, overlay.tree)
   }
 
   /**
@@ -223,13 +296,40 @@ export class SandboxSnapshots {
     }
   }
 
-  /** Writes the snapshot's workspace into a sandbox whose agent has not started yet. */
+  /**
+   * Puts the snapshot's workspace into a sandbox whose agent has not started yet: mounts the
+   * overlay of its shared tree where the runner can, else copies it out of the store.
+   */
   async restoreWorkspace(
     manifest: SnapshotManifest,
     driver: SandboxDriver,
     handle: DriverSandbox,
-  ): Promise<void> {
-    await this.#store.restoreWorkspace(manifest, hostWorkspace(driver, handle))
+  ): Promise<WorkspaceRestore> {
+    const workspace = hostWorkspace(driver, handle)
+    const lowers = this.#store.lowers
+    if (this.#canMount() && lowers !== undefined) {
+      const lease = await lowers.acquire(manifest, statSync(workspace).uid, overlayDirOf(workspace))
+      try {
+        await mountWorkspaceOverlay(workspace, manifest.id, lease)
+        return 'overlay'
+      } catch (error) {
+        // No trace of the overlay may stay: a lease beside a copied workspace would make the
+        // fork's next snapshot take its files for the snapshot's.
+        await releaseWorkspaceOverlay(workspace)
+        releaseLower(lease.userFile)
+        rmSync(overlayDirOf(workspace), { recursive: true, force: true })
+        this.#logger?.info(
+          {
+            sandboxId: handle.id,
+            snapshotId: manifest.id,
+            reason: error instanceof Error ? error.message : String(error),
+          },
+          'fork copies its workspace: the overlay mount failed',
+        )
+      }
+    }
+    await this.#store.restoreWorkspace(manifest, workspace)
+    return 'copy'
   }
 
   /** Puts every session back through the new sandbox's agent; restarts processes when asked. */

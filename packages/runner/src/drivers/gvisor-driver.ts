@@ -43,6 +43,7 @@ import type { Duplex } from 'node:stream'
 import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { releaseWorkspaceOverlay } from '../snapshots/workspace-overlay.ts'
 import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
@@ -329,6 +330,7 @@ export class GvisorDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = GvisorState.parse(sandbox.state)
+    await releaseWorkspaceOverlay(state.workspace)
     if (state.disk) await removeDisk(state.dir)
     rmSync(state.dir, { recursive: true, force: true })
   }

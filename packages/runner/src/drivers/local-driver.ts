@@ -10,6 +10,7 @@ import type { SandboxLimits } from '@conch/protocol'
 import { AGENT_NODE_FLAGS, agentCommand, compileCacheFlag } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { releaseWorkspaceOverlay } from '../snapshots/workspace-overlay.ts'
 import { locateAgentBundle } from './agent-bundle.ts'
 import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
 import { connectToAgent } from './agent-socket.ts'
@@ -225,6 +226,7 @@ export class LocalDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = LocalState.parse(sandbox.state)
+    await releaseWorkspaceOverlay(sandbox.workdir)
     rmSync(state.dir, { recursive: true, force: true })
   }
 }

@@ -30,6 +30,7 @@ import type { Duplex } from 'node:stream'
 import { agentCommand, DEFAULT_SANDBOX_LIMITS, type SandboxLimits, type SandboxUsage } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
+import { releaseWorkspaceOverlay } from '../snapshots/workspace-overlay.ts'
 import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
@@ -487,6 +488,7 @@ export class NamespaceDriver implements SandboxDriver {
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
+    await releaseWorkspaceOverlay(state.workspace)
     if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
     if (state.disk) await removeDisk(state.dir)
     // Rootless, sandbox code owns its files on the host and may have made dirs the runner cannot list.

@@ -6,7 +6,9 @@
 // manifest names. Taking, deleting and sweeping run one at a time (a sweep must never see a
 // snapshot half written). The store is bounded by a count and by the logical bytes of one
 // snapshot; ids are checked against `SnapshotId` before they become file names. The
-// `SnapshotBackend` interface is what a remote (S3-compatible) store would implement.
+// `SnapshotBackend` interface is what a remote (S3-compatible) store would implement. Beside
+// the objects, `lowers/` caches snapshots' workspaces as read-only trees that forks mount
+// (lower-layers.ts); the content store stays the durable format, the trees are rebuilt from it.
 import { randomBytes } from 'node:crypto'
 import {
   closeSync,
@@ -36,8 +38,10 @@ import {
   storeLiveImage,
   writeLiveImage,
 } from './live-image.ts'
+import { LowerLayers } from './lower-layers.ts'
 import { isReadableFormat, SnapshotManifest, type SnapshotSandboxConfig } from './snapshot-manifest.ts'
-import { captureWorkspace, type FileFingerprint } from './workspace-capture.ts'
+import { type CaptureOptions, captureWorkspace, type FileFingerprint, pathKey } from './workspace-capture.ts'
+import type { WorkspaceOverlay } from './workspace-overlay.ts'
 import { restoreWorkspace } from './workspace-restore.ts'
 
 /** Limits of the store. */
@@ -74,6 +78,8 @@ export interface SnapshotSource {
   workspace: string
   /** A checkpoint folder to store as the snapshot's live image, with the runsc version that wrote it. */
   liveImage?: { dir: string; runscVersion: string }
+  /** When the workspace is a fork's overlay: only what its upper layer holds is read. */
+  overlay?: WorkspaceOverlay
 }
 
 /** Where snapshots are kept: the local folder now, an object store later. */
@@ -94,6 +100,8 @@ export interface SnapshotBackend {
   forgetSandbox(sandboxId: string): void
   /** A private local folder (the runner's only) that checkpoint images pass through. */
   scratchDir(): string
+  /** Read-only trees of snapshots' workspaces that forks mount as overlays; absent, forks copy. */
+  readonly lowers?: LowerLayers
 }
 
 /** Sandboxes whose file fingerprints are remembered at once (the most recently snapshotted). */
@@ -105,6 +113,8 @@ export class SnapshotStore implements SnapshotBackend {
   readonly #objects: ContentStore
   readonly #limits: SnapshotLimits
   readonly #now: () => number
+  /** The snapshots' workspaces as read-only trees for forks to mount. */
+  readonly lowers: LowerLayers
   /** Fingerprints of the last snapshot of recent sandboxes, so the next one reads only changed files. */
   readonly #fingerprints = new Map<string, Map<string, FileFingerprint>>()
   #queue: Promise<unknown> = Promise.resolve()
@@ -120,6 +130,8 @@ export class SnapshotStore implements SnapshotBackend {
     this.#objects = new ContentStore(join(this.#dir, 'objects'))
     this.#limits = limits
     this.#now = now
+    this.lowers = new LowerLayers(join(this.#dir, 'lowers'), this.#objects)
+    this.lowers.sweep(new Set(this.#ids()))
   }
 
   /** Stores a snapshot of `source`. */
@@ -152,6 +164,7 @@ export class SnapshotStore implements SnapshotBackend {
           maxBytes: this.#limits.maxSnapshotBytes,
           maxEntries: this.#limits.maxSnapshotEntries,
           previous: this.#fingerprints.get(source.sandboxId) ?? new Map(),
+          ...(source.overlay ? this.#base(source.overlay) : {}),
         })
       } catch (error) {
         // Objects stored before the capture failed belong to no snapshot.
@@ -193,6 +206,21 @@ export class SnapshotStore implements SnapshotBackend {
       this.#write(manifest)
       return manifest
     })
+  }
+
+  /** What a fork's capture skips: the files of the snapshot below its overlay, while that snapshot is kept. */
+  #base(overlay: WorkspaceOverlay): Pick<CaptureOptions, 'base'> {
+    let manifest: SnapshotManifest
+    try {
+      manifest = this.get(overlay.snapshotId)
+    } catch {
+      return {} // deleted: its objects are gone, every file is read
+    }
+    const files = new Map<string, { size: number; chunks: string[] }>()
+    for (const entry of manifest.workspace.entries) {
+      if (entry.type === 'file') files.set(pathKey(entry.path), { size: entry.size, chunks: entry.chunks })
+    }
+    return { base: { upper: overlay.upper, files } }
   }
 
   /** Every readable snapshot, oldest first. */
@@ -267,6 +295,7 @@ export class SnapshotStore implements SnapshotBackend {
         throw notFound(id)
       }
       rmSync(path, { force: true })
+      this.lowers.drop(id)
       this.#sweep()
     })
   }

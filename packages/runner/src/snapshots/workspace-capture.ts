@@ -11,6 +11,12 @@
 // A file whose inode, size and ctime match the previous snapshot of the same sandbox is not
 // read again (ctime cannot be set back from inside). The logical size and entry count are
 // capped before anything is read past them.
+//
+// A fork whose workspace is an overlay (workspace-overlay.ts) is walked in its merged view,
+// which the kernel keeps true, beside its upper layer: a file the upper layer does not hold is
+// the lower tree's file at the same path, so its chunks are the base snapshot's and it is not
+// read. Only what the fork wrote is read and hashed. The upper layer is reached by directory
+// fds with O_NOFOLLOW like the workspace, and only asked whether a name is there.
 import {
   type BigIntStats,
   closeSync,
@@ -47,6 +53,8 @@ export interface CaptureOptions {
   maxEntries: number
   /** Fingerprints from this sandbox's previous snapshot, by path key. */
   previous: ReadonlyMap<string, FileFingerprint>
+  /** The overlay a fork's workspace is: its upper layer and the files of the snapshot below it, by path key. */
+  base?: { upper: string; files: ReadonlyMap<string, { size: number; chunks: string[] }> }
 }
 
 /** What a capture found. */
@@ -79,11 +87,13 @@ export async function captureWorkspace(
     failure: null,
   }
   const rootFd = openSync(root, DIR_FLAGS)
+  const upperFd = options.base === undefined ? null : openSync(options.base.upper, DIR_FLAGS)
   try {
-    await walk(rootFd, [], store, options, out)
+    await walk({ fd: rootFd, upperFd }, [], store, options, out)
   } finally {
     await Promise.all(out.running)
     closeSync(rootFd)
+    if (upperFd !== null) closeSync(upperFd)
   }
   return {
     entries: out.entries.filter((e) => e.type !== 'file' || !out.dropped.has(e)),
@@ -121,8 +131,14 @@ function shown(path: readonly string[]): string {
   return path.map((p) => Buffer.from(p, 'base64').toString('utf8')).join('/')
 }
 
+/** A directory being walked: its fd in the workspace, and in the upper layer (null when that holds no such directory). */
+interface WalkDir {
+  fd: number
+  upperFd: number | null
+}
+
 async function walk(
-  dirFd: number,
+  dir: WalkDir,
   dirPath: string[],
   store: ContentStore,
   options: CaptureOptions,
@@ -134,11 +150,11 @@ async function walk(
       `the workspace nests directories deeper than ${MAX_DEPTH} levels at ${shown(dirPath)}; flatten it before taking a snapshot.`,
     )
   }
-  const names = readdirSync(at(dirFd, Buffer.alloc(0)), { encoding: 'buffer' })
+  const names = readdirSync(at(dir.fd, Buffer.alloc(0)), { encoding: 'buffer' })
   names.sort(Buffer.compare)
   const pending: Array<Promise<void>> = []
   try {
-    await walkNames(dirFd, dirPath, names, store, options, out, pending)
+    await walkNames(dir, dirPath, names, store, options, out, pending)
   } finally {
     await Promise.all(pending)
   }
@@ -146,7 +162,7 @@ async function walk(
 }
 
 async function walkNames(
-  dirFd: number,
+  dir: WalkDir,
   dirPath: string[],
   names: Buffer[],
   store: ContentStore,
@@ -162,6 +178,7 @@ async function walkNames(
         { details: { limit: options.maxEntries } },
       )
     }
+    const dirFd = dir.fd
     const path = [...dirPath, name.toString('base64')]
     const full = at(dirFd, name)
     let st: BigIntStats
@@ -182,15 +199,17 @@ async function walkNames(
         out.skipped.push({ path: shown(path), reason: 'changed while read' })
         continue
       }
+      const upperFd = dir.upperFd === null ? null : openOrNull(at(dir.upperFd, name))
       try {
         if (fstatSync(fd, { bigint: true }).ino !== st.ino) {
           out.skipped.push({ path: shown(path), reason: 'changed while read' })
           continue
         }
         out.entries.push({ type: 'dir', ...common })
-        await walk(fd, path, store, options, out)
+        await walk({ fd, upperFd }, path, store, options, out)
       } finally {
         closeSync(fd)
+        if (upperFd !== null) closeSync(upperFd)
       }
     } else if (st.isFile()) {
       out.bytes += Number(st.size)
@@ -207,7 +226,8 @@ async function walkNames(
       out.entries.push(entry)
       while (out.running.size >= PARALLEL_READS) await Promise.race(out.running)
       if (out.failure !== null) throw out.failure
-      const task = captureFile(full, st, path, store, options, out).then(
+      const below = options.base && !inUpper(dir.upperFd, name) ? lowerFile(path, st, store, options) : null
+      const task = (below ? Promise.resolve(below) : captureFile(full, st, path, store, options, out)).then(
         (file) => {
           if (file === null) {
             out.dropped.add(entry)
@@ -229,6 +249,38 @@ async function walkNames(
       out.skipped.push({ path: shown(path), reason })
     }
   }
+}
+
+function openOrNull(path: Buffer): number | null {
+  try {
+    return openSync(path, DIR_FLAGS)
+  } catch {
+    return null
+  }
+}
+
+/** Whether the upper layer holds `name` in the directory `upperFd` (null: it has no such directory). */
+function inUpper(upperFd: number | null, name: Buffer): boolean {
+  if (upperFd === null) return false
+  try {
+    lstatSync(at(upperFd, name))
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ENOENT'
+  }
+}
+
+/** A file the fork did not write: the base snapshot's chunks, when it has them at this size. */
+function lowerFile(
+  path: readonly string[],
+  st: BigIntStats,
+  store: ContentStore,
+  options: CaptureOptions,
+): { chunks: string[]; size: number } | null {
+  const known = options.base?.files.get(pathKey(path))
+  if (known === undefined || BigInt(known.size) !== st.size) return null
+  if (!known.chunks.every((hash) => store.encodingOf(hash) !== null)) return null
+  return { chunks: known.chunks, size: known.size }
 }
 
 async function captureFile(
@@ -263,10 +315,11 @@ async function captureFile(
     // Read up to the size lstat saw: a file that grows meanwhile cannot make the read endless.
     const chunks: string[] = []
     const size = Number(st.size)
-    const buffer = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, size))
     let position = 0
     while (position < size) {
-      const want = Math.min(buffer.length, size - position)
+      // A buffer of its own per chunk: the store keeps or hashes it while the next is read.
+      const want = Math.min(CHUNK_BYTES, size - position)
+      const buffer = Buffer.allocUnsafe(want)
       let filled = 0
       while (filled < want) {
         const { bytesRead: n } = await handle.read(buffer, filled, want - filled, position + filled)
@@ -274,7 +327,7 @@ async function captureFile(
         filled += n
       }
       if (filled === 0) break
-      const stored = await store.put(Buffer.from(buffer.subarray(0, filled)))
+      const stored = await store.put(filled === want ? buffer : buffer.subarray(0, filled))
       chunks.push(stored.hash)
       out.addedBytes += stored.addedBytes
       position += filled

@@ -15,6 +15,8 @@ import {
   fstatSync,
   futimesSync,
   lchownSync,
+  linkSync,
+  lstatSync,
   lutimesSync,
   mkdirSync,
   openSync,
@@ -41,11 +43,16 @@ interface OpenDir {
 /** File writes at once: the copies and decompressions run on libuv's threads. */
 const PARALLEL_WRITES = 8
 
-/** Writes `entries` under the (empty) workspace at `root`, owned like `root`. */
+/**
+ * Writes `entries` under the (empty) workspace at `root`, owned like `root`. With `linkFrom`
+ * (writing a lower tree, lower-layers.ts), a file it names is hard-linked from there instead
+ * of written, when that is a regular file with the entry's owner, size, mode and mtime.
+ */
 export async function restoreWorkspace(
   root: string,
   entries: readonly WorkspaceEntry[],
   store: ContentStore,
+  linkFrom?: (entry: Extract<WorkspaceEntry, { type: 'file' }>) => Buffer | null,
 ): Promise<void> {
   const rootFd = openSync(root, DIR_FLAGS)
   const owner = fstatSync(rootFd)
@@ -86,7 +93,7 @@ export async function restoreWorkspace(
           symlinkSync(Buffer.from(entry.target, 'base64'), full)
           lchownSync(full, owner.uid, owner.gid)
           lutimesSync(full, entry.mtimeMs / 1000, entry.mtimeMs / 1000)
-        } else {
+        } else if (!linked(linkFrom?.(entry) ?? null, full, entry, owner.uid)) {
           while (running.size >= PARALLEL_WRITES) await Promise.race(running)
           const task = writeFile(full, entry, store, owner).catch((error: unknown) => {
             failure ??= fail(entry, error)
@@ -134,6 +141,32 @@ async function writeFile(
     await handle.utimes(entry.mtimeMs / 1000, entry.mtimeMs / 1000)
   } finally {
     await handle.close()
+  }
+}
+
+/** Hard-links `from` (never following a link there) as `full` when it is the entry's file; false when not. */
+function linked(
+  from: Buffer | null,
+  full: Buffer,
+  entry: Extract<WorkspaceEntry, { type: 'file' }>,
+  uid: number,
+): boolean {
+  if (from === null) return false
+  try {
+    const st = lstatSync(from)
+    if (
+      !st.isFile() ||
+      st.uid !== uid ||
+      st.size !== entry.size ||
+      (st.mode & 0o1777) !== (entry.mode & 0o1777) ||
+      Math.abs(st.mtimeMs - entry.mtimeMs) >= 1
+    ) {
+      return false
+    }
+    linkSync(from, full)
+    return true
+  } catch {
+    return false
   }
 }
 
