@@ -11,24 +11,27 @@
 //   the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
 //   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
 //   the nonce on fd 63, then returns `$?` so the next run sees it.
-// - Runs form a FIFO queue: one line is in flight at a time, and the next is sent once both
-//   markers of the previous run (and any sync markers, below) have arrived.
-// - Interrupt and timeout send SIGINT to bash and to the run's processes, and a "sync" line
-//   calling the end function with a second nonce, because SIGINT aborts the whole line,
-//   including the run's own end call. A stream of the run ends at whichever of its two
-//   markers arrives first; the next run waits for the sync markers. A timeout escalates to
+// - Runs form a FIFO queue. Up to a window of lines are written ahead into bash's stdin
+//   (run-window.ts), so bash starts the next run without waiting for the agent; a run becomes
+//   active (its start is logged, its timeout starts) when the line before it has ended.
+// - Interrupt and timeout first hold the command files of lines written behind the run (they
+//   then run nothing and say so, and their runs go back to the head of the queue), then send
+//   SIGINT to bash and to the run's processes, and a "sync" line calling the end function with
+//   a second nonce, because SIGINT aborts the whole line, including the run's own end call.
+//   A stream of the run ends at the first marker of its own, of a later line or of the sync
+//   line; nothing new is written until the sync markers arrive. A timeout escalates to
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
-// - Output is attributed to the active run, or to no run between runs, and recorded in the
-//   session's output log. A full log subscriber pauses reading bash's pipes.
+// - Output is attributed to the first line whose marker has not arrived on its stream, or to
+//   no run between runs, and recorded in the session's output log. A full log subscriber
+//   pauses reading bash's pipes.
 // - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
 //   trap runs), then kills bash and every process in its session.
-import { dirname } from 'node:path'
 import type { Readable } from 'node:stream'
 import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError, ShellClosedError } from './agent-error.ts'
 import { type Clock, delay } from './clock.ts'
-import { FramingLines, newNonce, shellQuote } from './framing-lines.ts'
+import { FramingLines, HELD_CODE, newNonce, shellQuote } from './framing-lines.ts'
 import type { Logger } from './logger.ts'
 import { MarkerScanner } from './marker-scanner.ts'
 import type { OomCheck } from './oom-check.ts'
@@ -36,6 +39,7 @@ import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import { RunQueue } from './run-queue.ts'
 import { RunStdinPipe } from './run-stdin-pipe.ts'
+import { RunWindow } from './run-window.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { SessionFiles } from './session-files.ts'
 import { type HistoryQuery, SessionHistory } from './session-history.ts'
@@ -130,6 +134,8 @@ export class BashSession {
   readonly #child: ReturnType<Spawn>
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #queue = new RunQueue<Run>()
+  /** Runs whose lines are in bash, in bash's order; the first is `#active` once it started. */
+  readonly #window = new RunWindow()
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
@@ -185,7 +191,7 @@ export class BashSession {
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
-    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPath))
+    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPrefix))
     this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
       cwd: this.cwd,
       env: this.#opts.env,
@@ -237,9 +243,9 @@ export class BashSession {
     return this.#active?.req.runId ?? null
   }
 
-  /** Runs waiting behind the active one. */
+  /** Runs waiting behind the active one (written ahead into bash or not). */
   get queued(): number {
-    return this.#queue.size
+    return this.#queue.size + this.#window.size - (this.#active === null ? 0 : 1)
   }
 
   /** The exit code of the last finished run (what `$?` holds in the shell). */
@@ -282,7 +288,7 @@ export class BashSession {
     return new Promise<RunOutcome>((resolve, reject) => {
       const cap = req.outputCapBytes ?? this.#opts.outputCapBytes
       this.#queue.push(newRun(req, cap, resolve, reject))
-      this.#dispatch()
+      this.#fill()
     })
   }
 
@@ -374,29 +380,58 @@ export class BashSession {
     await this.dispose()
   }
 
-  #dispatch(): void {
-    if (this.#phase !== 'ready' || this.#active !== null || this.#pendingSync !== null) return
-    const run = this.#queue.take()
-    if (run === undefined) return
-    const clock = this.#opts.clock
+  /**
+   * Writes queued runs into bash in one write, up to the window, unless an interrupt is being
+   * settled, and starts the first if nothing is active.
+   */
+  #fill(): void {
+    if (this.#phase !== 'ready' || this.#pendingSync !== null || this.#active?.sync) return
+    let lines = ''
+    for (let run = this.#queue.peek(); run !== undefined; run = this.#queue.peek()) {
+      if (!this.#window.canWrite(run) || this.#window.runs.some((r) => r.held)) break
+      this.#queue.take()
+      lines += this.#writeLine(run)
+    }
+    if (lines.length === 0) return
+    this.#child.stdin?.write(lines)
+    this.#advance()
+  }
+
+  /** Prepares a run's files and nonce, adds it to the window and returns its line. */
+  #writeLine(run: Run): string {
     run.nonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(run.nonce)
+    this.#window.add(run)
     let text = run.command
+    // Internal runs are written only into an empty window, so `$?` is final here.
     if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
-    this.#files.writeCommand(text)
+    this.#files.writeCommand(run.slot, text)
     let stdinRedirect = '/dev/null'
     if (run.req.stdinPipe === true) {
+      // A stdin-pipe run is alone in the window, so it is the next active run.
       this.#stdinPipe = new RunStdinPipe(
-        dirname(this.#files.commandPath),
+        this.#files.dir,
         run.req.runId,
         this.#opts.sandboxGid,
         this.#child.pid,
       )
       stdinRedirect = shellQuote(this.#stdinPipe.path)
     } else if (run.req.stdin !== undefined) {
-      stdinRedirect = shellQuote(this.#files.writeStdin(run.req.stdin))
+      stdinRedirect = shellQuote(this.#files.writeStdin(run.slot, run.req.stdin))
     }
+    return this.#framing.runLine(
+      this.#files.commandPath(run.slot),
+      stdinRedirect,
+      run.nonce,
+      run.req.internal,
+    )
+  }
+
+  /** Makes a run the active one: its start is logged and recorded, its timeout starts. */
+  #activate(run: Run): void {
+    const clock = this.#opts.clock
     this.#active = run
+    run.activated = true
     run.startedAtMs = clock.monotonicMs()
     run.startTicks = this.#opts.processTable.nowTicks()
     run.startOffset = this.log.endOffset
@@ -406,9 +441,54 @@ export class BashSession {
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
     run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(
-      this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce, run.req.internal),
-    )
+    const early = run.early
+    run.early = null
+    if (early !== null) for (const s of STREAMS) for (const bytes of early[s]) this.#append(run, s, bytes)
+  }
+
+  /**
+   * Moves the window on: ends the runs whose lines have ended, in order, starts the next, and
+   * puts back at the head of the queue the runs whose held lines ran nothing.
+   */
+  #advance(): void {
+    const putBack: Run[] = []
+    for (let run = this.#window.head; run !== undefined; run = this.#window.head) {
+      const ended = run.done.stdout && run.done.stderr
+      if (!run.activated) {
+        if (run.held) {
+          if (!ended) break
+          // A held line that printed nothing and no held marker was aborted before the body.
+          if (run.heldSeen || (run.exitCode === null && run.early === null)) {
+            this.#window.shift()
+            this.#reset(run)
+            putBack.push(run)
+            continue
+          }
+        }
+        this.#activate(run)
+      }
+      if (!ended) break
+      if (run.stopping) {
+        run.wake?.()
+        break
+      }
+      this.#finish(run)
+    }
+    this.#queue.pushFront(putBack)
+  }
+
+  /** Returns a run whose line ran nothing to its queued state. */
+  #reset(run: Run): void {
+    for (const s of STREAMS) this.#forget(s, run.nonce)
+    // Output that came before its held marker was not its own (a background job's, say).
+    if (run.early !== null)
+      for (const s of STREAMS) for (const b of run.early[s]) this.log.appendData(s, null, b)
+    run.nonce = ''
+    run.done = { stdout: false, stderr: false }
+    run.exitCode = null
+    run.held = false
+    run.heldSeen = false
+    run.early = null
   }
 
   #onChunk(stream: StreamName, chunk: Buffer): void {
@@ -416,15 +496,26 @@ export class BashSession {
       if (item.kind === 'data') this.#deliver(stream, item.bytes)
       else this.#onMarker(stream, item.nonce, item.exitCode)
     }
+    this.#fill()
   }
 
   #deliver(stream: StreamName, bytes: Buffer): void {
     if (bytes.length === 0 || this.#phase === 'starting') return
-    const run = this.#active
-    if (run === null) {
+    const run = this.#window.owner(stream)
+    if (run === undefined) {
       this.log.appendData(stream, null, bytes)
       return
     }
+    if (!run.activated) {
+      run.early ??= { stdout: [], stderr: [] }
+      run.early[stream].push(bytes)
+      return
+    }
+    this.#append(run, stream, bytes)
+  }
+
+  /** Output of the active run: to its buffered result and, unless internal, the log. */
+  #append(run: Run, stream: StreamName, bytes: Buffer): void {
     run.out[stream].append(bytes)
     if (run.req.internal !== true) this.log.appendData(stream, run.req.runId, bytes)
   }
@@ -440,41 +531,41 @@ export class BashSession {
       if (this.#initSeen.stdout && this.#initSeen.stderr) {
         this.#phase = 'ready'
         this.#resolveReady()
-        this.#dispatch()
+        this.#fill()
       }
+      return
+    }
+    const index = this.#window.indexOf(nonce)
+    if (index >= 0) {
+      this.#window.markEnded(index, stream, exitCode, HELD_CODE)
+      this.#advance()
       return
     }
     const run = this.#active
     const runSync = run?.sync ?? null
-    if (
-      run !== null &&
-      (nonce === run.nonce ||
-        (runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))))
-    ) {
-      if (!run.done[stream]) {
-        run.done[stream] = true
-        if (exitCode !== null) run.exitCode = exitCode
-      }
-      if (runSync !== null && nonce === runSync.nonce) runSync.seen[stream] = true
-      if (nonce !== run.nonce) this.#forget(stream, nonce)
-      if (run.done.stdout && run.done.stderr) {
-        if (run.stopping) run.wake?.()
-        else this.#finish(run)
-      }
+    if (run !== null && runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))) {
+      // The sync line was written behind every line in the window.
+      this.#window.markAllEnded(stream)
+      if (nonce === runSync.nonce) runSync.seen[stream] = true
+      this.#forget(stream, nonce)
+      this.#advance()
       return
     }
     const sync = this.#pendingSync
     if (sync?.stale.includes(nonce)) {
+      this.#window.markAllEnded(stream)
       this.#forget(stream, nonce)
+      this.#advance()
     } else if (sync !== null && nonce === sync.nonce) {
+      this.#window.markAllEnded(stream)
       sync.seen[stream] = true
       this.#forget(stream, nonce)
       if (sync.seen.stdout && sync.seen.stderr) {
         // bash runs lines in order: an older sync line still unanswered was aborted.
         this.#forgetAll(sync.stale)
         this.#pendingSync = null
-        this.#dispatch()
       }
+      this.#advance()
     }
   }
 
@@ -482,6 +573,7 @@ export class BashSession {
     if (this.#active !== run) return
     this.#opts.clock.clearTimer(run.timer)
     for (const s of STREAMS) this.#forget(s, run.nonce)
+    this.#window.shift()
     this.#active = null
     this.#stdinPipe?.close()
     this.#stdinPipe = null
@@ -527,7 +619,6 @@ export class BashSession {
       startOffset: run.startOffset,
       endOffset: this.log.endOffset,
     })
-    this.#dispatch()
   }
 
   /**
@@ -539,6 +630,7 @@ export class BashSession {
   #sendInterrupt(run: Run): void {
     const pid = this.#child.pid
     if (pid === undefined) return
+    if (run.sync === null) this.#holdLinesBehind(run)
     const table = this.#opts.processTable
     const procs = table.sessionMembers(pid, pid, run.startTicks)
     // Like Ctrl-C in a terminal: SIGINT to bash's whole process group, which without job
@@ -569,6 +661,19 @@ export class BashSession {
       clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
     }
     clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
+  }
+
+  /**
+   * Holds the command files of the lines written behind `run`, before any SIGINT: a line bash
+   * has not reached then runs nothing (a SIGINT meant for `run` can no longer stop a later
+   * command) and its run is written again once the interrupt has settled.
+   */
+  #holdLinesBehind(run: Run): void {
+    for (const later of this.#window.runs) {
+      if (later === run || later.held) continue
+      this.#files.holdCommand(later.slot, this.#framing.heldBody())
+      later.held = true
+    }
   }
 
   /** Replaces a sync line that bash may have dropped: the old nonce stays expected but no longer counts. */
@@ -616,6 +721,8 @@ export class BashSession {
     if (this.#closedInfo !== null || this.#active !== run) return
     if (run.done.stdout && run.done.stderr) {
       this.#finish(run)
+      this.#advance()
+      this.#fill()
       return
     }
     this.#opts.logger.warn(
@@ -712,6 +819,7 @@ export class BashSession {
         active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
       active.reject(err)
     }
+    for (const run of this.#window.clear()) if (run !== active) run.reject(err)
     for (let run = this.#queue.take(); run !== undefined; run = this.#queue.take()) run.reject(err)
     this.#inFlight.clear()
     this.#rejectReady(err)

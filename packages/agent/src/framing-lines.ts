@@ -4,14 +4,21 @@
 // marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`),
 // two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
 // and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
-// sources the command file and then calls the end function with the run's nonce; a sync line
+// sources its command file and then calls the end function with the run's nonce; a sync line
 // calls it alone, with a second nonce, after a SIGINT has aborted the run's own line. Nonces
-// come from the CSPRNG, so a run cannot print a marker that ends another run.
+// come from the CSPRNG, so output cannot print a marker that ends a run.
+//
+// Lines are written ahead of bash (run-window.ts), each run with a command file of its own.
+// An interrupt turns the files of lines not yet started into a held body: sourcing it runs
+// nothing and makes the end call report `HELD_CODE + $?`, so the agent knows the line ran no
+// command and writes the run again later; `$?` passes through it unchanged.
 import { randomBytes, randomFillSync } from 'node:crypto'
 import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
 
 const NONCE_BYTES = NONCE_LENGTH / 2
+/** Added to `$?` in the stdout marker of a line whose command file was held. */
+export const HELD_CODE = 256
 /** Random bytes drawn from the CSPRNG in bulk: one draw serves 256 nonces. */
 const noncePool = Buffer.alloc(NONCE_BYTES * 256)
 let noncePoolAt = noncePool.length
@@ -39,9 +46,9 @@ export class FramingLines {
 
   /**
    * The script bash sources first: no prompts or history, saved fds, and the helper functions;
-   * `commandPath` is the file every run's line sources.
+   * every run's command file path starts with `commandPrefix`.
    */
-  initScript(commandPath: string): string {
+  initScript(commandPrefix: string): string {
     const t = this.#tag
     return [
       'PS1= PS2= PS0=',
@@ -56,10 +63,12 @@ export class FramingLines {
       'exec 62>&1 63>&2 2>/dev/null',
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      // `__conch_h_<tag>` is set by a held body (HELD_CODE + the `$?` it was sourced with).
+      `__conch_h_${t}=0`,
+      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$? __conch_endc_${t}; if (( \${__conch_h_${t}:-0} )); then __conch_endc_${t}=$__conch_h_${t} __conch_endrc_${t}=$((__conch_h_${t} - ${HELD_CODE})) __conch_h_${t}=0; else __conch_endc_${t}=$__conch_endrc_${t}; fi; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
       `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local __conch_n_${t}; for __conch_n_${t} in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${BASH_ALIASES[$__conch_n_${t}]}"; done; }`,
-      trapScript(t, commandPath),
+      trapScript(t, commandPrefix),
       `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
@@ -83,6 +92,15 @@ export class FramingLines {
     // assignment would stay set in POSIX mode), and nothing on the hot path.
     const set = `\${__conch_int_${t}[(__conch_int_${t}=1)]-}`
     return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} ${nonce}${this.#clearInternal()} && :\n`
+  }
+
+  /**
+   * What a held command file holds: it runs no command, keeps `$?` for the end call (which
+   * reports it plus HELD_CODE) and returns 0, so `set -e` does not end the shell on it.
+   */
+  heldBody(): string {
+    const t = this.#tag
+    return `\\builtin return 0\${__conch_h_${t}[(__conch_h_${t}=${HELD_CODE}+$?)]-}\n`
   }
 
   /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */

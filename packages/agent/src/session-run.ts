@@ -1,5 +1,5 @@
 // One run of a session's shell: what the caller asks for, what it gets back, and the record
-// the session keeps of it while it is queued and running, including its sync line.
+// the session keeps of it while it is queued, written ahead and running, including its sync line.
 import type { HistoryEntry, StreamName } from '@conch/protocol'
 import { CappedBytes } from './capped-bytes.ts'
 
@@ -90,6 +90,16 @@ export interface Run {
   stopping: boolean
   history: HistoryEntry | null
   wake: (() => void) | null
+  /** Slot of the write-ahead window its line uses (command and stdin files). */
+  slot: number
+  /** Whether it is the session's active run (its start is recorded; output goes to it). */
+  activated: boolean
+  /** An interrupt held its command file before bash reached its line. */
+  held: boolean
+  /** Its line's stdout marker said the held body ran, not the command. */
+  heldSeen: boolean
+  /** Output that arrived after the previous run's marker but before it became active. */
+  early: Record<StreamName, Buffer[]> | null
 }
 
 /** A queued run's record: nothing sent yet, each stream capped at `cap` bytes. */
@@ -119,5 +129,10 @@ export function newRun(
     stopping: false,
     history: null,
     wake: null,
+    slot: 0,
+    activated: false,
+    held: false,
+    heldSeen: false,
+    early: null,
   }
 }

@@ -1,0 +1,104 @@
+// The runs whose lines are in bash's stdin, in the order bash runs them: the write-ahead
+// window of one session.
+//
+// Model: the agent writes up to WINDOW_LINES run lines ahead, so bash goes from one run to the
+// next without waiting for the agent. The first line is the active run; a marker for a later
+// line means bash is past every earlier line on that stream (bash runs lines in order), so an
+// earlier line that printed no marker was aborted (by SIGINT) or swallowed (by a command that
+// read bash's stdin). Output on a stream belongs to the first line whose marker on that stream
+// has not arrived. Each line has a slot (seq modulo the window) naming its command and stdin
+// files; a slot is reused only after its previous line has ended on both streams.
+// Runs with a stdin pipe and internal runs are barriers: written only into an empty window
+// and with nothing behind them, as each needs the shell's state at its start.
+import type { StreamName } from '@conch/protocol'
+import type { Run } from './session-run.ts'
+
+/** Most run lines in bash's stdin at once. */
+export const WINDOW_LINES = 32
+
+/** Whether a run must be alone in the window. */
+function isBarrier(run: Run): boolean {
+  return run.req.stdinPipe === true || run.req.internal === true
+}
+
+/** The lines written into bash and not yet ended, oldest first. */
+export class RunWindow {
+  readonly #lines: Run[] = []
+  #seq = 0
+
+  /** How many lines are in bash. */
+  get size(): number {
+    return this.#lines.length
+  }
+
+  /** The oldest line's run: the active run, or the next to become active. */
+  get head(): Run | undefined {
+    return this.#lines[0]
+  }
+
+  /** Every run in the window, oldest first. */
+  get runs(): readonly Run[] {
+    return this.#lines
+  }
+
+  /** Whether `next` may be written behind the lines in bash now. */
+  canWrite(next: Run): boolean {
+    if (this.#lines.length >= WINDOW_LINES) return false
+    const last = this.#lines.at(-1)
+    return last === undefined || (!isBarrier(last) && !isBarrier(next))
+  }
+
+  /** Adds a run whose line is about to be written, and gives it its slot. */
+  add(run: Run): void {
+    run.slot = this.#seq % WINDOW_LINES
+    this.#seq += 1
+    this.#lines.push(run)
+  }
+
+  /** Position of the line with `nonce`, or -1. */
+  indexOf(nonce: string): number {
+    for (let i = 0; i < this.#lines.length; i++) if (this.#lines[i]!.nonce === nonce) return i
+    return -1
+  }
+
+  /**
+   * Records the marker of line `index` on `stream` (with its exit code on stdout): every
+   * earlier line has ended on that stream too. A held line's code gives `$?` before it, the
+   * exit code of the line just before it.
+   */
+  markEnded(index: number, stream: StreamName, exitCode: number | null, heldCode: number): void {
+    for (let i = 0; i < index; i++) this.#lines[i]!.done[stream] = true
+    const run = this.#lines[index]!
+    if (run.done[stream]) return
+    run.done[stream] = true
+    if (exitCode === null) return
+    if (exitCode >= heldCode) {
+      run.heldSeen = true
+      const before = this.#lines[index - 1]
+      if (before !== undefined && before.exitCode === null) before.exitCode = exitCode - heldCode
+    } else {
+      run.exitCode = exitCode
+    }
+  }
+
+  /** A sync line's marker: it was written behind every line in the window. */
+  markAllEnded(stream: StreamName): void {
+    for (const run of this.#lines) run.done[stream] = true
+  }
+
+  /** The run that output on `stream` belongs to now. */
+  owner(stream: StreamName): Run | undefined {
+    for (const run of this.#lines) if (!run.done[stream]) return run
+    return undefined
+  }
+
+  /** Removes the oldest line (it has ended on both streams). */
+  shift(): Run | undefined {
+    return this.#lines.shift()
+  }
+
+  /** Empties the window and returns its runs. */
+  clear(): Run[] {
+    return this.#lines.splice(0)
+  }
+}
