@@ -136,6 +136,8 @@ export class BashSession {
   readonly #queue = new RunQueue<Run>()
   /** Runs whose lines are in bash, in bash's order; the first is `#active` once it started. */
   readonly #window = new RunWindow()
+  /** Runs whose held lines ran nothing, in order, until every held line has ended. */
+  #heldBack: Run[] = []
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
   readonly #inFlight = new Set<string>()
   #phase: Phase = 'starting'
@@ -451,7 +453,6 @@ export class BashSession {
    * puts back at the head of the queue the runs whose held lines ran nothing.
    */
   #advance(): void {
-    const putBack: Run[] = []
     for (let run = this.#window.head; run !== undefined; run = this.#window.head) {
       const ended = run.done.stdout && run.done.stderr
       if (!run.activated) {
@@ -461,7 +462,7 @@ export class BashSession {
           if (run.heldSeen || (run.exitCode === null && run.early === null)) {
             this.#window.shift()
             this.#reset(run)
-            putBack.push(run)
+            this.#heldBack.push(run)
             continue
           }
         }
@@ -474,7 +475,10 @@ export class BashSession {
       }
       this.#finish(run)
     }
-    this.#queue.pushFront(putBack)
+    if (this.#heldBack.length > 0 && !this.#window.runs.some((r) => r.held)) {
+      this.#queue.pushFront(this.#heldBack)
+      this.#heldBack = []
+    }
   }
 
   /** Returns a run whose line ran nothing to its queued state. */
@@ -820,6 +824,7 @@ export class BashSession {
       active.reject(err)
     }
     for (const run of this.#window.clear()) if (run !== active) run.reject(err)
+    for (const run of this.#heldBack.splice(0)) run.reject(err)
     for (let run = this.#queue.take(); run !== undefined; run = this.#queue.take()) run.reject(err)
     this.#inFlight.clear()
     this.#rejectReady(err)

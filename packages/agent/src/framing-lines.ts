@@ -103,9 +103,12 @@ export class FramingLines {
     return `\\builtin return 0\${__conch_h_${t}[(__conch_h_${t}=${HELD_CODE}+$?)]-}\n`
   }
 
-  /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
+  /**
+   * A sync line; the leading newline absorbs a byte that bash may drop while it handles a
+   * SIGINT, and `&& :` keeps `set -e` from ending the shell on the interrupted run's `$?`.
+   */
   syncLine(nonce: string): string {
-    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()}\n`
+    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /** An empty expansion that clears the internal-run flag (an interrupt may have skipped it). */
