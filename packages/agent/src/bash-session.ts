@@ -39,6 +39,7 @@ import { OutputLog } from './output-log.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import { RunQueue } from './run-queue.ts'
 import { RunStdinPipe } from './run-stdin-pipe.ts'
+import { RunStopper } from './run-stopper.ts'
 import { RunWindow } from './run-window.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { SessionFiles } from './session-files.ts'
@@ -93,13 +94,6 @@ export interface BashSessionOptions {
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
-const POLL_MS = 20
-/** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
-const INTERRUPT_REPEAT_MS = 100
-const INTERRUPT_REPEATS = 20
-/** How long a sync line may go unanswered before a fresh one replaces it, and how often. */
-const SYNC_WATCH_MS = 500
-const SYNC_RESYNCS = 5
 const EXIT_DRAIN_MS = 50
 
 /** The shell closed: code and signal from bash's exit, in words. */
@@ -136,6 +130,7 @@ export class BashSession {
   readonly #queue = new RunQueue<Run>()
   /** Runs whose lines are in bash, in bash's order; the first is `#active` once it started. */
   readonly #window = new RunWindow()
+  readonly #stopper: RunStopper
   /** Runs whose held lines ran nothing, in order, until every held line has ended. */
   #heldBack: Run[] = []
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
@@ -189,6 +184,7 @@ export class BashSession {
       this.#resolveClosed = resolve
     })
     this.#files = new SessionFiles(this.#opts.tempRoot, this.#opts.sandboxGid)
+    this.#stopper = this.#newStopper()
     this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
@@ -302,7 +298,7 @@ export class BashSession {
     const run = this.#active
     if (run === null || (runId !== undefined && run.req.runId !== runId)) return false
     run.interrupted = true
-    this.#sendInterrupt(run)
+    this.#stopper.interrupt(run)
     return true
   }
 
@@ -442,7 +438,7 @@ export class BashSession {
       run.history = this.#history.record(run.req.command, clock.now())
     }
     const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
-    run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
+    run.timer = clock.setTimer(timeoutMs, () => void this.#stopper.timeOut(run))
     const early = run.early
     run.early = null
     if (early !== null) for (const s of STREAMS) for (const bytes of early[s]) this.#append(run, s, bytes)
@@ -586,7 +582,7 @@ export class BashSession {
     if (sync !== null && !(sync.seen.stdout && sync.seen.stderr)) {
       // The run is no longer active, so nothing else touches its sync line from here on.
       this.#pendingSync = sync
-      this.#watchSync(sync)
+      this.#stopper.watchSync(sync)
     } else if (sync !== null) {
       this.#forgetAll(sync.stale)
     }
@@ -625,46 +621,40 @@ export class BashSession {
     })
   }
 
-  /**
-   * SIGINT to bash's process group and the run's processes, then a sync line (once per run).
-   * A loop of fast external commands can miss one SIGINT (it lands between children), so the
-   * SIGINT is repeated while none of the run's markers has arrived. A repeat that lands while
-   * bash runs the sync line aborts that line; `#watchSync` then writes a fresh one.
-   */
-  #sendInterrupt(run: Run): void {
-    const pid = this.#child.pid
-    if (pid === undefined) return
-    if (run.sync === null) this.#holdLinesBehind(run)
-    const table = this.#opts.processTable
-    const procs = table.sessionMembers(pid, pid, run.startTicks)
-    // Like Ctrl-C in a terminal: SIGINT to bash's whole process group, which without job
-    // control holds bash and every foreground process of the run, including one forked after
-    // any /proc snapshot. Background jobs ignore SIGINT (bash starts them that way).
-    sendSignal(-pid, 'SIGINT')
-    table.signal(procs, 'SIGINT')
-    run.sigints += 1
-    if (run.sync !== null) return
-    const sync: SyncLine = {
-      nonce: newNonce(),
-      seen: { stdout: false, stderr: false },
-      stale: [],
-      resyncs: 0,
-    }
-    run.sync = sync
-    for (const s of STREAMS) this.#scanners[s].expect(sync.nonce)
-    this.#child.stdin?.write(this.#framing.syncLine(sync.nonce))
-    const clock = this.#opts.clock
-    const repeat = (): void => {
-      if (this.#active !== run || run.done.stdout || run.done.stderr || this.#closedInfo !== null) return
-      if (run.sigints >= INTERRUPT_REPEATS) {
-        this.#resync(sync)
-        return
-      }
-      sendSignal(-pid, 'SIGINT')
-      run.sigints += 1
-      clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
-    }
-    clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
+  /** The interrupt and timeout procedures, with what they need of this session. */
+  #newStopper(): RunStopper {
+    const session = this
+    const opts = this.#opts
+    return new RunStopper({
+      get sessionId() {
+        return session.id
+      },
+      get bashPid() {
+        return session.#child.pid
+      },
+      get closed() {
+        return session.#closedInfo !== null
+      },
+      get pendingSync() {
+        return session.#pendingSync
+      },
+      processTable: opts.processTable,
+      clock: opts.clock,
+      logger: opts.logger,
+      killGraceMs: opts.killGraceMs,
+      isActive: (run) => this.#active === run,
+      holdLinesBehind: (run) => this.#holdLinesBehind(run),
+      writeSync: (nonce) => {
+        for (const s of STREAMS) this.#scanners[s].expect(nonce)
+        this.#child.stdin?.write(this.#framing.syncLine(nonce))
+      },
+      finishStopped: (run) => {
+        this.#finish(run)
+        this.#advance()
+        this.#fill()
+      },
+      killBash: (reason) => this.#close({ code: null, signal: 'SIGKILL', reason }),
+    })
   }
 
   /**
@@ -680,98 +670,8 @@ export class BashSession {
     }
   }
 
-  /** Replaces a sync line that bash may have dropped: the old nonce stays expected but no longer counts. */
-  #resync(sync: SyncLine): void {
-    const fresh = newNonce()
-    for (const s of STREAMS) this.#scanners[s].expect(fresh)
-    sync.stale.push(sync.nonce)
-    sync.nonce = fresh
-    sync.seen = { stdout: false, stderr: false }
-    this.#child.stdin?.write(this.#framing.syncLine(fresh))
-  }
-
-  /** Writes a fresh sync line when a pending one has not answered in time (at most a few times). */
-  #watchSync(sync: SyncLine): void {
-    this.#opts.clock.setTimer(SYNC_WATCH_MS, () => {
-      if (this.#pendingSync !== sync || this.#closedInfo !== null || sync.resyncs >= SYNC_RESYNCS) return
-      sync.resyncs += 1
-      this.#resync(sync)
-      this.#watchSync(sync)
-    })
-  }
-
   #forgetAll(nonces: readonly string[]): void {
     for (const nonce of nonces) for (const s of STREAMS) this.#forget(s, nonce)
-  }
-
-  /** The timeout procedure of promise 6: SIGINT, SIGTERM, SIGKILL, and bash only as a last resort. */
-  async #stopForTimeout(run: Run): Promise<void> {
-    if (this.#active !== run || run.stopping) return
-    run.stopping = true
-    run.timedOut = true
-    const pid = this.#child.pid
-    if (pid === undefined) return
-    const table = this.#opts.processTable
-    const grace = this.#opts.killGraceMs
-    this.#opts.logger.info({ sessionId: this.id, runId: run.req.runId }, 'run timed out; interrupting it')
-    this.#sendInterrupt(run)
-    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-      if (await this.#settles(run, grace)) break
-      if (this.#closedInfo !== null) return
-      // bash itself gets SIGINT only once: a second one could land while it reads the sync line.
-      table.signal(table.sessionMembers(pid, pid, run.startTicks), signal)
-    }
-    if (!this.#isSettled(run)) await this.#settles(run, grace)
-    if (this.#closedInfo !== null || this.#active !== run) return
-    if (run.done.stdout && run.done.stderr) {
-      this.#finish(run)
-      this.#advance()
-      this.#fill()
-      return
-    }
-    this.#opts.logger.warn(
-      { sessionId: this.id, runId: run.req.runId },
-      'bash did not answer after a timeout; killing it',
-    )
-    sendSignal(pid, 'SIGKILL')
-    await this.#close({
-      code: null,
-      signal: 'SIGKILL',
-      reason: `bash did not recover after run "${run.req.runId}" timed out, so it was killed`,
-    })
-  }
-
-  #isSettled(run: Run): boolean {
-    if (!(run.done.stdout && run.done.stderr)) return false
-    const pid = this.#child.pid
-    if (pid === undefined) return true
-    return this.#opts.processTable.sessionMembers(pid, pid, run.startTicks).length === 0
-  }
-
-  /**
-   * Waits up to `ms` for the run's markers and for its processes to be gone. Once the markers
-   * are in, processes that are still there after a few polls do not get the rest of the grace
-   * period: they ignored the signal, so the caller escalates at once.
-   */
-  async #settles(run: Run, ms: number): Promise<boolean> {
-    const clock = this.#opts.clock
-    const deadline = clock.monotonicMs() + ms
-    let pollsSinceMarkers = 0
-    while (this.#closedInfo === null) {
-      if (this.#isSettled(run)) return true
-      const left = deadline - clock.monotonicMs()
-      if (left <= 0) return false
-      if (run.done.stdout && run.done.stderr) {
-        pollsSinceMarkers += 1
-        if (pollsSinceMarkers > 3) return false
-      }
-      await new Promise<void>((resolve) => {
-        run.wake = resolve
-        clock.setTimer(Math.min(POLL_MS, left), resolve)
-      })
-      run.wake = null
-    }
-    return false
   }
 
   #setPaused(paused: boolean): void {

@@ -5,6 +5,7 @@
 // own session's results, every run still ends (by its marker or its timeout), another session
 // is untouched, and plain output never ends a run.
 import { describe, expect } from 'vitest'
+import { ShellClosedError } from '../src/agent-error.ts'
 import type { BashSession } from '../src/bash-session.ts'
 import { NONCE_LENGTH } from '../src/marker-scanner.ts'
 import type { RunOutcome } from '../src/session-run.ts'
@@ -68,11 +69,12 @@ describe('write-ahead attacks', () => {
     const bystander = await newSession()
     await s.run({ runId: 'reader', command: 'cat <&10 >/dev/null &' })
     const settled = await Promise.allSettled(queue(s, later, 'r', 500))
-    // Each run either ran, timed out (its line swallowed), or was rejected when bash was
-    // closed after a swallowed sync line: none hangs.
-    for (const [i, r] of settled.entries()) {
-      if (r.status === 'fulfilled' && !r.value.timedOut)
-        expect(r.value.stdout.toString()).toBe(`later-${i}\n`)
+    // Each run ended: it ran, timed out (its line swallowed), or was rejected when bash was
+    // closed after a swallowed sync line. A swallowed line's run may show the next run's
+    // output (its marker never came): results of this session only, nothing of another's.
+    for (const r of settled) {
+      if (r.status === 'fulfilled') expect(r.value.stdout.toString()).toMatch(/^(later-\d+\n)*$/)
+      else expect(r.reason).toBeInstanceOf(ShellClosedError)
     }
     expect((await bystander.run({ runId: 'x', command: 'echo fine' })).stdout.toString()).toBe('fine\n')
   })
