@@ -1,106 +1,35 @@
-// One long-lived bash process and the runs it executes.
-//
-// Model:
-// - bash runs as `bash --noprofile --norc --noediting -i` on three pipes, as the leader of
-//   its own session. Interactive mode makes SIGINT abort the current command line (even a
-//   loop of builtins) while bash survives. An init script clears prompts and history, saves
-//   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
-//   prints before the init markers (job-control warnings, a prompt) is discarded.
-// - A run writes its command to a private file and sends one short line:
-//   `. 'file' </dev/null 2>&63; __conch_end_<tag> <nonce> && :`. Sourcing keeps state changes in
-//   the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
-//   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
-//   the nonce on fd 63, then returns `$?` so the next run sees it.
-// - Runs form a FIFO queue. Up to a window of lines are written ahead into bash's stdin
-//   (run-window.ts), so bash starts the next run without waiting for the agent; a run becomes
-//   active (its start is logged, its timeout starts) when the line before it has ended.
-// - Interrupt and timeout first hold the command files of lines written behind the run (they
-//   then run nothing and say so, and their runs go back to the head of the queue), then send
-//   SIGINT to bash and to the run's processes, and a "sync" line calling the end function with
-//   a second nonce, because SIGINT aborts the whole line, including the run's own end call.
-//   A stream of the run ends at the first marker of its own, of a later line or of the sync
-//   line; nothing new is written until the sync markers arrive. A timeout escalates to
-//   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
-// - Output is attributed to the first line whose marker has not arrived on its stream, or to
-//   no run between runs, and recorded in the session's output log. A full log subscriber
-//   pauses reading bash's pipes.
-// - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
-//   trap runs), then kills bash and every process in its session.
-import type { Readable } from 'node:stream'
 import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
-import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError, ShellClosedError } from './agent-error.ts'
-import { type Clock, delay } from './clock.ts'
+import { BashProcess } from './bash-process.ts'
+import {
+  type BashSessionOptions,
+  describeExit,
+  type ResolvedSessionOptions,
+  resolveSessionOptions,
+} from './bash-session-options.ts'
 import { FramingLines, HELD_CODE, newNonce, shellQuote } from './framing-lines.ts'
-import type { Logger } from './logger.ts'
 import { MarkerScanner } from './marker-scanner.ts'
-import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
-import { type ProcessTable, sendSignal } from './process-tree.ts'
 import { RunQueue } from './run-queue.ts'
 import { RunStdinPipe } from './run-stdin-pipe.ts'
 import { RunStopper } from './run-stopper.ts'
 import { RunWindow } from './run-window.ts'
-import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { SessionFiles } from './session-files.ts'
 import { type HistoryQuery, SessionHistory } from './session-history.ts'
-import { newRun, type Run, type RunOutcome, type RunRequest, type SyncLine } from './session-run.ts'
-import type { Spawn } from './spawner.ts'
+import {
+  checkRunRequest,
+  newRun,
+  type Run,
+  type RunOutcome,
+  type RunRequest,
+  type SyncLine,
+} from './session-run.ts'
 
-/** How a session is built. */
-export interface BashSessionOptions {
-  /** Session id, used in errors and logs. */
-  id: string
-  /** The complete starting environment of bash. */
-  env: Record<string, string>
-  /** The starting directory. */
-  cwd: string
-  /** Default timeout of runs that do not set one, in ms. */
-  commandTimeoutMs: number
-  /** Whether the environment started empty (reported back only). */
-  cleanEnv?: boolean
-  /** Process creation. */
-  spawn: Spawn
-  /** Time. */
-  clock: Clock
-  /** Logging. */
-  logger: Logger
-  /** /proc access for finding a run's processes. */
-  processTable: ProcessTable
-  /** Directory under which the session's private temp directory is made. */
-  tempRoot: string
-  /**
-   * The sandbox user's gid when bash runs as another user than the agent: the temp directory
-   * and its files stay the agent's (so sandbox code cannot rewrite a command) and become
-   * readable by this group, so bash can source them.
-   */
-  sandboxGid?: number
-  /** Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a run. */
-  killGraceMs?: number
-  /** Output kept for reattach, in bytes. */
-  scrollbackBytes?: number
-  /** The agent-wide bound on all scrollback together, shared with other logs. */
-  scrollbackBudget?: ScrollbackBudget
-  /** Default cap per stream of a buffered result. */
-  outputCapBytes?: number
-  /** Largest command text, in UTF-8 bytes. */
-  maxCommandBytes?: number
-  /** The bash binary. */
-  bashPath?: string
-  /** Tells whether a run's exit code was the sandbox's memory limit; never, when absent. */
-  oomCheck?: OomCheck
-}
+export { type BashSessionOptions, describeExit } from './bash-session-options.ts'
 
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
-const EXIT_DRAIN_MS = 50
-
-/** The shell closed: code and signal from bash's exit, in words. */
-export function describeExit(code: number | null, signal: string | null): ShellClosedInfo {
-  if (signal !== null) return { code: null, signal, reason: `bash was killed by ${signal}` }
-  return { code, signal: null, reason: `bash exited with code ${code ?? 'unknown'}` }
-}
 
 /** A long-lived bash process that executes queued runs and keeps its state between them. */
 export class BashSession {
@@ -121,11 +50,10 @@ export class BashSession {
   /** Resolves once, when the shell closes. */
   readonly closed: Promise<ShellClosedInfo>
 
-  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid' | 'scrollbackBudget'>> &
-    Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
+  readonly #opts: ResolvedSessionOptions
   readonly #files: SessionFiles
   readonly #framing = new FramingLines()
-  readonly #child: ReturnType<Spawn>
+  readonly #bash: BashProcess
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #queue = new RunQueue<Run>()
   /** Runs whose lines are in bash, in bash's order; the first is `#active` once it started. */
@@ -148,23 +76,11 @@ export class BashSession {
   #resolveClosed: (info: ShellClosedInfo) => void = () => {}
   #lastExitCode = 0
   readonly #history = new SessionHistory()
-  #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
-  #exitWaiter: (() => void) | null = null
   #closing = false
-  /** Set while `dispose` hangs bash up: its exit is then reported by `dispose`, not as its own. */
-  #hangingUp = false
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
-    this.#opts = {
-      killGraceMs: LIMITS.killGraceMs,
-      scrollbackBytes: LIMITS.scrollbackBytes,
-      outputCapBytes: LIMITS.outputCapBytes,
-      maxCommandBytes: LIMITS.maxCommandBytes,
-      bashPath: 'bash',
-      oomCheck: () => false,
-      ...options,
-    }
+    this.#opts = resolveSessionOptions(options)
     this.id = options.id
     this.cwd = options.cwd
     this.commandTimeoutMs = options.commandTimeoutMs
@@ -172,7 +88,7 @@ export class BashSession {
     this.createdAt = options.clock.now()
     this.log = new OutputLog(
       this.#opts.scrollbackBytes,
-      (full) => this.#setPaused(full),
+      (full) => this.#bash.setPaused(full),
       this.#opts.scrollbackBudget,
     )
     this.ready = new Promise((resolve, reject) => {
@@ -190,26 +106,19 @@ export class BashSession {
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
 
     const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPrefix))
-    this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
-      cwd: this.cwd,
-      env: this.#opts.env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    })
-    const child = this.#child
-    child.on('error', (err) => {
-      this.#opts.logger.warn({ sessionId: this.id, err: err.message }, 'bash could not be started')
-      void this.#close({ code: null, signal: null, reason: `bash could not be started: ${err.message}` })
-    })
-    child.on('exit', (code, signal) => this.#onExit(code, signal))
-    child.stdin?.on('error', () => {})
-    for (const s of STREAMS) {
-      const stream = child[s] as Readable | null
-      stream?.on('data', (chunk: Buffer) => this.#onChunk(s, chunk))
-      stream?.on('end', () => this.#onEnd(s))
-      stream?.on('error', () => this.#onEnd(s))
-    }
-    child.stdin?.write(this.#framing.initLine(initFile, this.#initNonce))
+    const opts = this.#opts
+    this.#bash = new BashProcess(
+      { spawn: opts.spawn, bashPath: opts.bashPath, cwd: this.cwd, env: opts.env, clock: opts.clock },
+      {
+        onChunk: (stream, chunk) => this.#onChunk(stream, chunk),
+        onExit: (info, startError) => {
+          if (startError !== undefined)
+            opts.logger.warn({ sessionId: this.id, err: startError.message }, 'bash could not be started')
+          void this.#close(info)
+        },
+      },
+    )
+    this.#bash.write(this.#framing.initLine(initFile, this.#initNonce))
   }
 
   /**
@@ -228,7 +137,7 @@ export class BashSession {
 
   /** bash's process id while it runs. */
   get pid(): number | null {
-    return this.#closedInfo === null ? (this.#child.pid ?? null) : null
+    return this.#closedInfo === null ? (this.#bash.pid ?? null) : null
   }
 
   /** How the shell closed, once it has. */
@@ -256,32 +165,8 @@ export class BashSession {
     if (this.#closedInfo !== null || this.#closing) {
       return Promise.reject(new ShellClosedError(this.id, this.#closedInfo ?? describeExit(null, 'SIGKILL')))
     }
-    if (req.command.includes('\0')) {
-      return Promise.reject(
-        new AgentError(
-          'INVALID_COMMAND',
-          `run "${req.runId}" in session "${this.id}": the command contains a NUL byte, which bash cannot read`,
-        ),
-      )
-    }
-    const bytes = Buffer.byteLength(req.command)
-    if (bytes > this.#opts.maxCommandBytes) {
-      return Promise.reject(
-        new AgentError(
-          'COMMAND_TOO_LARGE',
-          `run "${req.runId}" in session "${this.id}": the command is ${bytes} bytes, over the ${this.#opts.maxCommandBytes}-byte limit`,
-          { details: { limit: this.#opts.maxCommandBytes, value: bytes } },
-        ),
-      )
-    }
-    if (this.#inFlight.has(req.runId)) {
-      return Promise.reject(
-        new AgentError(
-          'BAD_REQUEST',
-          `run id "${req.runId}" is already in flight in session "${this.id}"; use a new id for each run.`,
-        ),
-      )
-    }
+    const invalid = checkRunRequest(this.id, req, this.#opts.maxCommandBytes, this.#inFlight)
+    if (invalid !== null) return Promise.reject(invalid)
     this.#inFlight.add(req.runId)
     return new Promise<RunOutcome>((resolve, reject) => {
       const cap = req.outputCapBytes ?? this.#opts.outputCapBytes
@@ -338,13 +223,8 @@ export class BashSession {
    */
   async dispose(reason = 'session deleted'): Promise<ShellClosedInfo> {
     if (this.#closedInfo !== null) return this.#closedInfo
-    const pid = this.#child.pid
-    if (pid !== undefined) {
-      await this.#hangUp(pid)
-      const members = this.#opts.processTable.sessionMembers(pid, pid)
-      sendSignal(pid, 'SIGKILL')
-      this.#opts.processTable.signal(members, 'SIGKILL')
-    }
+    if (this.#phase === 'ready' && !this.#closing) await this.#bash.hangUp(this.#opts.killGraceMs)
+    this.#bash.kill(this.#opts.processTable)
     await this.#close({ code: null, signal: 'SIGKILL', reason })
     return this.#closedInfo ?? { code: null, signal: 'SIGKILL', reason }
   }
@@ -360,17 +240,6 @@ export class BashSession {
     }
     if (bytes !== undefined && bytes.byteLength > 0) pipe.write(bytes)
     if (end) pipe.end()
-  }
-
-  /** SIGHUP to bash, then waits until it exits or the kill grace period ends. */
-  async #hangUp(pid: number): Promise<void> {
-    const child = this.#child
-    if (this.#phase !== 'ready' || this.#closing || child.exitCode !== null || child.signalCode !== null)
-      return
-    this.#hangingUp = true
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-    sendSignal(pid, 'SIGHUP')
-    await Promise.race([exited, delay(this.#opts.clock, this.#opts.killGraceMs)])
   }
 
   /** Disposes the session (for `await using`). */
@@ -391,7 +260,7 @@ export class BashSession {
       lines += this.#writeLine(run)
     }
     if (lines.length === 0) return
-    this.#child.stdin?.write(lines)
+    this.#bash.write(lines)
     this.#advance()
   }
 
@@ -411,7 +280,7 @@ export class BashSession {
         this.#files.dir,
         run.req.runId,
         this.#opts.sandboxGid,
-        this.#child.pid,
+        this.#bash.pid,
       )
       stdinRedirect = shellQuote(this.#stdinPipe.path)
     } else if (run.req.stdin !== undefined) {
@@ -630,7 +499,7 @@ export class BashSession {
         return session.id
       },
       get bashPid() {
-        return session.#child.pid
+        return session.#bash.pid
       },
       get closed() {
         return session.#closedInfo !== null
@@ -646,7 +515,7 @@ export class BashSession {
       holdLinesBehind: (run) => this.#holdLinesBehind(run),
       writeSync: (nonce) => {
         for (const s of STREAMS) this.#scanners[s].expect(nonce)
-        this.#child.stdin?.write(this.#framing.syncLine(nonce))
+        this.#bash.write(this.#framing.syncLine(nonce))
       },
       finishStopped: (run) => {
         this.#finish(run)
@@ -672,36 +541,6 @@ export class BashSession {
 
   #forgetAll(nonces: readonly string[]): void {
     for (const nonce of nonces) for (const s of STREAMS) this.#forget(s, nonce)
-  }
-
-  #setPaused(paused: boolean): void {
-    for (const s of STREAMS) {
-      const stream = this.#child[s] as Readable | null
-      if (paused) stream?.pause()
-      else stream?.resume()
-    }
-  }
-
-  #onEnd(stream: StreamName): void {
-    this.#ended[stream] = true
-    if (this.#ended.stdout && this.#ended.stderr) this.#exitWaiter?.()
-  }
-
-  #onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.#closedInfo !== null || this.#closing || this.#hangingUp) return
-    void (async () => {
-      // Let output still in the pipes arrive before the close is reported.
-      if (!(this.#ended.stdout && this.#ended.stderr)) {
-        this.#setPaused(false)
-        await Promise.race([
-          new Promise<void>((resolve) => {
-            this.#exitWaiter = resolve
-          }),
-          delay(this.#opts.clock, EXIT_DRAIN_MS),
-        ])
-      }
-      await this.#close(describeExit(code, signal))
-    })()
   }
 
   async #close(info: ShellClosedInfo): Promise<void> {
@@ -730,10 +569,7 @@ export class BashSession {
     this.#rejectReady(err)
     this.log.appendClosed(info)
     this.#resolveClosed(info)
-    const child = this.#child
-    child.stdin?.destroy()
-    child.stdout?.destroy()
-    child.stderr?.destroy()
+    this.#bash.destroy()
     this.#files.remove()
   }
 }

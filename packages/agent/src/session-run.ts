@@ -1,6 +1,7 @@
 // One run of a session's shell: what the caller asks for, what it gets back, and the record
 // the session keeps of it while it is queued, written ahead and running, including its sync line.
 import type { HistoryEntry, StreamName } from '@conch/protocol'
+import { AgentError } from './agent-error.ts'
 import { CappedBytes } from './capped-bytes.ts'
 
 /** One command for a session. */
@@ -135,4 +136,37 @@ export function newRun(
     heldSeen: false,
     early: null,
   }
+}
+
+/**
+ * Why session `sessionId` refuses `req`, or null: a NUL byte, a command over `maxBytes`, or
+ * an id already among `inFlight`.
+ */
+export function checkRunRequest(
+  sessionId: string,
+  req: RunRequest,
+  maxBytes: number,
+  inFlight: ReadonlySet<string>,
+): AgentError | null {
+  if (req.command.includes('\0')) {
+    return new AgentError(
+      'INVALID_COMMAND',
+      `run "${req.runId}" in session "${sessionId}": the command contains a NUL byte, which bash cannot read`,
+    )
+  }
+  const bytes = Buffer.byteLength(req.command)
+  if (bytes > maxBytes) {
+    return new AgentError(
+      'COMMAND_TOO_LARGE',
+      `run "${req.runId}" in session "${sessionId}": the command is ${bytes} bytes, over the ${maxBytes}-byte limit`,
+      { details: { limit: maxBytes, value: bytes } },
+    )
+  }
+  if (inFlight.has(req.runId)) {
+    return new AgentError(
+      'BAD_REQUEST',
+      `run id "${req.runId}" is already in flight in session "${sessionId}"; use a new id for each run.`,
+    )
+  }
+  return null
 }
