@@ -9,12 +9,18 @@
 // has not arrived. Each line has a slot (seq modulo the window) naming its command and stdin
 // files; a slot is reused only after its previous line has ended on both streams.
 // Runs with a stdin pipe and internal runs are barriers: written only into an empty window
-// and with nothing behind them, as each needs the shell's state at its start.
+// and with nothing behind them, as each needs the shell's state at its start. The files of the
+// window hold at most WINDOW_BYTES beyond its first line.
 import type { StreamName } from '@conch/protocol'
 import type { Run } from './session-run.ts'
 
 /** Most run lines in bash's stdin at once. */
 export const WINDOW_LINES = 32
+/**
+ * Most command and stdin bytes in the window's files (on the temp root, often tmpfs) once it
+ * holds more than one line; a larger run is written alone.
+ */
+export const WINDOW_BYTES = 1_048_576
 
 /** Whether a run must be alone in the window. */
 function isBarrier(run: Run): boolean {
@@ -25,6 +31,7 @@ function isBarrier(run: Run): boolean {
 export class RunWindow {
   readonly #lines: Run[] = []
   #seq = 0
+  #bytes = 0
 
   /** How many lines are in bash. */
   get size(): number {
@@ -43,15 +50,17 @@ export class RunWindow {
 
   /** Whether `next` may be written behind the lines in bash now. */
   canWrite(next: Run): boolean {
-    if (this.#lines.length >= WINDOW_LINES) return false
     const last = this.#lines.at(-1)
-    return last === undefined || (!isBarrier(last) && !isBarrier(next))
+    if (last === undefined) return true
+    if (this.#lines.length >= WINDOW_LINES || this.#bytes + next.fileBytes > WINDOW_BYTES) return false
+    return !isBarrier(last) && !isBarrier(next)
   }
 
   /** Adds a run whose line is about to be written, and gives it its slot. */
   add(run: Run): void {
     run.slot = this.#seq % WINDOW_LINES
     this.#seq += 1
+    this.#bytes += run.fileBytes
     this.#lines.push(run)
   }
 
@@ -94,11 +103,14 @@ export class RunWindow {
 
   /** Removes the oldest line (it has ended on both streams). */
   shift(): Run | undefined {
-    return this.#lines.shift()
+    const run = this.#lines.shift()
+    if (run !== undefined) this.#bytes -= run.fileBytes
+    return run
   }
 
   /** Empties the window and returns its runs. */
   clear(): Run[] {
+    this.#bytes = 0
     return this.#lines.splice(0)
   }
 }

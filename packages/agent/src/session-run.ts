@@ -101,6 +101,8 @@ export interface Run {
   heldSeen: boolean
   /** Output that arrived after the previous run's marker but before it became active. */
   early: Record<StreamName, Buffer[]> | null
+  /** Bytes its command and stdin files take. */
+  fileBytes: number
 }
 
 /** A queued run's record: nothing sent yet, each stream capped at `cap` bytes. */
@@ -135,6 +137,7 @@ export function newRun(
     held: false,
     heldSeen: false,
     early: null,
+    fileBytes: Buffer.byteLength(req.command) + (req.stdin?.length ?? 0),
   }
 }
 
