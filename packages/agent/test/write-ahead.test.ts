@@ -84,7 +84,8 @@ describe('write-ahead: interrupt', () => {
 
   test('attributes every byte to its own run and logs starts and exits in order', async ({ newSession }) => {
     const s = await newSession()
-    const started = printed(s, 'a-out')
+    // a-err is printed after a-out: once it is in, both are.
+    const started = printed(s, 'a-err')
     const runs = queue(s, [
       'echo a-out; echo a-err >&2; sleep 100',
       'echo b-out; echo b-err >&2',
