@@ -173,3 +173,29 @@ export function checkRunRequest(
   }
   return null
 }
+
+/** The buffered result of a finished run. */
+export function outcomeOf(
+  run: Run,
+  exitCode: number,
+  oomKilled: boolean,
+  durationMs: number,
+  endOffset: number,
+): RunOutcome {
+  const { stdout, stderr } = run.out
+  return {
+    runId: run.req.runId,
+    exitCode,
+    timedOut: run.timedOut,
+    interrupted: run.interrupted,
+    oomKilled,
+    stdout: stdout.bytes(),
+    stderr: stderr.bytes(),
+    stdoutBytes: stdout.totalBytes,
+    stderrBytes: stderr.totalBytes,
+    truncated: stdout.truncated || stderr.truncated,
+    durationMs,
+    startOffset: run.startOffset,
+    endOffset,
+  }
+}

@@ -23,6 +23,7 @@ import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import {
   checkRunRequest,
   newRun,
+  outcomeOf,
   type Run,
   type RunOutcome,
   type RunRequest,
@@ -365,22 +366,7 @@ export class SessionRuns {
         ...(oomKilled ? { oomKilled } : {}),
       })
     }
-    const { stdout, stderr } = run.out
-    run.resolve({
-      runId: run.req.runId,
-      exitCode,
-      timedOut: run.timedOut,
-      interrupted: run.interrupted,
-      oomKilled,
-      stdout: stdout.bytes(),
-      stderr: stderr.bytes(),
-      stdoutBytes: stdout.totalBytes,
-      stderrBytes: stderr.totalBytes,
-      truncated: stdout.truncated || stderr.truncated,
-      durationMs,
-      startOffset: run.startOffset,
-      endOffset: this.#host.log.endOffset,
-    })
+    run.resolve(outcomeOf(run, exitCode, oomKilled, durationMs, this.#host.log.endOffset))
   }
 
   /** The interrupt and timeout procedures, with what they need of this session. */
