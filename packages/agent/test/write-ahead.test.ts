@@ -223,4 +223,19 @@ describe('write-ahead: traps', () => {
     expect(text(await a!)).toBe('dbg sleep 100\n')
     expect(text(await b!)).toBe('dbg echo b\nb\n')
   })
+
+  test('ERR and RETURN traps fire only for the user commands of runs behind an interrupt', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    await s.run({ runId: 't', command: `trap 'echo err' ERR; trap 'echo ret' RETURN; f() { :; }` })
+    const started = printed(s, 'sleeping')
+    const [a, b, c] = queue(s, ['echo sleeping; sleep 100', 'false', 'f; . /dev/null; echo $?'])
+    await started
+    s.interrupt()
+    expect((await a!).exitCode).toBe(130)
+    const rb = await b!
+    expect([text(rb), rb.exitCode]).toEqual(['err\n', 1])
+    expect(text(await c!)).toBe('ret\n0\n')
+  })
 })
