@@ -36,8 +36,6 @@ export class BashProcess {
   readonly #clock: Clock
   readonly #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
-  /** Whether stdin is corked until the end of this tick. */
-  #corked = false
   /** Set while `hangUp` runs: the exit is then its caller's to report. */
   #hangingUp = false
 
@@ -77,22 +75,9 @@ export class BashProcess {
     return this.#child.exitCode !== null || this.#child.signalCode !== null
   }
 
-  /**
-   * Writes lines to bash's stdin. Writes within one tick (runs that arrived in one read of the
-   * link) are corked into one, so bash reads them together; nothing waits past the tick.
-   */
+  /** Writes lines to bash's stdin. */
   write(text: string): void {
-    const stdin = this.#child.stdin
-    if (stdin === null) return
-    if (!this.#corked) {
-      this.#corked = true
-      stdin.cork()
-      process.nextTick(() => {
-        this.#corked = false
-        stdin.uncork()
-      })
-    }
-    stdin.write(text)
+    this.#child.stdin?.write(text)
   }
 
   /** Stops (or resumes) reading bash's output pipes. */
