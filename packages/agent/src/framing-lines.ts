@@ -9,16 +9,15 @@
 // come from the CSPRNG, so output cannot print a marker that ends a run.
 //
 // Lines are written ahead of bash (run-window.ts), each run with a command file of its own.
-// An interrupt turns the files of lines not yet started into a held body: sourcing it runs
-// nothing and makes the end call report `HELD_CODE + $?`, so the agent knows the line ran no
-// command and writes the run again later; `$?` passes through it unchanged.
+// An interrupt turns the files of lines not yet started into a held body: a call that prints
+// markers with a nonce of the held line's own and `$?`, so the agent knows the line ran no
+// command and writes the run again later, starting it with `$?` set back. The end function
+// stays as it was: a held line costs nothing until an interrupt.
 import { randomBytes, randomFillSync } from 'node:crypto'
 import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
 
 const NONCE_BYTES = NONCE_LENGTH / 2
-/** Added to `$?` in the stdout marker of a line whose command file was held. */
-export const HELD_CODE = 256
 /** Random bytes drawn from the CSPRNG in bulk: one draw serves 256 nonces. */
 const noncePool = Buffer.alloc(NONCE_BYTES * 256)
 let noncePoolAt = noncePool.length
@@ -63,13 +62,16 @@ export class FramingLines {
       'exec 62>&1 63>&2 2>/dev/null',
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      // `__conch_h_<tag>` is set by a held body (HELD_CODE + the `$?` it was sourced with).
-      `__conch_h_${t}=0`,
-      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$? __conch_endc_${t}; if (( \${__conch_h_${t}:-0} )); then __conch_endc_${t}=$__conch_h_${t} __conch_endrc_${t}=$((__conch_h_${t} - ${HELD_CODE})) __conch_h_${t}=0; else __conch_endc_${t}=$__conch_endrc_${t}; fi; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      // A held command file calls this with a nonce of its own: it marks the line as held, with
+      // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
+      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin return 0; } 2>/dev/null`,
+      // Sets `$?` for the next command (after held lines, which leave it 0).
+      `__conch_rc_${t}() { \\builtin return "$1"; }`,
       `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local __conch_n_${t}; for __conch_n_${t} in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${BASH_ALIASES[$__conch_n_${t}]}"; done; }`,
       trapScript(t, commandPrefix),
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
+      `\\builtin readonly -f __conch_end_${t} __conch_held_${t} __conch_rc_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
   }
@@ -83,9 +85,11 @@ export class FramingLines {
    * A run's line: sources the command file with stdin from `stdinRedirect` (an already quoted
    * word) and the real stderr, then marks the run's end with `nonce`.
    */
-  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false): string {
+  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false, status?: number): string {
     const t = this.#tag
-    const source = `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
+    // After held lines, `$?` is set back to the last run's code before the command starts.
+    const before = status === undefined ? '' : `__conch_rc_${t} ${status} && :; `
+    const source = `${before}. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
     if (!internal) return `${source}; __conch_end_${t} ${nonce} && :\n`
     // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard,
     // and the end call's argument clears it: expansions, which fire no trap (a prefix
@@ -95,12 +99,11 @@ export class FramingLines {
   }
 
   /**
-   * What a held command file holds: it runs no command, keeps `$?` for the end call (which
-   * reports it plus HELD_CODE) and returns 0, so `set -e` does not end the shell on it.
+   * What a held command file holds: one call that prints markers with `nonce` (a nonce of the
+   * held line's own) and `$?`, runs nothing else and returns 0.
    */
-  heldBody(): string {
-    const t = this.#tag
-    return `\\builtin return 0\${__conch_h_${t}[(__conch_h_${t}=${HELD_CODE}+$?)]-}\n`
+  heldBody(nonce: string): string {
+    return `__conch_held_${this.#tag} ${nonce}\n`
   }
 
   /**

@@ -135,7 +135,7 @@ export function trapScript(tag: string, commandPrefix: string): string {
   // after an `exit` inside it) fired for the framing. A held command file's one command
   // (framing-lines.ts) is framing too.
   const source = quote(`. ${quote(commandPrefix).slice(0, -1)}`)
-  const held = quote(`\\builtin return 0\${__conch_h_${tag}[`)
+  const held = quote(`__conch_held_${tag} `)
   const wrappers = FRAMED_TRAPS.map((k) => `${k}) __conch_w_@T=${quote(wrapper(k))} ;;`).join(
     '\n              ',
   )

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest'
-import { HELD_CODE } from './framing-lines.ts'
 import { RunWindow, WINDOW_BYTES, WINDOW_LINES } from './run-window.ts'
 import { newRun, type Run, type RunRequest } from './session-run.ts'
 
@@ -55,19 +54,27 @@ describe('RunWindow', () => {
     const [a, b, c] = [run({}, 'a'), run({}, 'b'), run({}, 'c')]
     for (const r of [a, b, c]) w.add(r)
     expect(w.owner('stdout')).toBe(a)
-    w.markEnded(w.indexOf('c'), 'stdout', 0, HELD_CODE)
+    w.markEnded(w.indexOf('c'), 'stdout', 0)
     expect([a.done.stdout, b.done.stdout, c.done.stdout, a.done.stderr]).toEqual([true, true, true, false])
     expect(w.owner('stdout')).toBeUndefined()
     expect(w.owner('stderr')).toBe(a)
     expect([a.exitCode, b.exitCode, c.exitCode]).toEqual([null, null, 0])
   })
 
-  it("a held line's code is recorded as held and gives the line before it its exit code", () => {
+  it("a held body's marker ends the lines before it and gives the line before its exit code", () => {
     const w = new RunWindow()
     const [a, b] = [run({}, 'a'), run({}, 'b')]
     w.add(a)
     w.add(b)
-    w.markEnded(1, 'stdout', HELD_CODE + 130, HELD_CODE)
-    expect([b.heldSeen, b.exitCode, a.exitCode]).toEqual([true, null, 130])
+    b.heldNonce = 'held-b'
+    expect(w.indexOfHeld('held-b')).toBe(1)
+    w.markHeld(1, 'stdout', 130)
+    expect([a.done.stdout, b.done.stdout, b.heldSeen, b.exitCode, a.exitCode]).toEqual([
+      true,
+      false,
+      true,
+      null,
+      130,
+    ])
   })
 })

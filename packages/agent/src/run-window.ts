@@ -6,8 +6,9 @@
 // line means bash is past every earlier line on that stream (bash runs lines in order), so an
 // earlier line that printed no marker was aborted (by SIGINT) or swallowed (by a command that
 // read bash's stdin). Output on a stream belongs to the first line whose marker on that stream
-// has not arrived. Each line has a slot (seq modulo the window) naming its command and stdin
-// files; a slot is reused only after its previous line has ended on both streams.
+// has not arrived. Each line has a free slot naming its command and stdin files; a slot is
+// free again once its line has ended on both streams (the lowest first, so runs sent one at a
+// time keep using slot 0: a file bash read last time is cheaper to rewrite and read again).
 // Runs with a stdin pipe and internal runs are barriers: written only into an empty window
 // and with nothing behind them, as each needs the shell's state at its start. The files of the
 // window hold at most WINDOW_BYTES beyond its first line.
@@ -30,7 +31,8 @@ function isBarrier(run: Run): boolean {
 /** The lines written into bash and not yet ended, oldest first. */
 export class RunWindow {
   readonly #lines: Run[] = []
-  #seq = 0
+  /** Free slots, the lowest last: sequential runs reuse slot 0, whose files stay warm. */
+  #free: number[] = Array.from({ length: WINDOW_LINES }, (_, i) => WINDOW_LINES - 1 - i)
   #bytes = 0
 
   /** How many lines are in bash. */
@@ -58,8 +60,7 @@ export class RunWindow {
 
   /** Adds a run whose line is about to be written, and gives it its slot. */
   add(run: Run): void {
-    run.slot = this.#seq % WINDOW_LINES
-    this.#seq += 1
+    run.slot = this.#free.pop() ?? 0
     this.#bytes += run.fileBytes
     this.#lines.push(run)
   }
@@ -72,22 +73,32 @@ export class RunWindow {
 
   /**
    * Records the marker of line `index` on `stream` (with its exit code on stdout): every
-   * earlier line has ended on that stream too. A held line's code gives `$?` before it, the
-   * exit code of the line just before it.
+   * earlier line has ended on that stream too.
    */
-  markEnded(index: number, stream: StreamName, exitCode: number | null, heldCode: number): void {
+  markEnded(index: number, stream: StreamName, exitCode: number | null): void {
     for (let i = 0; i < index; i++) this.#lines[i]!.done[stream] = true
     const run = this.#lines[index]!
     if (run.done[stream]) return
     run.done[stream] = true
+    if (exitCode !== null) run.exitCode = exitCode
+  }
+
+  /** Position of the held line whose held body prints `nonce`, or -1. */
+  indexOfHeld(nonce: string): number {
+    for (let i = 0; i < this.#lines.length; i++) if (this.#lines[i]!.heldNonce === nonce) return i
+    return -1
+  }
+
+  /**
+   * Records the held body's marker of line `index` on `stream`: earlier lines have ended on
+   * that stream; on stdout, `exitCode` is `$?` before it, the exit code of the line before.
+   */
+  markHeld(index: number, stream: StreamName, exitCode: number | null): void {
+    for (let i = 0; i < index; i++) this.#lines[i]!.done[stream] = true
     if (exitCode === null) return
-    if (exitCode >= heldCode) {
-      run.heldSeen = true
-      const before = this.#lines[index - 1]
-      if (before !== undefined && before.exitCode === null) before.exitCode = exitCode - heldCode
-    } else {
-      run.exitCode = exitCode
-    }
+    this.#lines[index]!.heldSeen = true
+    const before = this.#lines[index - 1]
+    if (before !== undefined && before.exitCode === null) before.exitCode = exitCode
   }
 
   /** A sync line's marker: it was written behind every line in the window. */
@@ -104,13 +115,16 @@ export class RunWindow {
   /** Removes the oldest line (it has ended on both streams). */
   shift(): Run | undefined {
     const run = this.#lines.shift()
-    if (run !== undefined) this.#bytes -= run.fileBytes
+    if (run === undefined) return undefined
+    this.#bytes -= run.fileBytes
+    this.#free.push(run.slot)
     return run
   }
 
   /** Empties the window and returns its runs. */
   clear(): Run[] {
     this.#bytes = 0
+    for (const run of this.#lines) this.#free.push(run.slot)
     return this.#lines.splice(0)
   }
 }

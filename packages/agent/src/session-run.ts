@@ -97,7 +97,9 @@ export interface Run {
   activated: boolean
   /** An interrupt held its command file before bash reached its line. */
   held: boolean
-  /** Its line's stdout marker said the held body ran, not the command. */
+  /** The nonce its held body prints, once an interrupt held its line. */
+  heldNonce: string
+  /** The held body's stdout marker arrived: its line ran nothing. */
   heldSeen: boolean
   /** Output that arrived after the previous run's marker but before it became active. */
   early: Record<StreamName, Buffer[]> | null
@@ -135,6 +137,7 @@ export function newRun(
     slot: 0,
     activated: false,
     held: false,
+    heldNonce: '',
     heldSeen: false,
     early: null,
     fileBytes: Buffer.byteLength(req.command) + (req.stdin?.length ?? 0),

@@ -11,7 +11,7 @@ import type { HistoryEntry, StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import type { BashProcess } from './bash-process.ts'
 import type { ResolvedSessionOptions } from './bash-session-options.ts'
-import { type FramingLines, HELD_CODE, newNonce, shellQuote } from './framing-lines.ts'
+import { type FramingLines, newNonce, shellQuote } from './framing-lines.ts'
 import type { MarkerScanner } from './marker-scanner.ts'
 import type { OutputLog } from './output-log.ts'
 import { RunQueue } from './run-queue.ts'
@@ -61,6 +61,8 @@ export class SessionRuns {
   readonly #stopper: RunStopper
   /** Runs whose held lines ran nothing, in order, until every held line has ended. */
   #heldBack: Run[] = []
+  /** The next line written must set `$?` back first (held lines left it 0). */
+  #restoreStatus = false
   /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
   readonly #inFlight = new Set<string>()
   #active: Run | null = null
@@ -196,11 +198,14 @@ export class SessionRuns {
     } else if (run.req.stdin !== undefined) {
       stdinRedirect = shellQuote(this.#host.files.writeStdin(run.slot, run.req.stdin))
     }
+    const status = this.#restoreStatus ? this.#lastExitCode : undefined
+    this.#restoreStatus = false
     return this.#host.framing.runLine(
       this.#host.files.commandPath(run.slot),
       stdinRedirect,
       run.nonce,
       run.req.internal,
+      status,
     )
   }
 
@@ -253,12 +258,14 @@ export class SessionRuns {
     if (this.#heldBack.length > 0 && !this.#window.runs.some((r) => r.held)) {
       this.#queue.pushFront(this.#heldBack)
       this.#heldBack = []
+      // Held lines left `$?` 0 in the shell: the next line sets it back first.
+      this.#restoreStatus = true
     }
   }
 
   /** Returns a run whose line ran nothing to its queued state. */
   #reset(run: Run): void {
-    for (const s of STREAMS) this.#forget(s, run.nonce)
+    this.#forgetAll([run.nonce, run.heldNonce].filter((n) => n !== ''))
     // Output that came before its held marker was not its own (a background job's, say).
     if (run.early !== null)
       for (const s of STREAMS) for (const b of run.early[s]) this.#host.log.appendData(s, null, b)
@@ -266,6 +273,7 @@ export class SessionRuns {
     run.done = { stdout: false, stderr: false }
     run.exitCode = null
     run.held = false
+    run.heldNonce = ''
     run.heldSeen = false
     run.early = null
   }
@@ -300,7 +308,14 @@ export class SessionRuns {
   onMarker(stream: StreamName, nonce: string, exitCode: number | null): void {
     const index = this.#window.indexOf(nonce)
     if (index >= 0) {
-      this.#window.markEnded(index, stream, exitCode, HELD_CODE)
+      this.#window.markEnded(index, stream, exitCode)
+      this.#advance()
+      return
+    }
+    const held = this.#window.indexOfHeld(nonce)
+    if (held >= 0) {
+      this.#window.markHeld(held, stream, exitCode)
+      this.#forget(stream, nonce)
       this.#advance()
       return
     }
@@ -335,7 +350,7 @@ export class SessionRuns {
   #finish(run: Run): void {
     if (this.#active !== run) return
     this.#host.opts.clock.clearTimer(run.timer)
-    for (const s of STREAMS) this.#forget(s, run.nonce)
+    this.#forgetAll(run.heldNonce === '' ? [run.nonce] : [run.nonce, run.heldNonce])
     this.#window.shift()
     this.#active = null
     this.#stdinPipe?.close()
@@ -413,7 +428,9 @@ export class SessionRuns {
   #holdLinesBehind(run: Run): void {
     for (const later of this.#window.runs) {
       if (later === run || later.held) continue
-      this.#host.files.holdCommand(later.slot, this.#host.framing.heldBody())
+      later.heldNonce = newNonce()
+      for (const s of STREAMS) this.#host.scanners[s].expect(later.heldNonce)
+      this.#host.files.holdCommand(later.slot, this.#host.framing.heldBody(later.heldNonce))
       later.held = true
     }
   }
