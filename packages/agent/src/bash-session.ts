@@ -11,98 +11,43 @@
 //   the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
 //   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
 //   the nonce on fd 63, then returns `$?` so the next run sees it.
-// - Runs form a FIFO queue: one line is in flight at a time, and the next is sent once both
-//   markers of the previous run (and any sync markers, below) have arrived.
-// - Interrupt and timeout send SIGINT to bash and to the run's processes, and a "sync" line
-//   calling the end function with a second nonce, because SIGINT aborts the whole line,
-//   including the run's own end call. A stream of the run ends at whichever of its two
-//   markers arrives first; the next run waits for the sync markers. A timeout escalates to
+// - Runs form a FIFO queue. Up to a window of lines are written ahead into bash's stdin
+//   (run-window.ts), so bash starts the next run without waiting for the agent; a run becomes
+//   active (its start is logged, its timeout starts) when the line before it has ended.
+// - Interrupt and timeout first hold the command files of lines written behind the run (they
+//   then run nothing and say so, and their runs go back to the head of the queue), then send
+//   SIGINT to bash and to the run's processes, and a "sync" line calling the end function with
+//   a second nonce, because SIGINT aborts the whole line, including the run's own end call.
+//   A stream of the run ends at the first marker of its own, of a later line or of the sync
+//   line; nothing new is written until the sync markers arrive. A timeout escalates to
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
-// - Output is attributed to the active run, or to no run between runs, and recorded in the
-//   session's output log. A full log subscriber pauses reading bash's pipes.
+// - Output is attributed to the first line whose marker has not arrived on its stream, or to
+//   no run between runs, and recorded in the session's output log. A full log subscriber
+//   pauses reading bash's pipes.
 // - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
 //   trap runs), then kills bash and every process in its session.
-import { dirname } from 'node:path'
-import type { Readable } from 'node:stream'
 import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
-import { LIMITS } from '@conch/protocol/zod-free'
-import { AgentError, ShellClosedError } from './agent-error.ts'
-import { type Clock, delay } from './clock.ts'
-import { FramingLines, newNonce, shellQuote } from './framing-lines.ts'
-import type { Logger } from './logger.ts'
+import { ShellClosedError } from './agent-error.ts'
+import { BashProcess } from './bash-process.ts'
+import {
+  type BashSessionOptions,
+  describeExit,
+  type ResolvedSessionOptions,
+  resolveSessionOptions,
+} from './bash-session-options.ts'
+import { FramingLines, newNonce } from './framing-lines.ts'
 import { MarkerScanner } from './marker-scanner.ts'
-import type { OomCheck } from './oom-check.ts'
 import { OutputLog } from './output-log.ts'
-import { type ProcessTable, sendSignal } from './process-tree.ts'
-import { RunQueue } from './run-queue.ts'
-import { RunStdinPipe } from './run-stdin-pipe.ts'
-import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { SessionFiles } from './session-files.ts'
-import { type HistoryQuery, SessionHistory } from './session-history.ts'
-import { newRun, type Run, type RunOutcome, type RunRequest, type SyncLine } from './session-run.ts'
-import type { Spawn } from './spawner.ts'
+import type { HistoryQuery } from './session-history.ts'
+import type { RunOutcome, RunRequest } from './session-run.ts'
+import { type RunsHost, SessionRuns } from './session-runs.ts'
 
-/** How a session is built. */
-export interface BashSessionOptions {
-  /** Session id, used in errors and logs. */
-  id: string
-  /** The complete starting environment of bash. */
-  env: Record<string, string>
-  /** The starting directory. */
-  cwd: string
-  /** Default timeout of runs that do not set one, in ms. */
-  commandTimeoutMs: number
-  /** Whether the environment started empty (reported back only). */
-  cleanEnv?: boolean
-  /** Process creation. */
-  spawn: Spawn
-  /** Time. */
-  clock: Clock
-  /** Logging. */
-  logger: Logger
-  /** /proc access for finding a run's processes. */
-  processTable: ProcessTable
-  /** Directory under which the session's private temp directory is made. */
-  tempRoot: string
-  /**
-   * The sandbox user's gid when bash runs as another user than the agent: the temp directory
-   * and its files stay the agent's (so sandbox code cannot rewrite a command) and become
-   * readable by this group, so bash can source them.
-   */
-  sandboxGid?: number
-  /** Time between SIGINT, SIGTERM and SIGKILL when a timeout stops a run. */
-  killGraceMs?: number
-  /** Output kept for reattach, in bytes. */
-  scrollbackBytes?: number
-  /** The agent-wide bound on all scrollback together, shared with other logs. */
-  scrollbackBudget?: ScrollbackBudget
-  /** Default cap per stream of a buffered result. */
-  outputCapBytes?: number
-  /** Largest command text, in UTF-8 bytes. */
-  maxCommandBytes?: number
-  /** The bash binary. */
-  bashPath?: string
-  /** Tells whether a run's exit code was the sandbox's memory limit; never, when absent. */
-  oomCheck?: OomCheck
-}
+export { type BashSessionOptions, describeExit } from './bash-session-options.ts'
 
 type Phase = 'starting' | 'ready' | 'closed'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
-const POLL_MS = 20
-/** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
-const INTERRUPT_REPEAT_MS = 100
-const INTERRUPT_REPEATS = 20
-/** How long a sync line may go unanswered before a fresh one replaces it, and how often. */
-const SYNC_WATCH_MS = 500
-const SYNC_RESYNCS = 5
-const EXIT_DRAIN_MS = 50
-
-/** The shell closed: code and signal from bash's exit, in words. */
-export function describeExit(code: number | null, signal: string | null): ShellClosedInfo {
-  if (signal !== null) return { code: null, signal, reason: `bash was killed by ${signal}` }
-  return { code, signal: null, reason: `bash exited with code ${code ?? 'unknown'}` }
-}
 
 /** A long-lived bash process that executes queued runs and keeps its state between them. */
 export class BashSession {
@@ -123,45 +68,24 @@ export class BashSession {
   /** Resolves once, when the shell closes. */
   readonly closed: Promise<ShellClosedInfo>
 
-  readonly #opts: Required<Omit<BashSessionOptions, 'cleanEnv' | 'sandboxGid' | 'scrollbackBudget'>> &
-    Pick<BashSessionOptions, 'sandboxGid' | 'scrollbackBudget'>
+  readonly #opts: ResolvedSessionOptions
   readonly #files: SessionFiles
   readonly #framing = new FramingLines()
-  readonly #child: ReturnType<Spawn>
+  readonly #bash: BashProcess
   readonly #scanners: Record<StreamName, MarkerScanner>
-  readonly #queue = new RunQueue<Run>()
-  /** Ids of the active and queued runs, so a duplicate id is found without scanning the queue. */
-  readonly #inFlight = new Set<string>()
+  readonly #runs: SessionRuns
   #phase: Phase = 'starting'
-  #active: Run | null = null
-  /** The active run's stdin pipe, when it asked for one. */
-  #stdinPipe: RunStdinPipe | null = null
-  #pendingSync: SyncLine | null = null
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #closedInfo: ShellClosedInfo | null = null
   #resolveReady: () => void = () => {}
   #rejectReady: (err: Error) => void = () => {}
   #resolveClosed: (info: ShellClosedInfo) => void = () => {}
-  #lastExitCode = 0
-  readonly #history = new SessionHistory()
-  #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
-  #exitWaiter: (() => void) | null = null
   #closing = false
-  /** Set while `dispose` hangs bash up: its exit is then reported by `dispose`, not as its own. */
-  #hangingUp = false
 
   /** Spawns bash and starts its init script. */
   constructor(options: BashSessionOptions) {
-    this.#opts = {
-      killGraceMs: LIMITS.killGraceMs,
-      scrollbackBytes: LIMITS.scrollbackBytes,
-      outputCapBytes: LIMITS.outputCapBytes,
-      maxCommandBytes: LIMITS.maxCommandBytes,
-      bashPath: 'bash',
-      oomCheck: () => false,
-      ...options,
-    }
+    this.#opts = resolveSessionOptions(options)
     this.id = options.id
     this.cwd = options.cwd
     this.commandTimeoutMs = options.commandTimeoutMs
@@ -169,7 +93,7 @@ export class BashSession {
     this.createdAt = options.clock.now()
     this.log = new OutputLog(
       this.#opts.scrollbackBytes,
-      (full) => this.#setPaused(full),
+      (full) => this.#bash.setPaused(full),
       this.#opts.scrollbackBudget,
     )
     this.ready = new Promise((resolve, reject) => {
@@ -184,28 +108,22 @@ export class BashSession {
     this.#scanners = { stdout: new MarkerScanner('with-code'), stderr: new MarkerScanner('plain') }
     this.#initNonce = newNonce()
     for (const s of STREAMS) this.#scanners[s].expect(this.#initNonce)
+    this.#runs = new SessionRuns(this.#runsHost())
 
-    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPath))
-    this.#child = this.#opts.spawn(this.#opts.bashPath, ['--noprofile', '--norc', '--noediting', '-i'], {
-      cwd: this.cwd,
-      env: this.#opts.env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    })
-    const child = this.#child
-    child.on('error', (err) => {
-      this.#opts.logger.warn({ sessionId: this.id, err: err.message }, 'bash could not be started')
-      void this.#close({ code: null, signal: null, reason: `bash could not be started: ${err.message}` })
-    })
-    child.on('exit', (code, signal) => this.#onExit(code, signal))
-    child.stdin?.on('error', () => {})
-    for (const s of STREAMS) {
-      const stream = child[s] as Readable | null
-      stream?.on('data', (chunk: Buffer) => this.#onChunk(s, chunk))
-      stream?.on('end', () => this.#onEnd(s))
-      stream?.on('error', () => this.#onEnd(s))
-    }
-    child.stdin?.write(this.#framing.initLine(initFile, this.#initNonce))
+    const initFile = this.#files.writeInit(this.#framing.initScript(this.#files.commandPrefix))
+    const opts = this.#opts
+    this.#bash = new BashProcess(
+      { spawn: opts.spawn, bashPath: opts.bashPath, cwd: this.cwd, env: opts.env, clock: opts.clock },
+      {
+        onChunk: (stream, chunk) => this.#onChunk(stream, chunk),
+        onExit: (info, startError) => {
+          if (startError !== undefined)
+            opts.logger.warn({ sessionId: this.id, err: startError.message }, 'bash could not be started')
+          void this.#close(info)
+        },
+      },
+    )
+    this.#bash.write(this.#framing.initLine(initFile, this.#initNonce))
   }
 
   /**
@@ -224,7 +142,7 @@ export class BashSession {
 
   /** bash's process id while it runs. */
   get pid(): number | null {
-    return this.#closedInfo === null ? (this.#child.pid ?? null) : null
+    return this.#closedInfo === null ? (this.#bash.pid ?? null) : null
   }
 
   /** How the shell closed, once it has. */
@@ -232,58 +150,12 @@ export class BashSession {
     return this.#closedInfo
   }
 
-  /** The id of the run in progress. */
-  get running(): string | null {
-    return this.#active?.req.runId ?? null
-  }
-
-  /** Runs waiting behind the active one. */
-  get queued(): number {
-    return this.#queue.size
-  }
-
-  /** The exit code of the last finished run (what `$?` holds in the shell). */
-  get lastExitCode(): number {
-    return this.#lastExitCode
-  }
-
   /** Queues a run; resolves with its buffered result, rejects with ShellClosedError if bash ends. */
   run(req: RunRequest): Promise<RunOutcome> {
     if (this.#closedInfo !== null || this.#closing) {
       return Promise.reject(new ShellClosedError(this.id, this.#closedInfo ?? describeExit(null, 'SIGKILL')))
     }
-    if (req.command.includes('\0')) {
-      return Promise.reject(
-        new AgentError(
-          'INVALID_COMMAND',
-          `run "${req.runId}" in session "${this.id}": the command contains a NUL byte, which bash cannot read`,
-        ),
-      )
-    }
-    const bytes = Buffer.byteLength(req.command)
-    if (bytes > this.#opts.maxCommandBytes) {
-      return Promise.reject(
-        new AgentError(
-          'COMMAND_TOO_LARGE',
-          `run "${req.runId}" in session "${this.id}": the command is ${bytes} bytes, over the ${this.#opts.maxCommandBytes}-byte limit`,
-          { details: { limit: this.#opts.maxCommandBytes, value: bytes } },
-        ),
-      )
-    }
-    if (this.#inFlight.has(req.runId)) {
-      return Promise.reject(
-        new AgentError(
-          'BAD_REQUEST',
-          `run id "${req.runId}" is already in flight in session "${this.id}"; use a new id for each run.`,
-        ),
-      )
-    }
-    this.#inFlight.add(req.runId)
-    return new Promise<RunOutcome>((resolve, reject) => {
-      const cap = req.outputCapBytes ?? this.#opts.outputCapBytes
-      this.#queue.push(newRun(req, cap, resolve, reject))
-      this.#dispatch()
-    })
+    return this.#runs.add(req)
   }
 
   /**
@@ -291,21 +163,42 @@ export class BashSession {
    * bash and to the run's processes. Returns whether a run was interrupted.
    */
   interrupt(runId?: string): boolean {
-    const run = this.#active
-    if (run === null || (runId !== undefined && run.req.runId !== runId)) return false
-    run.interrupted = true
-    this.#sendInterrupt(run)
-    return true
+    return this.#runs.interrupt(runId)
+  }
+
+  /** Writes to (or ends) the stdin pipe of run `runId`, which must be running with `stdinPipe`. */
+  writeStdin(runId: string, bytes: Uint8Array | undefined, end: boolean): void {
+    this.#runs.writeStdin(runId, bytes, end)
+  }
+
+  /** The id of the run in progress. */
+  get running(): string | null {
+    return this.#runs.running
+  }
+
+  /** Runs waiting behind the active one (written ahead into bash or not). */
+  get queued(): number {
+    return this.#runs.queued
+  }
+
+  /** The exit code of the last finished run (what `$?` holds in the shell). */
+  get lastExitCode(): number {
+    return this.#runs.lastExitCode
   }
 
   /** Memory the history counts against `HISTORY_MAX_BYTES`. */
   get historyBytes(): number {
-    return this.#history.bytes
+    return this.#runs.historyBytes
   }
 
   /** Every history entry matching the query, oldest first. */
   history(query: HistoryQuery = {}): HistoryEntry[] {
-    return this.#history.query(query)
+    return this.#runs.history(query)
+  }
+
+  /** One history entry by index, or null. */
+  historyEntry(index: number): HistoryEntry | null {
+    return this.#runs.historyEntry(index)
   }
 
   /**
@@ -313,13 +206,7 @@ export class BashSession {
    * included, and they must be consecutive) and `$?`. Call before the first run.
    */
   restoreFromSnapshot(history: readonly HistoryEntry[], lastExitCode: number): void {
-    this.#history.load(history)
-    this.#lastExitCode = lastExitCode
-  }
-
-  /** One history entry by index, or null. */
-  historyEntry(index: number): HistoryEntry | null {
-    return this.#history.entry(index)
+    this.#runs.restoreFromSnapshot(history, lastExitCode)
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */
@@ -334,39 +221,10 @@ export class BashSession {
    */
   async dispose(reason = 'session deleted'): Promise<ShellClosedInfo> {
     if (this.#closedInfo !== null) return this.#closedInfo
-    const pid = this.#child.pid
-    if (pid !== undefined) {
-      await this.#hangUp(pid)
-      const members = this.#opts.processTable.sessionMembers(pid, pid)
-      sendSignal(pid, 'SIGKILL')
-      this.#opts.processTable.signal(members, 'SIGKILL')
-    }
+    if (this.#phase === 'ready' && !this.#closing) await this.#bash.hangUp(this.#opts.killGraceMs)
+    this.#bash.kill(this.#opts.processTable)
     await this.#close({ code: null, signal: 'SIGKILL', reason })
     return this.#closedInfo ?? { code: null, signal: 'SIGKILL', reason }
-  }
-
-  /** Writes to (or ends) the stdin pipe of run `runId`, which must be running with `stdinPipe`. */
-  writeStdin(runId: string, bytes: Uint8Array | undefined, end: boolean): void {
-    const pipe = this.#active?.req.runId === runId ? this.#stdinPipe : null
-    if (!pipe) {
-      throw new AgentError(
-        'BAD_REQUEST',
-        `run "${runId}" in session "${this.id}" is not running with a stdin pipe; start it with stdin: 'pipe' and write once it has started`,
-      )
-    }
-    if (bytes !== undefined && bytes.byteLength > 0) pipe.write(bytes)
-    if (end) pipe.end()
-  }
-
-  /** SIGHUP to bash, then waits until it exits or the kill grace period ends. */
-  async #hangUp(pid: number): Promise<void> {
-    const child = this.#child
-    if (this.#phase !== 'ready' || this.#closing || child.exitCode !== null || child.signalCode !== null)
-      return
-    this.#hangingUp = true
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-    sendSignal(pid, 'SIGHUP')
-    await Promise.race([exited, delay(this.#opts.clock, this.#opts.killGraceMs)])
   }
 
   /** Disposes the session (for `await using`). */
@@ -374,353 +232,68 @@ export class BashSession {
     await this.dispose()
   }
 
-  #dispatch(): void {
-    if (this.#phase !== 'ready' || this.#active !== null || this.#pendingSync !== null) return
-    const run = this.#queue.take()
-    if (run === undefined) return
-    const clock = this.#opts.clock
-    run.nonce = newNonce()
-    for (const s of STREAMS) this.#scanners[s].expect(run.nonce)
-    let text = run.command
-    if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
-    this.#files.writeCommand(text)
-    let stdinRedirect = '/dev/null'
-    if (run.req.stdinPipe === true) {
-      this.#stdinPipe = new RunStdinPipe(
-        dirname(this.#files.commandPath),
-        run.req.runId,
-        this.#opts.sandboxGid,
-        this.#child.pid,
-      )
-      stdinRedirect = shellQuote(this.#stdinPipe.path)
-    } else if (run.req.stdin !== undefined) {
-      stdinRedirect = shellQuote(this.#files.writeStdin(run.req.stdin))
-    }
-    this.#active = run
-    run.startedAtMs = clock.monotonicMs()
-    run.startTicks = this.#opts.processTable.nowTicks()
-    run.startOffset = this.log.endOffset
-    if (run.req.internal !== true) {
-      this.log.appendRunStart(run.req.runId)
-      run.history = this.#history.record(run.req.command, clock.now())
-    }
-    const timeoutMs = run.req.timeoutMs ?? this.commandTimeoutMs
-    run.timer = clock.setTimer(timeoutMs, () => void this.#stopForTimeout(run))
-    this.#child.stdin?.write(
-      this.#framing.runLine(this.#files.commandPath, stdinRedirect, run.nonce, run.req.internal),
-    )
-  }
-
   #onChunk(stream: StreamName, chunk: Buffer): void {
     for (const item of this.#scanners[stream].push(chunk)) {
-      if (item.kind === 'data') this.#deliver(stream, item.bytes)
-      else this.#onMarker(stream, item.nonce, item.exitCode)
-    }
-  }
-
-  #deliver(stream: StreamName, bytes: Buffer): void {
-    if (bytes.length === 0 || this.#phase === 'starting') return
-    const run = this.#active
-    if (run === null) {
-      this.log.appendData(stream, null, bytes)
-      return
-    }
-    run.out[stream].append(bytes)
-    if (run.req.internal !== true) this.log.appendData(stream, run.req.runId, bytes)
-  }
-
-  #forget(stream: StreamName, nonce: string): void {
-    this.#deliver(stream, this.#scanners[stream].forget(nonce))
-  }
-
-  #onMarker(stream: StreamName, nonce: string, exitCode: number | null): void {
-    if (this.#phase === 'starting' && nonce === this.#initNonce) {
-      this.#initSeen[stream] = true
-      this.#scanners[stream].forget(nonce)
-      if (this.#initSeen.stdout && this.#initSeen.stderr) {
-        this.#phase = 'ready'
-        this.#resolveReady()
-        this.#dispatch()
-      }
-      return
-    }
-    const run = this.#active
-    const runSync = run?.sync ?? null
-    if (
-      run !== null &&
-      (nonce === run.nonce ||
-        (runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))))
-    ) {
-      if (!run.done[stream]) {
-        run.done[stream] = true
-        if (exitCode !== null) run.exitCode = exitCode
-      }
-      if (runSync !== null && nonce === runSync.nonce) runSync.seen[stream] = true
-      if (nonce !== run.nonce) this.#forget(stream, nonce)
-      if (run.done.stdout && run.done.stderr) {
-        if (run.stopping) run.wake?.()
-        else this.#finish(run)
-      }
-      return
-    }
-    const sync = this.#pendingSync
-    if (sync?.stale.includes(nonce)) {
-      this.#forget(stream, nonce)
-    } else if (sync !== null && nonce === sync.nonce) {
-      sync.seen[stream] = true
-      this.#forget(stream, nonce)
-      if (sync.seen.stdout && sync.seen.stderr) {
-        // bash runs lines in order: an older sync line still unanswered was aborted.
-        this.#forgetAll(sync.stale)
-        this.#pendingSync = null
-        this.#dispatch()
+      if (item.kind === 'data') {
+        // What bash prints before the init markers (job-control warnings, a prompt) is dropped.
+        if (this.#phase !== 'starting') this.#runs.deliver(stream, item.bytes)
+      } else if (this.#phase === 'starting' && item.nonce === this.#initNonce) {
+        this.#onInitMarker(stream)
+      } else {
+        this.#runs.onMarker(stream, item.nonce, item.exitCode)
       }
     }
+    this.#runs.fill()
   }
 
-  #finish(run: Run): void {
-    if (this.#active !== run) return
-    this.#opts.clock.clearTimer(run.timer)
-    for (const s of STREAMS) this.#forget(s, run.nonce)
-    this.#active = null
-    this.#stdinPipe?.close()
-    this.#stdinPipe = null
-    this.#inFlight.delete(run.req.runId)
-    const sync = run.sync
-    if (sync !== null && !(sync.seen.stdout && sync.seen.stderr)) {
-      // The run is no longer active, so nothing else touches its sync line from here on.
-      this.#pendingSync = sync
-      this.#watchSync(sync)
-    } else if (sync !== null) {
-      this.#forgetAll(sync.stale)
-    }
-    const exitCode = run.exitCode ?? 130
-    const oomKilled = this.#opts.oomCheck(exitCode)
-    this.#lastExitCode = exitCode
-    const durationMs = this.#opts.clock.monotonicMs() - run.startedAtMs
-    if (run.history !== null) {
-      run.history.exitCode = exitCode
-      run.history.durationMs = durationMs
-    }
-    if (run.req.internal !== true) {
-      this.log.appendRunExit({
-        id: run.req.runId,
-        code: exitCode,
-        timedOut: run.timedOut,
-        durationMs,
-        ...(oomKilled ? { oomKilled } : {}),
-      })
-    }
-    const { stdout, stderr } = run.out
-    run.resolve({
-      runId: run.req.runId,
-      exitCode,
-      timedOut: run.timedOut,
-      interrupted: run.interrupted,
-      oomKilled,
-      stdout: stdout.bytes(),
-      stderr: stderr.bytes(),
-      stdoutBytes: stdout.totalBytes,
-      stderrBytes: stderr.totalBytes,
-      truncated: stdout.truncated || stderr.truncated,
-      durationMs,
-      startOffset: run.startOffset,
-      endOffset: this.log.endOffset,
-    })
-    this.#dispatch()
-  }
-
-  /**
-   * SIGINT to bash's process group and the run's processes, then a sync line (once per run).
-   * A loop of fast external commands can miss one SIGINT (it lands between children), so the
-   * SIGINT is repeated while none of the run's markers has arrived. A repeat that lands while
-   * bash runs the sync line aborts that line; `#watchSync` then writes a fresh one.
-   */
-  #sendInterrupt(run: Run): void {
-    const pid = this.#child.pid
-    if (pid === undefined) return
-    const table = this.#opts.processTable
-    const procs = table.sessionMembers(pid, pid, run.startTicks)
-    // Like Ctrl-C in a terminal: SIGINT to bash's whole process group, which without job
-    // control holds bash and every foreground process of the run, including one forked after
-    // any /proc snapshot. Background jobs ignore SIGINT (bash starts them that way).
-    sendSignal(-pid, 'SIGINT')
-    table.signal(procs, 'SIGINT')
-    run.sigints += 1
-    if (run.sync !== null) return
-    const sync: SyncLine = {
-      nonce: newNonce(),
-      seen: { stdout: false, stderr: false },
-      stale: [],
-      resyncs: 0,
-    }
-    run.sync = sync
-    for (const s of STREAMS) this.#scanners[s].expect(sync.nonce)
-    this.#child.stdin?.write(this.#framing.syncLine(sync.nonce))
-    const clock = this.#opts.clock
-    const repeat = (): void => {
-      if (this.#active !== run || run.done.stdout || run.done.stderr || this.#closedInfo !== null) return
-      if (run.sigints >= INTERRUPT_REPEATS) {
-        this.#resync(sync)
-        return
-      }
-      sendSignal(-pid, 'SIGINT')
-      run.sigints += 1
-      clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
-    }
-    clock.setTimer(INTERRUPT_REPEAT_MS, repeat)
-  }
-
-  /** Replaces a sync line that bash may have dropped: the old nonce stays expected but no longer counts. */
-  #resync(sync: SyncLine): void {
-    const fresh = newNonce()
-    for (const s of STREAMS) this.#scanners[s].expect(fresh)
-    sync.stale.push(sync.nonce)
-    sync.nonce = fresh
-    sync.seen = { stdout: false, stderr: false }
-    this.#child.stdin?.write(this.#framing.syncLine(fresh))
-  }
-
-  /** Writes a fresh sync line when a pending one has not answered in time (at most a few times). */
-  #watchSync(sync: SyncLine): void {
-    this.#opts.clock.setTimer(SYNC_WATCH_MS, () => {
-      if (this.#pendingSync !== sync || this.#closedInfo !== null || sync.resyncs >= SYNC_RESYNCS) return
-      sync.resyncs += 1
-      this.#resync(sync)
-      this.#watchSync(sync)
-    })
-  }
-
-  #forgetAll(nonces: readonly string[]): void {
-    for (const nonce of nonces) for (const s of STREAMS) this.#forget(s, nonce)
-  }
-
-  /** The timeout procedure of promise 6: SIGINT, SIGTERM, SIGKILL, and bash only as a last resort. */
-  async #stopForTimeout(run: Run): Promise<void> {
-    if (this.#active !== run || run.stopping) return
-    run.stopping = true
-    run.timedOut = true
-    const pid = this.#child.pid
-    if (pid === undefined) return
-    const table = this.#opts.processTable
-    const grace = this.#opts.killGraceMs
-    this.#opts.logger.info({ sessionId: this.id, runId: run.req.runId }, 'run timed out; interrupting it')
-    this.#sendInterrupt(run)
-    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-      if (await this.#settles(run, grace)) break
-      if (this.#closedInfo !== null) return
-      // bash itself gets SIGINT only once: a second one could land while it reads the sync line.
-      table.signal(table.sessionMembers(pid, pid, run.startTicks), signal)
-    }
-    if (!this.#isSettled(run)) await this.#settles(run, grace)
-    if (this.#closedInfo !== null || this.#active !== run) return
-    if (run.done.stdout && run.done.stderr) {
-      this.#finish(run)
-      return
-    }
-    this.#opts.logger.warn(
-      { sessionId: this.id, runId: run.req.runId },
-      'bash did not answer after a timeout; killing it',
-    )
-    sendSignal(pid, 'SIGKILL')
-    await this.#close({
-      code: null,
-      signal: 'SIGKILL',
-      reason: `bash did not recover after run "${run.req.runId}" timed out, so it was killed`,
-    })
-  }
-
-  #isSettled(run: Run): boolean {
-    if (!(run.done.stdout && run.done.stderr)) return false
-    const pid = this.#child.pid
-    if (pid === undefined) return true
-    return this.#opts.processTable.sessionMembers(pid, pid, run.startTicks).length === 0
-  }
-
-  /**
-   * Waits up to `ms` for the run's markers and for its processes to be gone. Once the markers
-   * are in, processes that are still there after a few polls do not get the rest of the grace
-   * period: they ignored the signal, so the caller escalates at once.
-   */
-  async #settles(run: Run, ms: number): Promise<boolean> {
-    const clock = this.#opts.clock
-    const deadline = clock.monotonicMs() + ms
-    let pollsSinceMarkers = 0
-    while (this.#closedInfo === null) {
-      if (this.#isSettled(run)) return true
-      const left = deadline - clock.monotonicMs()
-      if (left <= 0) return false
-      if (run.done.stdout && run.done.stderr) {
-        pollsSinceMarkers += 1
-        if (pollsSinceMarkers > 3) return false
-      }
-      await new Promise<void>((resolve) => {
-        run.wake = resolve
-        clock.setTimer(Math.min(POLL_MS, left), resolve)
-      })
-      run.wake = null
-    }
-    return false
-  }
-
-  #setPaused(paused: boolean): void {
-    for (const s of STREAMS) {
-      const stream = this.#child[s] as Readable | null
-      if (paused) stream?.pause()
-      else stream?.resume()
+  #onInitMarker(stream: StreamName): void {
+    this.#initSeen[stream] = true
+    this.#scanners[stream].forget(this.#initNonce)
+    if (this.#initSeen.stdout && this.#initSeen.stderr) {
+      this.#phase = 'ready'
+      this.#resolveReady()
     }
   }
 
-  #onEnd(stream: StreamName): void {
-    this.#ended[stream] = true
-    if (this.#ended.stdout && this.#ended.stderr) this.#exitWaiter?.()
-  }
-
-  #onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.#closedInfo !== null || this.#closing || this.#hangingUp) return
-    void (async () => {
-      // Let output still in the pipes arrive before the close is reported.
-      if (!(this.#ended.stdout && this.#ended.stderr)) {
-        this.#setPaused(false)
-        await Promise.race([
-          new Promise<void>((resolve) => {
-            this.#exitWaiter = resolve
-          }),
-          delay(this.#opts.clock, EXIT_DRAIN_MS),
-        ])
-      }
-      await this.#close(describeExit(code, signal))
-    })()
+  /** The runs' view of this session. */
+  #runsHost(): RunsHost {
+    const session = this
+    return {
+      get sessionId() {
+        return session.id
+      },
+      opts: this.#opts,
+      commandTimeoutMs: this.commandTimeoutMs,
+      log: this.log,
+      files: this.#files,
+      framing: this.#framing,
+      scanners: this.#scanners,
+      get bash() {
+        return session.#bash
+      },
+      get ready() {
+        return session.#phase === 'ready'
+      },
+      get closed() {
+        return session.#closedInfo !== null
+      },
+      close: (info) => this.#close(info),
+    }
   }
 
   async #close(info: ShellClosedInfo): Promise<void> {
     if (this.#closedInfo !== null || this.#closing) return
     this.#closing = true
-    for (const s of STREAMS) this.#deliver(s, this.#scanners[s].flush())
+    for (const s of STREAMS) this.#runs.deliver(s, this.#scanners[s].flush())
     this.#closedInfo = info
     this.#phase = 'closed'
     this.#opts.logger.info({ sessionId: this.id, ...info }, 'shell closed')
     const err = new ShellClosedError(this.id, info)
-    const active = this.#active
-    this.#active = null
-    this.#stdinPipe?.close()
-    this.#stdinPipe = null
-    if (active !== null) {
-      this.#opts.clock.clearTimer(active.timer)
-      active.wake?.()
-      if (active.history !== null)
-        active.history.durationMs = this.#opts.clock.monotonicMs() - active.startedAtMs
-      active.reject(err)
-    }
-    for (let run = this.#queue.take(); run !== undefined; run = this.#queue.take()) run.reject(err)
-    this.#inFlight.clear()
+    this.#runs.closeAll(err)
     this.#rejectReady(err)
     this.log.appendClosed(info)
     this.#resolveClosed(info)
-    const child = this.#child
-    child.stdin?.destroy()
-    child.stdout?.destroy()
-    child.stderr?.destroy()
+    this.#bash.destroy()
     this.#files.remove()
   }
 }

@@ -4,9 +4,15 @@
 // marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`),
 // two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
 // and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
-// sources the command file and then calls the end function with the run's nonce; a sync line
+// sources its command file and then calls the end function with the run's nonce; a sync line
 // calls it alone, with a second nonce, after a SIGINT has aborted the run's own line. Nonces
-// come from the CSPRNG, so a run cannot print a marker that ends another run.
+// come from the CSPRNG, so output cannot print a marker that ends a run.
+//
+// Lines are written ahead of bash (run-window.ts), each run with a command file of its own.
+// An interrupt turns the files of lines not yet started into a held body: a call that prints
+// markers with a nonce of the held line's own and `$?`, so the agent knows the line ran no
+// command and writes the run again later, starting it with `$?` set back. The end function
+// stays as it was: a held line costs nothing until an interrupt.
 import { randomBytes, randomFillSync } from 'node:crypto'
 import { trapScript } from './framing-traps.ts'
 import { NONCE_LENGTH } from './marker-scanner.ts'
@@ -39,9 +45,9 @@ export class FramingLines {
 
   /**
    * The script bash sources first: no prompts or history, saved fds, and the helper functions;
-   * `commandPath` is the file every run's line sources.
+   * every run's command file path starts with `commandPrefix`.
    */
-  initScript(commandPath: string): string {
+  initScript(commandPrefix: string): string {
     const t = this.#tag
     return [
       'PS1= PS2= PS0=',
@@ -57,10 +63,15 @@ export class FramingLines {
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
       `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      // A held command file calls this with a nonce of its own: it marks the line as held, with
+      // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
+      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin return 0; } 2>/dev/null`,
+      // Sets `$?` for the next command (after held lines, which leave it 0).
+      `__conch_rc_${t}() { \\builtin return "$1"; }`,
       `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
       `__conch_alias_${t}() { \\builtin local __conch_n_${t}; for __conch_n_${t} in "\${!BASH_ALIASES[@]}"; do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${BASH_ALIASES[$__conch_n_${t}]}"; done; }`,
-      trapScript(t, commandPath),
-      `\\builtin readonly -f __conch_end_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
+      trapScript(t, commandPrefix),
+      `\\builtin readonly -f __conch_end_${t} __conch_held_${t} __conch_rc_${t} __conch_env_${t} __conch_alias_${t} __conch_trap_go_${t} __conch_trap_at_${t} __conch_trap_rc_${t} __conch_trap_say_${t}`,
       '',
     ].join('\n')
   }
@@ -74,9 +85,11 @@ export class FramingLines {
    * A run's line: sources the command file with stdin from `stdinRedirect` (an already quoted
    * word) and the real stderr, then marks the run's end with `nonce`.
    */
-  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false): string {
+  runLine(cmdFile: string, stdinRedirect: string, nonce: string, internal = false, status?: number): string {
     const t = this.#tag
-    const source = `. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
+    // After held lines, `$?` is set back to the last run's code before the command starts.
+    const before = status === undefined ? '' : `__conch_rc_${t} ${status} && :; `
+    const source = `${before}. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
     if (!internal) return `${source}; __conch_end_${t} ${nonce} && :\n`
     // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard,
     // and the end call's argument clears it: expansions, which fire no trap (a prefix
@@ -85,9 +98,20 @@ export class FramingLines {
     return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} ${nonce}${this.#clearInternal()} && :\n`
   }
 
-  /** A sync line; the leading newline absorbs a byte that bash may drop while it handles a SIGINT. */
+  /**
+   * What a held command file holds: one call that prints markers with `nonce` (a nonce of the
+   * held line's own) and `$?`, runs nothing else and returns 0.
+   */
+  heldBody(nonce: string): string {
+    return `__conch_held_${this.#tag} ${nonce}\n`
+  }
+
+  /**
+   * A sync line; the leading newline absorbs a byte that bash may drop while it handles a
+   * SIGINT, and `&& :` keeps `set -e` from ending the shell on the interrupted run's `$?`.
+   */
   syncLine(nonce: string): string {
-    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()}\n`
+    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /** An empty expansion that clears the internal-run flag (an interrupt may have skipped it). */

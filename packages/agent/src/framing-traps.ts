@@ -65,7 +65,7 @@ __conch_trap_at_@T() {
     \builtin return 2
   fi
   case %{FUNCNAME[2]-} in __conch_*_@T|trap) \builtin return 1 ;; esac
-  [[ $BASH_COMMAND != @SOURCE* ]]
+  [[ $BASH_COMMAND != @SOURCE* && $BASH_COMMAND != @HELD* ]]
 }
 __conch_trap_rc_@T() { __conch_b_@T=$((__conch_b_@T - $1)); \builtin return "$__conch_rc_@T"; }
 __conch_trap_say_@T() {
@@ -127,17 +127,21 @@ const SIGNALS = Array.from({ length: 65 }, (_, i) => String(i)).join(' ')
 
 /**
  * The init-script lines that define the `trap` function and its guard, for a shell with `tag`
- * whose runs source `commandPath`.
+ * whose runs source command files whose paths start with `commandPrefix`.
  */
-export function trapScript(tag: string, commandPath: string): string {
-  // How bash shows a run's `.` in $BASH_COMMAND; a trap that fired for it (DEBUG before it,
-  // or EXIT after an `exit` inside it) fired for the framing.
-  const source = quote(`. ${quote(commandPath)} `)
+export function trapScript(tag: string, commandPrefix: string): string {
+  // How bash shows a run's `.` in $BASH_COMMAND (the quoted path without its closing quote,
+  // as each run has a file of its own); a trap that fired for it (DEBUG before it, or EXIT
+  // after an `exit` inside it) fired for the framing. A held command file's one command
+  // (framing-lines.ts) is framing too.
+  const source = quote(`. ${quote(commandPrefix).slice(0, -1)}`)
+  const held = quote(`__conch_held_${tag} `)
   const wrappers = FRAMED_TRAPS.map((k) => `${k}) __conch_w_@T=${quote(wrapper(k))} ;;`).join(
     '\n              ',
   )
   return SCRIPT.replace('@WRAPPERS', wrappers)
     .replaceAll('@SOURCE', source)
+    .replaceAll('@HELD', held)
     .replaceAll('@SIGNALS', SIGNALS)
     .replaceAll('@FRAMED', FRAMED_TRAPS.join(' '))
     .replaceAll('@CASE', FRAMED_TRAPS.join('|'))

@@ -27,4 +27,15 @@ describe('RunQueue', () => {
     expect(q.take()).toBeUndefined()
     expect(q.size).toBe(0)
   })
+
+  it('puts items back at the head in their order, after some were taken', () => {
+    const q = new RunQueue<number>()
+    for (let i = 0; i < 2000; i++) q.push(i)
+    for (let i = 0; i < 1500; i++) q.take()
+    q.pushFront([-2, -1])
+    expect(q.peek()).toBe(-2)
+    const rest: number[] = []
+    for (let item = q.take(); item !== undefined; item = q.take()) rest.push(item)
+    expect(rest).toEqual([-2, -1, ...Array.from({ length: 500 }, (_, i) => 1500 + i)])
+  })
 })

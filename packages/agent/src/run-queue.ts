@@ -21,6 +21,17 @@ export class RunQueue<T> {
     this.#items.push(item)
   }
 
+  /** The oldest item, left in place. */
+  peek(): T | undefined {
+    return this.#items[this.#head]
+  }
+
+  /** Puts `items` back at the head, in their order (runs whose written lines ran nothing). */
+  pushFront(items: readonly T[]): void {
+    if (items.length === 0) return
+    this.#items.splice(this.#head, 0, ...items)
+  }
+
   /** Removes and returns the oldest item. */
   take(): T | undefined {
     const item = this.#items[this.#head]

@@ -1,6 +1,7 @@
 // One run of a session's shell: what the caller asks for, what it gets back, and the record
-// the session keeps of it while it is queued and running, including its sync line.
+// the session keeps of it while it is queued, written ahead and running, including its sync line.
 import type { HistoryEntry, StreamName } from '@conch/protocol'
+import { AgentError } from './agent-error.ts'
 import { CappedBytes } from './capped-bytes.ts'
 
 /** One command for a session. */
@@ -90,6 +91,20 @@ export interface Run {
   stopping: boolean
   history: HistoryEntry | null
   wake: (() => void) | null
+  /** Slot of the write-ahead window its line uses (command and stdin files). */
+  slot: number
+  /** Whether it is the session's active run (its start is recorded; output goes to it). */
+  activated: boolean
+  /** An interrupt held its command file before bash reached its line. */
+  held: boolean
+  /** The nonce its held body prints, once an interrupt held its line. */
+  heldNonce: string
+  /** The held body's stdout marker arrived: its line ran nothing. */
+  heldSeen: boolean
+  /** Output that arrived after the previous run's marker but before it became active. */
+  early: Record<StreamName, Buffer[]> | null
+  /** Bytes its command and stdin files take. */
+  fileBytes: number
 }
 
 /** A queued run's record: nothing sent yet, each stream capped at `cap` bytes. */
@@ -119,5 +134,71 @@ export function newRun(
     stopping: false,
     history: null,
     wake: null,
+    slot: 0,
+    activated: false,
+    held: false,
+    heldNonce: '',
+    heldSeen: false,
+    early: null,
+    fileBytes: Buffer.byteLength(req.command) + (req.stdin?.length ?? 0),
+  }
+}
+
+/**
+ * Why session `sessionId` refuses `req`, or null: a NUL byte, a command over `maxBytes`, or
+ * an id already among `inFlight`.
+ */
+export function checkRunRequest(
+  sessionId: string,
+  req: RunRequest,
+  maxBytes: number,
+  inFlight: ReadonlySet<string>,
+): AgentError | null {
+  if (req.command.includes('\0')) {
+    return new AgentError(
+      'INVALID_COMMAND',
+      `run "${req.runId}" in session "${sessionId}": the command contains a NUL byte, which bash cannot read`,
+    )
+  }
+  const bytes = Buffer.byteLength(req.command)
+  if (bytes > maxBytes) {
+    return new AgentError(
+      'COMMAND_TOO_LARGE',
+      `run "${req.runId}" in session "${sessionId}": the command is ${bytes} bytes, over the ${maxBytes}-byte limit`,
+      { details: { limit: maxBytes, value: bytes } },
+    )
+  }
+  if (inFlight.has(req.runId)) {
+    return new AgentError(
+      'BAD_REQUEST',
+      `run id "${req.runId}" is already in flight in session "${sessionId}"; use a new id for each run.`,
+    )
+  }
+  return null
+}
+
+/** The buffered result of a finished run. */
+export function outcomeOf(
+  run: Run,
+  exitCode: number,
+  oomKilled: boolean,
+  durationMs: number,
+  endOffset: number,
+): RunOutcome {
+  const { stdout, stderr } = run.out
+  return {
+    runId: run.req.runId,
+    exitCode,
+    timedOut: run.timedOut,
+    interrupted: run.interrupted,
+    oomKilled,
+    stdout: stdout.bytes(),
+    stderr: stderr.bytes(),
+    stdoutBytes: stdout.totalBytes,
+    stderrBytes: stderr.totalBytes,
+    truncated: stdout.truncated || stderr.truncated,
+    durationMs,
+    startOffset: run.startOffset,
+    endOffset,
   }
 }
