@@ -94,7 +94,10 @@ process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'un
 
 await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
 logger.info({ root: args.root, pid: process.pid }, 'agent listening')
-// The sandbox's first shell is usually asked for right after its create: start it now.
-sessions.prepareSpare()
-// An agent lives for hours; once a burst of runs is over it gives back what the burst grew.
-watchIdleMemory()
+server.whenLinked(() => {
+  // The sandbox's first shell is usually asked for right after its create: start it once the
+  // runner is linked, so its spawn (milliseconds of this thread) does not delay the handshake.
+  sessions.prepareSpare()
+  // An agent lives for hours; once a burst of runs is over it gives back what the burst grew.
+  watchIdleMemory()
+})

@@ -132,6 +132,8 @@ export class NamespaceDriver implements SandboxDriver {
   #runtime: Promise<AgentRuntime> | undefined
   readonly #rootlessGiven: RootlessLimits | undefined
   #rootlessLimits: RootlessLimits | undefined
+  /** As root: the user namespace (an fd) `create` made for each sandbox, until its start takes it. */
+  readonly #usernsFds = new Map<string, number>()
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -210,44 +212,83 @@ export class NamespaceDriver implements SandboxDriver {
     )
   }
 
-  /** Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups. */
+  /**
+   * Prepares the sandbox folder (workspace, socket dir, /etc files), its cgroups and, as root,
+   * its user namespace. The disk's format and mount, the namespace's holder process and the
+   * cgroups' writes proceed at once: each waits on the kernel or a child process, not on the others.
+   */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
-    const disk =
+    const diskMade =
       spec.limits.diskBytes === undefined
-        ? undefined
-        : await createDisk(dir, spec.limits.diskBytes, this.#uid)
-    const workspace = disk?.workspace ?? join(dir, 'workspace')
-    const etcDir = disk?.etc ?? join(dir, 'etc')
-    mkdirSync(workspace, { recursive: true, mode: 0o700 })
-    // Rootless, the runner's own uid is the sandbox uid inside.
-    if (!this.rootless) chownSync(workspace, this.#uid, this.#uid)
-    mkdirSync(etcDir, { recursive: true, mode: 0o755 })
-    for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
-      writeFileSync(join(etcDir, name), text, { mode: 0o644 })
-    const { memoryBytes, cpus, pids } = spec.limits
-    const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
-    const cgroup =
-      cgroups?.create({
-        id: spec.id,
-        limits: { memoryBytes, cpus, pids },
-        agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
-      }) ?? null
-    const state: NamespaceState = {
-      dir,
-      workspace,
-      etcDir,
-      disk: disk !== undefined,
-      socketDir: join(dir, 'link'),
-      linkSecret: spec.linkSecret,
-      cgroup,
-      rootless: this.rootless,
+        ? Promise.resolve(undefined)
+        : createDisk(dir, spec.limits.diskBytes, this.#uid)
+    // Rootless, bwrap makes the user namespace itself.
+    const userns = this.rootless ? null : rootUserNamespace(this.#uid)
+    // Awaited below, after the disk: until then a failure must not count as unhandled.
+    userns?.catch(() => {})
+    diskMade.catch(() => {})
+    let cgroup: SandboxCgroup | null = null
+    try {
+      const { memoryBytes, cpus, pids } = spec.limits
+      const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
+      cgroup =
+        cgroups?.create({
+          id: spec.id,
+          limits: { memoryBytes, cpus, pids },
+          agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
+        }) ?? null
+      const disk = await diskMade
+      const workspace = disk?.workspace ?? join(dir, 'workspace')
+      const etcDir = disk?.etc ?? join(dir, 'etc')
+      mkdirSync(workspace, { recursive: true, mode: 0o700 })
+      // Rootless, the runner's own uid is the sandbox uid inside.
+      if (!this.rootless) chownSync(workspace, this.#uid, this.#uid)
+      mkdirSync(etcDir, { recursive: true, mode: 0o755 })
+      for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
+        writeFileSync(join(etcDir, name), text, { mode: 0o644 })
+      if (userns !== null) this.#usernsFds.set(spec.id, await userns)
+      const state: NamespaceState = {
+        dir,
+        workspace,
+        etcDir,
+        disk: disk !== undefined,
+        socketDir: join(dir, 'link'),
+        linkSecret: spec.linkSecret,
+        cgroup,
+        rootless: this.rootless,
+      }
+      return { id: spec.id, workdir: GUEST_WORKSPACE, state }
+    } catch (error) {
+      // Nothing is handed back, so nothing else would undo what was made here.
+      const made = await Promise.allSettled([diskMade, userns ?? Promise.resolve(null)])
+      if (made[1].status === 'fulfilled' && made[1].value !== null) closeSync(made[1].value)
+      this.#usernsFds.delete(spec.id)
+      if (made[0].status === 'fulfilled' && made[0].value !== undefined) await removeDisk(dir).catch(() => {})
+      if (cgroup !== null)
+        await this.#cgroupsOf(cgroup.version)
+          .remove(cgroup)
+          .catch(() => {})
+      throw error
     }
-    return { id: spec.id, workdir: GUEST_WORKSPACE, state }
+  }
+
+  /** The user namespace made for `id` by `create`, or a new one (a restart, or a sandbox from an earlier runner). */
+  async #userNamespace(id: string): Promise<number> {
+    const made = this.#usernsFds.get(id)
+    this.#usernsFds.delete(id)
+    return made ?? rootUserNamespace(this.#uid)
+  }
+
+  /** Closes the user namespace `create` made for `id` when no start took it. */
+  #dropUserNamespace(id: string): void {
+    const fd = this.#usernsFds.get(id)
+    this.#usernsFds.delete(id)
+    if (fd !== undefined) closeSync(fd)
   }
 
   /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
@@ -263,7 +304,7 @@ export class NamespaceDriver implements SandboxDriver {
     const runtime = await this.#runtime
     const seccomp = bwrapSeccomp(6)
     const endpoint = await bindAgentSocket(state.socketDir)
-    const usernsFd = state.rootless ? null : await rootUserNamespace(this.#uid)
+    const usernsFd = state.rootless ? null : await this.#userNamespace(sandbox.id)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
       const env: Record<string, string> = {
@@ -479,6 +520,7 @@ export class NamespaceDriver implements SandboxDriver {
   }
 
   async destroy(sandbox: DriverSandbox): Promise<void> {
+    this.#dropUserNamespace(sandbox.id)
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
