@@ -12,7 +12,9 @@
 // (the runner's state dir); it then drops every capability before the agent starts. The chain is
 // `sh` (root: joins the cgroups, so every later fork is counted) → `setpriv` (to the sandbox
 // uid) → `bwrap` → the sandbox's pid 1 → the agent. All are detached from the runner (setsid),
-// so the agent outlives a runner restart.
+// so the agent outlives a runner restart. `create` starts the chain and `sh` holds it after its
+// cgroup joins (which can wait for an RCU grace period) until `startAgent` writes `go`, so the
+// joins overlap the disk's setup; nothing of the sandbox runs before that.
 //
 // Handle: the pid and start time of that first process (bwrap after exec), the host paths and
 // the cgroup dirs. It is alive while that (pid, start time) exists and is not a zombie. Stop
@@ -23,7 +25,7 @@
 // uid to the sandbox uid; the agent runs as that uid with no capabilities, the workspace is a
 // directory in the state dir, the runtime is bound from its host paths, and limits come from a
 // delegated cgroup v2 subtree or, for pids alone, RLIMIT_NPROC (see rootless-host.ts).
-import { spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
@@ -55,13 +57,15 @@ import {
   exitReason,
   feedArgs,
   findBinary,
+  GO_FD,
+  release,
   rootUserNamespace,
   SYSTEM_BIN_DIRS,
   spawned,
 } from './sandbox-launch.ts'
-import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
+import { type BwrapSeccomp, bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
-import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
+import { createDisk, diskPaths, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -111,6 +115,50 @@ export interface NamespaceDriverOptions {
   rootlessLimits?: RootlessLimits
 }
 
+/** A sandbox's chain, spawned and held before bwrap until its options arrive. */
+interface Launch {
+  /** The chain's process: `sh`, then `setpriv`, then bwrap (the sandbox's first process). */
+  child: ChildProcess
+  /** Its pid. */
+  pid: number
+  /** The command bwrap runs inside (on its command line, after its options). */
+  command: string[]
+  /** The agent's runtime the command names. */
+  runtime: AgentRuntime
+  /** The seccomp filter bwrap reads on fd 6. */
+  seccomp: BwrapSeccomp
+}
+
+/** Ends a chain that was never released: killed, its pipes closed. */
+function endLaunch(launch: Launch): void {
+  try {
+    process.kill(launch.pid, 'SIGKILL')
+  } catch {
+    // already gone
+  }
+  for (const pipe of launch.child.stdio) pipe?.destroy()
+}
+
+/** /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget. */
+function tmpSizes(state: NamespaceState, spec: SandboxSpec): { tmpBytes?: number; shmBytes?: number } {
+  // Rootless without a memory limit, they are still sized as for the default.
+  const memory = spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
+  return memory === undefined ? {} : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }
+}
+
+/** The work cgroup's files bound into the sandbox for the agent. */
+function workBinds(state: NamespaceState): { host: string; guest: string; writable: boolean }[] {
+  const work = state.cgroup?.work ?? null
+  if (work === null) return []
+  return [
+    { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
+    { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
+    ...(work.pidsProcs === undefined
+      ? []
+      : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
+  ]
+}
+
 /** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
 export class NamespaceDriver implements SandboxDriver {
   /** Driver name. */
@@ -132,8 +180,8 @@ export class NamespaceDriver implements SandboxDriver {
   #runtime: Promise<AgentRuntime> | undefined
   readonly #rootlessGiven: RootlessLimits | undefined
   #rootlessLimits: RootlessLimits | undefined
-  /** As root: the user namespace (an fd) `create` made for each sandbox, until its start takes it. */
-  readonly #usernsFds = new Map<string, number>()
+  /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
+  readonly #launches = new Map<string, Launch>()
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -213,9 +261,11 @@ export class NamespaceDriver implements SandboxDriver {
   }
 
   /**
-   * Prepares the sandbox folder (workspace, socket dir, /etc files), its cgroups and, as root,
-   * its user namespace. The disk's format and mount, the namespace's holder process and the
-   * cgroups' writes proceed at once: each waits on the kernel or a child process, not on the others.
+   * Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups, and starts
+   * its process chain held before bwrap builds anything (see `#launch`). The disk's format and
+   * mount, the user namespace, the chain's cgroup joins (a write to cgroup.procs can wait for an
+   * RCU grace period) and its execs proceed at once: each waits on the kernel or a child, not on
+   * the others. No sandbox code can run until `startAgent` hands bwrap its options.
    */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
@@ -227,12 +277,10 @@ export class NamespaceDriver implements SandboxDriver {
       spec.limits.diskBytes === undefined
         ? Promise.resolve(undefined)
         : createDisk(dir, spec.limits.diskBytes, this.#uid)
-    // Rootless, bwrap makes the user namespace itself.
-    const userns = this.rootless ? null : rootUserNamespace(this.#uid)
-    // Awaited below, after the disk: until then a failure must not count as unhandled.
-    userns?.catch(() => {})
+    // Awaited after the chain starts: until then a failure must not count as unhandled.
     diskMade.catch(() => {})
     let cgroup: SandboxCgroup | null = null
+    let launch: Launch | undefined
     try {
       const { memoryBytes, cpus, pids } = spec.limits
       const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
@@ -242,33 +290,36 @@ export class NamespaceDriver implements SandboxDriver {
           limits: { memoryBytes, cpus, pids },
           agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
         }) ?? null
-      const disk = await diskMade
-      const workspace = disk?.workspace ?? join(dir, 'workspace')
-      const etcDir = disk?.etc ?? join(dir, 'etc')
-      mkdirSync(workspace, { recursive: true, mode: 0o700 })
-      // Rootless, the runner's own uid is the sandbox uid inside.
-      if (!this.rootless) chownSync(workspace, this.#uid, this.#uid)
-      mkdirSync(etcDir, { recursive: true, mode: 0o755 })
-      for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
-        writeFileSync(join(etcDir, name), text, { mode: 0o644 })
-      if (userns !== null) this.#usernsFds.set(spec.id, await userns)
+      const paths = diskPaths(dir)
+      const withDisk = spec.limits.diskBytes !== undefined
       const state: NamespaceState = {
         dir,
-        workspace,
-        etcDir,
-        disk: disk !== undefined,
+        workspace: withDisk ? paths.workspace : join(dir, 'workspace'),
+        etcDir: withDisk ? paths.etc : join(dir, 'etc'),
+        disk: withDisk,
         socketDir: join(dir, 'link'),
         linkSecret: spec.linkSecret,
         cgroup,
         rootless: this.rootless,
       }
+      launch = await this.#launch(state, spec)
+      await diskMade
+      mkdirSync(state.workspace, { recursive: true, mode: 0o700 })
+      // Rootless, the runner's own uid is the sandbox uid inside.
+      if (!this.rootless) chownSync(state.workspace, this.#uid, this.#uid)
+      mkdirSync(state.etcDir, { recursive: true, mode: 0o755 })
+      for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
+        writeFileSync(join(state.etcDir, name), text, { mode: 0o644 })
+      this.#launches.set(spec.id, launch)
       return { id: spec.id, workdir: GUEST_WORKSPACE, state }
     } catch (error) {
       // Nothing is handed back, so nothing else would undo what was made here.
-      const made = await Promise.allSettled([diskMade, userns ?? Promise.resolve(null)])
-      if (made[1].status === 'fulfilled' && made[1].value !== null) closeSync(made[1].value)
-      this.#usernsFds.delete(spec.id)
-      if (made[0].status === 'fulfilled' && made[0].value !== undefined) await removeDisk(dir).catch(() => {})
+      if (launch) endLaunch(launch)
+      const disk = await diskMade.then(
+        (made) => made,
+        () => undefined,
+      )
+      if (disk !== undefined) await removeDisk(dir).catch(() => {})
       if (cgroup !== null)
         await this.#cgroupsOf(cgroup.version)
           .remove(cgroup)
@@ -277,43 +328,82 @@ export class NamespaceDriver implements SandboxDriver {
     }
   }
 
-  /** The user namespace made for `id` by `create`, or a new one (a restart, or a sandbox from an earlier runner). */
-  async #userNamespace(id: string): Promise<number> {
-    const made = this.#usernsFds.get(id)
-    this.#usernsFds.delete(id)
-    return made ?? rootUserNamespace(this.#uid)
-  }
-
-  /** Closes the user namespace `create` made for `id` when no start took it. */
-  #dropUserNamespace(id: string): void {
-    const fd = this.#usernsFds.get(id)
-    this.#usernsFds.delete(id)
-    if (fd !== undefined) closeSync(fd)
-  }
-
-  /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
-  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
-    const state = NamespaceState.parse(sandbox.state)
+  /** The agent's runtime, located (and as root put on its image) on first use. */
+  #agentRuntime(rootless: boolean): Promise<AgentRuntime> {
     // Rootless, nothing can be loop-mounted: the runtime is bound from its host paths.
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
-      state.rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
+      rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
     })
-    const runtime = await this.#runtime
-    const seccomp = bwrapSeccomp(6)
-    const endpoint = await bindAgentSocket(state.socketDir)
-    const usernsFd = state.rootless ? null : await this.#userNamespace(sandbox.id)
-    const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
+    return this.#runtime
+  }
+
+  /** Starts the agent: releases the chain `create` started (or starts one, on a restart) with bwrap's options. */
+  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
+    const state = NamespaceState.parse(sandbox.state)
+    const held = this.#launches.get(sandbox.id)
+    this.#launches.delete(sandbox.id)
+    const launch = held ?? (await this.#launch(state, spec))
     try {
-      const env: Record<string, string> = {
-        PATH: '/usr/local/bin:/usr/bin:/bin',
-        HOME: GUEST_WORKSPACE,
-        LANG: 'C.UTF-8',
-        TERM: 'dumb',
-        ...spec.env,
-      }
+      const args = bwrapArgs({
+        usernsFd: state.rootless ? null : 3,
+        agentUid: state.rootless ? this.#uid : 0,
+        agentCaps: state.rootless ? [] : AGENT_CAPS,
+        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
+        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
+        hostname: SANDBOX_HOSTNAME,
+        workspace: state.workspace,
+        etcFiles: Object.fromEntries(
+          Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
+        ),
+        runtime: launch.runtime,
+        ...tmpSizes(state, spec),
+        extraBinds: workBinds(state),
+        env: {
+          PATH: '/usr/local/bin:/usr/bin:/bin',
+          HOME: GUEST_WORKSPACE,
+          LANG: 'C.UTF-8',
+          TERM: 'dumb',
+          ...spec.env,
+        },
+        seccompArgs: launch.seccomp.args,
+        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
+        command: launch.command,
+      })
+      sendLinkSecret(launch.child, 5, state.linkSecret)
+      feedSeccomp(launch.child, launch.seccomp)
+      // bwrap reads its options from a pipe (the command stays on its command line).
+      feedArgs(launch.child, args.slice(0, args.length - launch.command.length - 1))
+      release(launch.child)
+    } catch (error) {
+      endLaunch(launch)
+      throw error
+    }
+    const { pid } = launch
+    const startTime = procStat(pid)?.startTime
+    return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
+  }
+
+  /**
+   * Spawns the sandbox's chain detached, logging to `agent.log`: `sh` (root) joins the
+   * sandbox's cgroups and then waits for `go` on a pipe (`startAgent` writes it after bwrap's
+   * options); only then does it exec `setpriv` (to the sandbox uid) and bwrap. Anything else on
+   * that pipe, or its end (a runner that died), ends the chain before bwrap starts.
+   */
+  async #launch(state: NamespaceState, spec: SandboxSpec): Promise<Launch> {
+    const [runtime, usernsFd] = await Promise.all([
+      this.#agentRuntime(state.rootless),
+      // Rootless, bwrap makes the user namespace itself.
+      state.rootless ? null : rootUserNamespace(this.#uid),
+    ])
+    let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
+    let logFd: number | undefined
+    try {
+      const seccomp = bwrapSeccomp(6)
+      endpoint = await bindAgentSocket(state.socketDir)
+      logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
       const work = state.cgroup?.work ?? null
       const agent = agentCommand(
         runtime.node,
@@ -333,12 +423,6 @@ export class NamespaceDriver implements SandboxDriver {
         },
         runtime.compileCache,
       )
-      const etcFiles = Object.fromEntries(
-        Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
-      )
-      // Rootless without a memory limit, /tmp and /dev/shm are still sized as for the default.
-      const memory =
-        spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
       // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
       const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
       const command = [
@@ -348,37 +432,6 @@ export class NamespaceDriver implements SandboxDriver {
         'sh',
         ...agent,
       ]
-      const args = bwrapArgs({
-        usernsFd: usernsFd === null ? null : 3,
-        agentUid: state.rootless ? this.#uid : 0,
-        agentCaps: state.rootless ? [] : AGENT_CAPS,
-        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
-        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
-        hostname: SANDBOX_HOSTNAME,
-        workspace: state.workspace,
-        etcFiles,
-        runtime,
-        // /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget.
-        ...(memory === undefined
-          ? {}
-          : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }),
-        extraBinds:
-          work === null
-            ? []
-            : [
-                { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
-                { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
-                ...(work.pidsProcs === undefined
-                  ? []
-                  : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
-              ],
-        env,
-        seccompArgs: seccomp.args,
-        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
-        command,
-      })
-      // bwrap reads its options from a pipe (the command stays on its command line).
-      const options = args.slice(0, args.length - command.length - 1)
       const id = String(this.#uid)
       const toUid = state.rootless
         ? []
@@ -387,7 +440,7 @@ export class NamespaceDriver implements SandboxDriver {
         findBinary('sh')!,
         [
           '-c',
-          'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"',
+          `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; read -r go <&${GO_FD} && [ "$go" = go ] || exit 125; exec "$@" ${GO_FD}<&-`,
           'conch-sandbox',
           ...(state.cgroup?.join ?? []),
           '--',
@@ -403,15 +456,12 @@ export class NamespaceDriver implements SandboxDriver {
         ],
         {
           detached: true,
-          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe'],
+          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe', 'pipe'],
           env: {},
           cwd: '/',
         },
       )
       const pid = await spawned(child)
-      sendLinkSecret(child, 5, state.linkSecret)
-      feedSeccomp(child, seccomp)
-      feedArgs(child, options)
       this.#pendingExits.set(
         pid,
         new Promise((resolve) =>
@@ -424,11 +474,10 @@ export class NamespaceDriver implements SandboxDriver {
         ),
       )
       child.unref()
-      const startTime = procStat(pid)?.startTime
-      return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
+      return { child, pid, command, runtime, seccomp }
     } finally {
-      endpoint.close()
-      closeSync(logFd)
+      endpoint?.close()
+      if (logFd !== undefined) closeSync(logFd)
       if (usernsFd !== null) closeSync(usernsFd)
     }
   }
@@ -520,7 +569,9 @@ export class NamespaceDriver implements SandboxDriver {
   }
 
   async destroy(sandbox: DriverSandbox): Promise<void> {
-    this.#dropUserNamespace(sandbox.id)
+    const held = this.#launches.get(sandbox.id)
+    this.#launches.delete(sandbox.id)
+    if (held) endLaunch(held)
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)

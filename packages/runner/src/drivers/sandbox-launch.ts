@@ -14,6 +14,9 @@ export const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin
 /** The fd on which bwrap reads its options (`--args`), NUL-separated. */
 export const ARGS_FD = 7
 
+/** The fd on which a held sandbox chain waits for `go` before it starts bwrap (see `release`). */
+export const GO_FD = 8
+
 /** The first of `SYSTEM_BIN_DIRS/name` that exists. */
 export function findBinary(name: string): string | null {
   for (const dir of SYSTEM_BIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
@@ -67,6 +70,15 @@ export function feedArgs(child: ChildProcess, args: string[]): void {
   if (!(pipe instanceof Writable)) throw new RunnerError('INTERNAL', `fd ${ARGS_FD} of bwrap is not a pipe`)
   pipe.on('error', () => {})
   pipe.end(args.map((a) => `${a}\0`).join(''))
+}
+
+/** Lets a held chain (spawned with a pipe on `GO_FD`) go on to bwrap. */
+export function release(child: ChildProcess): void {
+  const pipe = child.stdio.at(GO_FD)
+  if (!(pipe instanceof Writable))
+    throw new RunnerError('INTERNAL', `fd ${GO_FD} of the sandbox chain is not a pipe`)
+  pipe.on('error', () => {})
+  pipe.end('go\n')
 }
 
 /** The user namespace of a process, or null once it is gone. */
