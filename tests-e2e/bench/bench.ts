@@ -246,12 +246,12 @@ async function phase(name: string, round: number, fn: () => Promise<void>): Prom
 }
 
 /**
- * `BENCH_RUNNER=bin` starts the main runner through its bin (`src/bin.ts`), as every launch path
- * ships it: with its node flags, malloc settings and idle release. By default it is `main.ts`
- * from sources without them, the e2e harness's runner.
+ * The main runner starts through its bin (`src/bin.ts`), as every launch path ships it: with its
+ * node flags, malloc settings and idle release, so its RSS figures are what users run.
+ * `BENCH_RUNNER=source` starts `main.ts` from sources without them (the e2e harness's runner).
  */
 const RUNNER_ENTRY =
-  process.env.BENCH_RUNNER === 'bin' ? join(REPO_ROOT, 'packages/runner/src/bin.ts') : undefined
+  process.env.BENCH_RUNNER === 'source' ? undefined : join(REPO_ROOT, 'packages/runner/src/bin.ts')
 
 async function main(): Promise<void> {
   log(`config ${JSON.stringify(CONFIG)}`)
@@ -650,7 +650,7 @@ async function main(): Promise<void> {
     generatedAt: new Date().toISOString(),
     machine: machineInfo(),
     method:
-      `Full stack: @conch/sdk -> runner CLI (${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
+      `Full stack: @conch/sdk -> runner CLI (${RUNNER_ENTRY ? 'started through its bin, as shipped' : 'main.ts from sources without the bin (BENCH_RUNNER=source)'}; ${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
       `${CONFIG.rounds} rounds; each figure is the median of its rounds, latency percentiles are per round ` +
       `(${CONFIG.sequentialRuns} sequential shell runs, ${CONFIG.execRuns} execs) and then the median across rounds. ` +
       'Every comparison is interleaved within a round: the reference (a bare Node client driving one bash over ' +
