@@ -7,7 +7,7 @@
 // Output: a table on stdout and bench/results/latest.json (shape in bench/README.md).
 // BENCH_QUICK=1 shrinks every workload; the BENCH_* variables below override single ones.
 
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { BenchGoal, BenchResult } from '@conch/protocol'
@@ -246,17 +246,34 @@ async function phase(name: string, round: number, fn: () => Promise<void>): Prom
 }
 
 /**
- * The main runner starts through its bin (`src/bin.ts`), as every launch path ships it: with its
- * node flags, malloc settings and idle release, so its RSS figures are what users run.
- * `BENCH_RUNNER=source` starts `main.ts` from sources without them (the e2e harness's runner).
+ * How the main runner starts. `dist` (the default): the built package (`pnpm build` of the
+ * runner, run here first), through its bin with its node flags, malloc settings and idle
+ * release, and with the agent bundle it ships: what users run, so the RSS rows of the goals
+ * table describe it. `bin`: the bin from sources (Node strips the types, which costs memory the
+ * package does not). `source`: `main.ts` from sources without the bin (the e2e harness's runner).
  */
-const RUNNER_ENTRY =
-  process.env.BENCH_RUNNER === 'source' ? undefined : join(REPO_ROOT, 'packages/runner/src/bin.ts')
+const RUNNER_MODE = process.env.BENCH_RUNNER ?? 'dist'
+
+/** The main runner's entry file for `RUNNER_MODE`; builds the package for `dist`. */
+function runnerEntry(): string | undefined {
+  if (RUNNER_MODE === 'source') return undefined
+  if (RUNNER_MODE === 'bin') return join(REPO_ROOT, 'packages/runner/src/bin.ts')
+  if (RUNNER_MODE !== 'dist')
+    throw new Error(`BENCH_RUNNER must be dist, bin or source, got "${RUNNER_MODE}"`)
+  const runnerDir = join(REPO_ROOT, 'packages/runner')
+  const build = spawnSync(process.execPath, ['--conditions=source', 'scripts/build.ts'], {
+    cwd: runnerDir,
+    encoding: 'utf8',
+  })
+  if (build.status !== 0) throw new Error(`building the runner failed: ${build.stderr}`)
+  return join(runnerDir, 'dist/conch.js')
+}
 
 async function main(): Promise<void> {
   log(`config ${JSON.stringify(CONFIG)}`)
+  const entry = runnerEntry()
   await using runner = await startRunner({
-    ...(RUNNER_ENTRY ? { entry: RUNNER_ENTRY } : {}),
+    ...(entry ? { entry } : {}),
     args: [
       '--max-sandboxes',
       String(
@@ -650,7 +667,7 @@ async function main(): Promise<void> {
     generatedAt: new Date().toISOString(),
     machine: machineInfo(),
     method:
-      `Full stack: @conch/sdk -> runner CLI (${RUNNER_ENTRY ? 'started through its bin, as shipped' : 'main.ts from sources without the bin (BENCH_RUNNER=source)'}; ${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
+      `Full stack: @conch/sdk -> runner CLI (${{ dist: 'the built package through its bin, as shipped', bin: 'its bin from sources (BENCH_RUNNER=bin)', source: 'main.ts from sources without the bin (BENCH_RUNNER=source)' }[RUNNER_MODE]}; ${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
       `${CONFIG.rounds} rounds; each figure is the median of its rounds, latency percentiles are per round ` +
       `(${CONFIG.sequentialRuns} sequential shell runs, ${CONFIG.execRuns} execs) and then the median across rounds. ` +
       'Every comparison is interleaved within a round: the reference (a bare Node client driving one bash over ' +
