@@ -8,6 +8,7 @@
 // BENCH_QUICK=1 shrinks every workload; the BENCH_* variables below override single ones.
 
 import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { BenchGoal, BenchResult } from '@conch/protocol'
@@ -261,12 +262,27 @@ function runnerEntry(): string | undefined {
   if (RUNNER_MODE !== 'dist')
     throw new Error(`BENCH_RUNNER must be dist, bin or source, got "${RUNNER_MODE}"`)
   const runnerDir = join(REPO_ROOT, 'packages/runner')
-  const build = spawnSync(process.execPath, ['--conditions=source', 'scripts/build.ts'], {
-    cwd: runnerDir,
-    encoding: 'utf8',
-  })
-  if (build.status !== 0) throw new Error(`building the runner failed: ${build.stderr}`)
-  return join(runnerDir, 'dist/conch.js')
+  const built = join(runnerDir, 'dist/conch.js')
+  // Rebuilt only when a source is newer: every build's files are new to the namespace driver's
+  // runtime image cache (keyed by the files' mtimes), which would make and mount one more image.
+  const sources = ['runner', 'agent', 'link', 'protocol'].map((p) => join(REPO_ROOT, 'packages', p, 'src'))
+  if (!existsSync(built) || Math.max(...sources.map(newestMtime)) > statSync(built).mtimeMs) {
+    const build = spawnSync(process.execPath, ['--conditions=source', 'scripts/build.ts'], {
+      cwd: runnerDir,
+      encoding: 'utf8',
+    })
+    if (build.status !== 0) throw new Error(`building the runner failed: ${build.stderr}`)
+  }
+  return built
+}
+
+/** The newest modification time of any file under `dir`. */
+function newestMtime(dir: string): number {
+  let newest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs)
+  }
+  return newest
 }
 
 async function main(): Promise<void> {
