@@ -54,12 +54,11 @@ import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sand
 import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import {
   ARGS_FD,
+  chainArgs,
   exitReason,
   feedArgs,
   findBinary,
-  GO_FD,
   release,
-  rootUserNamespace,
   SYSTEM_BIN_DIRS,
   spawned,
 } from './sandbox-launch.ts'
@@ -227,7 +226,7 @@ export class NamespaceDriver implements SandboxDriver {
   /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
   problem(spec: Pick<SandboxSpec, 'limits'> = { limits: {} }): string | null {
     if (process.platform !== 'linux') return 'the namespace driver needs Linux'
-    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sh']) {
+    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sleep', 'sh']) {
       if (!findBinary(name)) {
         return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
       }
@@ -393,11 +392,7 @@ export class NamespaceDriver implements SandboxDriver {
    * that pipe, or its end (a runner that died), ends the chain before bwrap starts.
    */
   async #launch(state: NamespaceState, spec: SandboxSpec): Promise<Launch> {
-    const [runtime, usernsFd] = await Promise.all([
-      this.#agentRuntime(state.rootless),
-      // Rootless, bwrap makes the user namespace itself.
-      state.rootless ? null : rootUserNamespace(this.#uid),
-    ])
+    const runtime = await this.#agentRuntime(state.rootless)
     let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
     let logFd: number | undefined
     try {
@@ -438,25 +433,26 @@ export class NamespaceDriver implements SandboxDriver {
         : [findBinary('setpriv')!, `--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--']
       const child = spawn(
         findBinary('sh')!,
-        [
-          '-c',
-          `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; read -r go <&${GO_FD} && [ "$go" = go ] || exit 125; exec "$@" ${GO_FD}<&-`,
-          'conch-sandbox',
-          ...(state.cgroup?.join ?? []),
-          '--',
-          ...toUid,
-          findBinary('bwrap')!,
-          // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv (readable
-          // inside at /proc/1/cmdline) would otherwise name the host paths it binds. The command
-          // names only paths inside.
-          '--args',
-          String(ARGS_FD),
-          '--',
-          ...command,
-        ],
+        chainArgs({
+          join: state.cgroup?.join ?? [],
+          // Rootless, bwrap makes the user namespace itself.
+          usernsUid: state.rootless ? null : this.#uid,
+          command: [
+            ...toUid,
+            findBinary('bwrap')!,
+            // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv
+            // (readable inside at /proc/1/cmdline) would otherwise name the host paths it binds.
+            // The command names only paths inside.
+            '--args',
+            String(ARGS_FD),
+            '--',
+            ...command,
+          ],
+        }),
         {
           detached: true,
-          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe', 'pipe'],
+          // fd 3 is the user namespace the chain opens itself.
+          stdio: ['ignore', logFd, logFd, 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe', 'pipe'],
           env: {},
           cwd: '/',
         },
@@ -478,7 +474,6 @@ export class NamespaceDriver implements SandboxDriver {
     } finally {
       endpoint?.close()
       if (logFd !== undefined) closeSync(logFd)
-      if (usernsFd !== null) closeSync(usernsFd)
     }
   }
 
