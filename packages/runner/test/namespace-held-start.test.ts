@@ -117,11 +117,14 @@ describe('namespace driver: the chain held between create and start', () => {
     expect(out.status, out.stderr).toBe(0)
     const state = JSON.parse(out.stdout) as { dir: string; cgroup: unknown }
     const procs = firstProcs(state)
-    // The chain reads the closed pipe, exits before it execs setpriv, and bwrap never runs.
-    await until(() => members(procs).length === 0, 'the orphaned chain to exit')
-    expect(readFileSync(join(state.dir, 'agent.log'), 'utf8')).toBe('')
-    // Clean up what the dead runner left (its cgroups and disk), as a restarted runner would.
-    const driver = new NamespaceDriver({ stateDir })
-    await driver.destroy({ id: state.dir.split('/').at(-1)!, workdir: '/workspace', state })
+    try {
+      // The chain reads the closed pipe, exits before it execs setpriv, and bwrap never runs.
+      await until(() => members(procs).length === 0, 'the orphaned chain to exit')
+      expect(readFileSync(join(state.dir, 'agent.log'), 'utf8')).toBe('')
+    } finally {
+      // Clean up what the dead runner left (its cgroups and disk), as a restarted runner would.
+      const driver = new NamespaceDriver({ stateDir })
+      await driver.destroy({ id: state.dir.split('/').at(-1)!, workdir: '/workspace', state })
+    }
   })
 })

@@ -29,7 +29,8 @@ export function findBinary(name: string): string | null {
  * `chainArgs`). It writes its own pid into each cgroup.procs given, so every later fork is
  * counted. As root it then makes the user namespace bwrap joins: a holder started as the
  * sandbox uid unshares one (so that uid owns it), `sh` writes its maps (`0 0 1` and `uid uid 1`:
- * only root may map host root) and opens it as fd 3, and the holder is killed. It then waits for
+ * only root may map host root) and opens it as fd 3, and the holder is killed and reaped (a
+ * zombie would stay charged to the pids limit). It then waits for
  * `go` on `GO_FD` (anything else, or the pipe's end, stops it) and execs the rest, closing that fd.
  * Forks from this small shell cost little, where each fork of the runner copies its page tables.
  */
@@ -42,6 +43,7 @@ if [ "$1" = userns ]; then
 $5 $5 1"
   { echo "$m" > /proc/$h/uid_map && echo "$m" > /proc/$h/gid_map && exec 3< /proc/$h/ns/user; } || { kill -9 $h; echo "conch: could not make the sandbox's user namespace" >&2; exit 125; }
   kill -9 $h
+  wait $h 2>/dev/null
   shift 5
 fi
 read -r go <&${GO_FD} && [ "$go" = go ] || exit 125
