@@ -25,7 +25,7 @@
 // uid to the sandbox uid; the agent runs as that uid with no capabilities, the workspace is a
 // directory in the state dir, the runtime is bound from its host paths, and limits come from a
 // delegated cgroup v2 subtree or, for pids alone, RLIMIT_NPROC (see rootless-host.ts).
-import { type ChildProcess, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
@@ -55,14 +55,16 @@ import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import {
   ARGS_FD,
   chainArgs,
+  endLaunch,
   exitReason,
   feedArgs,
   findBinary,
+  type Launch,
   release,
   SYSTEM_BIN_DIRS,
   spawned,
 } from './sandbox-launch.ts'
-import { type BwrapSeccomp, bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
+import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
 import { createDisk, diskPaths, diskProblem, removeDisk } from './workspace-disk.ts'
 
@@ -112,30 +114,6 @@ export interface NamespaceDriverOptions {
   rootless?: boolean
   /** Rootless only: what limits this host allows; detected when not given. */
   rootlessLimits?: RootlessLimits
-}
-
-/** A sandbox's chain, spawned and held before bwrap until its options arrive. */
-interface Launch {
-  /** The chain's process: `sh`, then `setpriv`, then bwrap (the sandbox's first process). */
-  child: ChildProcess
-  /** Its pid. */
-  pid: number
-  /** The command bwrap runs inside (on its command line, after its options). */
-  command: string[]
-  /** The agent's runtime the command names. */
-  runtime: AgentRuntime
-  /** The seccomp filter bwrap reads on fd 6. */
-  seccomp: BwrapSeccomp
-}
-
-/** Ends a chain that was never released: killed, its pipes closed. */
-function endLaunch(launch: Launch): void {
-  try {
-    process.kill(launch.pid, 'SIGKILL')
-  } catch {
-    // already gone
-  }
-  for (const pipe of launch.child.stdio) pipe?.destroy()
 }
 
 /** /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget. */

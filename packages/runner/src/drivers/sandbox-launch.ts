@@ -8,6 +8,8 @@ import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { RunnerError } from '../runner-error.ts'
+import type { AgentRuntime } from './agent-runtime.ts'
+import type { BwrapSeccomp } from './seccomp-filter.ts'
 
 /** Folders searched for bwrap, unshare, setpriv, sleep and sh. */
 export const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin']
@@ -111,4 +113,28 @@ export function spawned(child: ChildProcess): Promise<number> {
     )
     child.once('spawn', () => resolve(child.pid ?? 0))
   })
+}
+
+/** A sandbox's chain, spawned and held before bwrap until its options arrive. */
+export interface Launch {
+  /** The chain's process: `sh`, then `setpriv`, then bwrap (the sandbox's first process). */
+  child: ChildProcess
+  /** Its pid. */
+  pid: number
+  /** The command bwrap runs inside (on its command line, after its options). */
+  command: string[]
+  /** The agent's runtime the command names. */
+  runtime: AgentRuntime
+  /** The seccomp filter bwrap reads on fd 6. */
+  seccomp: BwrapSeccomp
+}
+
+/** Ends a chain that was never released: killed, its pipes closed. */
+export function endLaunch(launch: Launch): void {
+  try {
+    process.kill(launch.pid, 'SIGKILL')
+  } catch {
+    // already gone
+  }
+  for (const pipe of launch.child.stdio) pipe?.destroy()
 }
