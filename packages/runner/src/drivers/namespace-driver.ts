@@ -157,6 +157,8 @@ export class NamespaceDriver implements SandboxDriver {
   #runtime: Promise<AgentRuntime> | undefined
   readonly #rootlessGiven: RootlessLimits | undefined
   #rootlessLimits: RootlessLimits | undefined
+  /** bwrap's seccomp filter, built on first use. */
+  #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
   /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
   readonly #launches = new Map<string, Launch>()
 
@@ -374,7 +376,9 @@ export class NamespaceDriver implements SandboxDriver {
     let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
     let logFd: number | undefined
     try {
-      const seccomp = bwrapSeccomp(6)
+      // The filter's program is the same for every sandbox: built once (it takes about a millisecond).
+      this.#seccomp ??= bwrapSeccomp(6)
+      const seccomp = this.#seccomp
       endpoint = await bindAgentSocket(state.socketDir)
       logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
       const work = state.cgroup?.work ?? null
