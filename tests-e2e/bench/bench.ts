@@ -7,7 +7,8 @@
 // Output: a table on stdout and bench/results/latest.json (shape in bench/README.md).
 // BENCH_QUICK=1 shrinks every workload; the BENCH_* variables below override single ones.
 
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { BenchGoal, BenchResult } from '@conch/protocol'
@@ -247,17 +248,49 @@ async function phase(name: string, round: number, fn: () => Promise<void>): Prom
 }
 
 /**
- * `BENCH_RUNNER=bin` starts the main runner through its bin (`src/bin.ts`), as every launch path
- * ships it: with its node flags, malloc settings and idle release. By default it is `main.ts`
- * from sources without them, the e2e harness's runner.
+ * How the main runner starts. `dist` (the default): the built package (`pnpm build` of the
+ * runner, run here first), through its bin with its node flags, malloc settings and idle
+ * release, and with the agent bundle it ships: what users run, so the RSS rows of the goals
+ * table describe it. `bin`: the bin from sources (Node strips the types, which costs memory the
+ * package does not). `source`: `main.ts` from sources without the bin (the e2e harness's runner).
  */
-const RUNNER_ENTRY =
-  process.env.BENCH_RUNNER === 'bin' ? join(REPO_ROOT, 'packages/runner/src/bin.ts') : undefined
+const RUNNER_MODE = process.env.BENCH_RUNNER ?? 'dist'
+
+/** The main runner's entry file for `RUNNER_MODE`; builds the package for `dist`. */
+function runnerEntry(): string | undefined {
+  if (RUNNER_MODE === 'source') return undefined
+  if (RUNNER_MODE === 'bin') return join(REPO_ROOT, 'packages/runner/src/bin.ts')
+  if (RUNNER_MODE !== 'dist')
+    throw new Error(`BENCH_RUNNER must be dist, bin or source, got "${RUNNER_MODE}"`)
+  const runnerDir = join(REPO_ROOT, 'packages/runner')
+  const built = join(runnerDir, 'dist/conch.js')
+  // Rebuilt only when a source is newer: every build's files are new to the namespace driver's
+  // runtime image cache (keyed by the files' mtimes), which would make and mount one more image.
+  const sources = ['runner', 'agent', 'link', 'protocol'].map((p) => join(REPO_ROOT, 'packages', p, 'src'))
+  if (!existsSync(built) || Math.max(...sources.map(newestMtime)) > statSync(built).mtimeMs) {
+    const build = spawnSync(process.execPath, ['--conditions=source', 'scripts/build.ts'], {
+      cwd: runnerDir,
+      encoding: 'utf8',
+    })
+    if (build.status !== 0) throw new Error(`building the runner failed: ${build.stderr}`)
+  }
+  return built
+}
+
+/** The newest modification time of any file under `dir`. */
+function newestMtime(dir: string): number {
+  let newest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs)
+  }
+  return newest
+}
 
 async function main(): Promise<void> {
   log(`config ${JSON.stringify(CONFIG)}`)
+  const entry = runnerEntry()
   await using runner = await startRunner({
-    ...(RUNNER_ENTRY ? { entry: RUNNER_ENTRY } : {}),
+    ...(entry ? { entry } : {}),
     args: [
       '--max-sandboxes',
       String(
@@ -666,7 +699,7 @@ async function main(): Promise<void> {
     generatedAt: new Date().toISOString(),
     machine: machineInfo(),
     method:
-      `Full stack: @conch/sdk -> runner CLI (${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
+      `Full stack: @conch/sdk -> runner CLI (${{ dist: 'the built package through its bin, as shipped', bin: 'its bin from sources (BENCH_RUNNER=bin)', source: 'main.ts from sources without the bin (BENCH_RUNNER=source)' }[RUNNER_MODE]}; ${sb.info.driver} driver, isolation ${sb.info.isolation}) -> agent -> bash, on one machine. ` +
       `${CONFIG.rounds} rounds; each figure is the median of its rounds, latency percentiles are per round ` +
       `(${CONFIG.sequentialRuns} sequential shell runs, ${CONFIG.execRuns} execs) and then the median across rounds. ` +
       'Every comparison is interleaved within a round: the reference (a bare Node client driving one bash over ' +

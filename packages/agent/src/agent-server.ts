@@ -117,6 +117,8 @@ export class AgentServer {
   readonly #sockets = new Set<Socket>()
   #suspended = false
   readonly #egress = new EgressListener()
+  /** Callbacks waiting for the first runner connection that proves the secret (`whenLinked`). */
+  #linkWaiters: (() => void)[] | null = []
 
   /** Creates a server; call `listen` to start it. */
   constructor(options: AgentServerOptions) {
@@ -150,6 +152,17 @@ export class AgentServer {
       else server.listen(target.path, listening)
     })
     if ('path' in target) restrictSocket(target.path)
+  }
+
+  /**
+   * Runs `callback` once, right after the first runner connection proves the link secret (at
+   * once when one already has). Start-up work that the handshake does not need waits for it:
+   * the agent is otherwise idle between its hello and the runner's first call, so that work
+   * leaves the handshake's path without delaying the first call.
+   */
+  whenLinked(callback: () => void): void {
+    if (this.#linkWaiters === null) callback()
+    else this.#linkWaiters.push(callback)
   }
 
   /** Stops listening and ends every shell and process. */
@@ -188,6 +201,13 @@ export class AgentServer {
         this.#connection.destroy()
       }
       this.#connection = connection
+      const waiters = this.#linkWaiters
+      this.#linkWaiters = null
+      // After this turn: the handler that proved the secret finishes first.
+      if (waiters !== null && waiters.length > 0)
+        setImmediate(() => {
+          for (const w of waiters) w()
+        })
     })
     socket.on('close', () => {
       this.#sockets.delete(socket)

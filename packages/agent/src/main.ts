@@ -94,7 +94,9 @@ process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'un
 
 await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
 logger.info({ root: args.root, pid: process.pid }, 'agent listening')
-// The sandbox's first shell is usually asked for right after its create: start it now.
+// The sandbox's first shell is usually asked for right after its create: start it now. Its move
+// into the work cgroup (spawner.ts) proceeds off this thread while the runner's handshake is served.
 sessions.prepareSpare()
-// An agent lives for hours; once a burst of runs is over it gives back what the burst grew.
-watchIdleMemory()
+// An agent lives for hours; once a burst of runs is over it gives back what the burst grew. The
+// watcher starts once the runner is linked, off the handshake's path.
+server.whenLinked(watchIdleMemory)

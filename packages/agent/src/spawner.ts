@@ -5,9 +5,11 @@
 // in the sandbox, which cgroup v2's delegation rules require) writes the child's pid into the
 // work group's cgroup.procs (on cgroup v1, one per hierarchy), and only then releases it to exec the command. So a command that
 // exhausts the sandbox's memory is OOM-killed in `work` and never takes the agent with it, and
-// no user code ever runs outside `work`.
+// no user code ever runs outside `work`. The moves are written off the agent's thread: a write
+// to cgroup.procs can wait for an RCU grace period (milliseconds), and the agent keeps serving
+// meanwhile; the child still runs nothing until every move is done.
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
 import { Writable } from 'node:stream'
 import type { Logger } from './logger.ts'
 
@@ -64,16 +66,21 @@ export function sandboxSpawn(
       gate.destroy()
       return child
     }
-    try {
-      for (const procs of workCgroups) writeFileSync(procs, String(child.pid))
-      gate.end('\n')
-    } catch (error) {
-      logger.warn(
-        { err: error instanceof Error ? error.message : String(error) },
-        'could not move a child into the work cgroup; it will not run',
-      )
-      gate.destroy()
-    }
+    void moveInto(workCgroups, child.pid).then(
+      () => gate.end('\n'),
+      (error: unknown) => {
+        logger.warn(
+          { err: error instanceof Error ? error.message : String(error) },
+          'could not move a child into the work cgroup; it will not run',
+        )
+        gate.destroy()
+      },
+    )
     return child
   }
+}
+
+/** Writes `pid` into each cgroup.procs file, one after another. */
+async function moveInto(workCgroups: readonly string[], pid: number): Promise<void> {
+  for (const procs of workCgroups) await writeFile(procs, String(pid))
 }

@@ -12,7 +12,9 @@
 // (the runner's state dir); it then drops every capability before the agent starts. The chain is
 // `sh` (root: joins the cgroups, so every later fork is counted) → `setpriv` (to the sandbox
 // uid) → `bwrap` → the sandbox's pid 1 → the agent. All are detached from the runner (setsid),
-// so the agent outlives a runner restart.
+// so the agent outlives a runner restart. `create` starts the chain and `sh` holds it after its
+// cgroup joins (which can wait for an RCU grace period) until `startAgent` writes `go`, so the
+// joins overlap the disk's setup; nothing of the sandbox runs before that.
 //
 // Handle: the pid and start time of that first process (bwrap after exec), the host paths and
 // the cgroup dirs. It is alive while that (pid, start time) exists and is not a zombie. Stop
@@ -53,16 +55,19 @@ import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sand
 import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import {
   ARGS_FD,
+  chainArgs,
+  endLaunch,
   exitReason,
   feedArgs,
   findBinary,
-  rootUserNamespace,
+  type Launch,
+  release,
   SYSTEM_BIN_DIRS,
   spawned,
 } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
-import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
+import { createDisk, diskPaths, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -112,6 +117,26 @@ export interface NamespaceDriverOptions {
   rootlessLimits?: RootlessLimits
 }
 
+/** /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget. */
+function tmpSizes(state: NamespaceState, spec: SandboxSpec): { tmpBytes?: number; shmBytes?: number } {
+  // Rootless without a memory limit, they are still sized as for the default.
+  const memory = spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
+  return memory === undefined ? {} : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }
+}
+
+/** The work cgroup's files bound into the sandbox for the agent. */
+function workBinds(state: NamespaceState): { host: string; guest: string; writable: boolean }[] {
+  const work = state.cgroup?.work ?? null
+  if (work === null) return []
+  return [
+    { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
+    { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
+    ...(work.pidsProcs === undefined
+      ? []
+      : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
+  ]
+}
+
 /** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
 export class NamespaceDriver implements SandboxDriver {
   /** Driver name. */
@@ -133,6 +158,10 @@ export class NamespaceDriver implements SandboxDriver {
   #runtime: Promise<AgentRuntime> | undefined
   readonly #rootlessGiven: RootlessLimits | undefined
   #rootlessLimits: RootlessLimits | undefined
+  /** bwrap's seccomp filter, built on first use. */
+  #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
+  /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
+  readonly #launches = new Map<string, Launch>()
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -178,7 +207,7 @@ export class NamespaceDriver implements SandboxDriver {
   /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
   problem(spec: Pick<SandboxSpec, 'limits'> = { limits: {} }): string | null {
     if (process.platform !== 'linux') return 'the namespace driver needs Linux'
-    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sh']) {
+    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sleep', 'sh']) {
       if (!findBinary(name)) {
         return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
       }
@@ -211,69 +240,148 @@ export class NamespaceDriver implements SandboxDriver {
     )
   }
 
-  /** Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups. */
+  /**
+   * Prepares the sandbox folder (workspace, socket dir, /etc files) and its cgroups, and starts
+   * its process chain held before bwrap builds anything (see `#launch`). The disk's format and
+   * mount, the user namespace, the chain's cgroup joins (a write to cgroup.procs can wait for an
+   * RCU grace period) and its execs proceed at once: each waits on the kernel or a child, not on
+   * the others. No sandbox code can run until `startAgent` hands bwrap its options.
+   */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
-    const disk =
+    const diskMade =
       spec.limits.diskBytes === undefined
-        ? undefined
-        : await createDisk(dir, spec.limits.diskBytes, this.#uid)
-    const workspace = disk?.workspace ?? join(dir, 'workspace')
-    const etcDir = disk?.etc ?? join(dir, 'etc')
-    mkdirSync(workspace, { recursive: true, mode: 0o700 })
-    // Rootless, the runner's own uid is the sandbox uid inside.
-    if (!this.rootless) chownSync(workspace, this.#uid, this.#uid)
-    mkdirSync(etcDir, { recursive: true, mode: 0o755 })
-    for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
-      writeFileSync(join(etcDir, name), text, { mode: 0o644 })
-    const { memoryBytes, cpus, pids } = spec.limits
-    const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
-    const cgroup =
-      cgroups?.create({
-        id: spec.id,
-        limits: { memoryBytes, cpus, pids },
-        agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
-      }) ?? null
-    const state: NamespaceState = {
-      dir,
-      workspace,
-      etcDir,
-      disk: disk !== undefined,
-      socketDir: join(dir, 'link'),
-      linkSecret: spec.linkSecret,
-      cgroup,
-      rootless: this.rootless,
+        ? Promise.resolve(undefined)
+        : createDisk(dir, spec.limits.diskBytes, this.#uid)
+    // Awaited after the chain starts: until then a failure must not count as unhandled.
+    diskMade.catch(() => {})
+    let cgroup: SandboxCgroup | null = null
+    let launch: Launch | undefined
+    try {
+      const { memoryBytes, cpus, pids } = spec.limits
+      const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
+      cgroup =
+        cgroups?.create({
+          id: spec.id,
+          limits: { memoryBytes, cpus, pids },
+          agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
+        }) ?? null
+      const paths = diskPaths(dir)
+      const withDisk = spec.limits.diskBytes !== undefined
+      const state: NamespaceState = {
+        dir,
+        workspace: withDisk ? paths.workspace : join(dir, 'workspace'),
+        etcDir: withDisk ? paths.etc : join(dir, 'etc'),
+        disk: withDisk,
+        socketDir: join(dir, 'link'),
+        linkSecret: spec.linkSecret,
+        cgroup,
+        rootless: this.rootless,
+      }
+      launch = await this.#launch(state, spec)
+      await diskMade
+      mkdirSync(state.workspace, { recursive: true, mode: 0o700 })
+      // Rootless, the runner's own uid is the sandbox uid inside.
+      if (!this.rootless) chownSync(state.workspace, this.#uid, this.#uid)
+      mkdirSync(state.etcDir, { recursive: true, mode: 0o755 })
+      for (const [name, text] of Object.entries(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)))
+        writeFileSync(join(state.etcDir, name), text, { mode: 0o644 })
+      this.#launches.set(spec.id, launch)
+      return { id: spec.id, workdir: GUEST_WORKSPACE, state }
+    } catch (error) {
+      // Nothing is handed back, so nothing else would undo what was made here.
+      if (launch) endLaunch(launch)
+      const disk = await diskMade.then(
+        (made) => made,
+        () => undefined,
+      )
+      if (disk !== undefined) await removeDisk(dir).catch(() => {})
+      if (cgroup !== null)
+        await this.#cgroupsOf(cgroup.version)
+          .remove(cgroup)
+          .catch(() => {})
+      throw error
     }
-    return { id: spec.id, workdir: GUEST_WORKSPACE, state }
   }
 
-  /** Starts bwrap (and the agent in it) detached, in the sandbox's cgroups, logging to `agent.log`. */
-  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
-    const state = NamespaceState.parse(sandbox.state)
+  /** The agent's runtime, located (and as root put on its image) on first use. */
+  #agentRuntime(rootless: boolean): Promise<AgentRuntime> {
     // Rootless, nothing can be loop-mounted: the runtime is bound from its host paths.
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
-      state.rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
+      rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
     })
-    const runtime = await this.#runtime
-    const seccomp = bwrapSeccomp(6)
-    const endpoint = await bindAgentSocket(state.socketDir)
-    const usernsFd = state.rootless ? null : await rootUserNamespace(this.#uid)
-    const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
+    return this.#runtime
+  }
+
+  /** Starts the agent: releases the chain `create` started (or starts one, on a restart) with bwrap's options. */
+  async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
+    const state = NamespaceState.parse(sandbox.state)
+    const held = this.#launches.get(sandbox.id)
+    this.#launches.delete(sandbox.id)
+    const launch = held ?? (await this.#launch(state, spec))
     try {
-      const env: Record<string, string> = {
-        PATH: '/usr/local/bin:/usr/bin:/bin',
-        HOME: GUEST_WORKSPACE,
-        LANG: 'C.UTF-8',
-        TERM: 'dumb',
-        ...spec.env,
-      }
+      const args = bwrapArgs({
+        usernsFd: state.rootless ? null : 3,
+        agentUid: state.rootless ? this.#uid : 0,
+        agentCaps: state.rootless ? [] : AGENT_CAPS,
+        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
+        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
+        hostname: SANDBOX_HOSTNAME,
+        workspace: state.workspace,
+        etcFiles: Object.fromEntries(
+          Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
+        ),
+        runtime: launch.runtime,
+        ...tmpSizes(state, spec),
+        extraBinds: workBinds(state),
+        env: {
+          PATH: '/usr/local/bin:/usr/bin:/bin',
+          HOME: GUEST_WORKSPACE,
+          LANG: 'C.UTF-8',
+          TERM: 'dumb',
+          ...spec.env,
+        },
+        seccompArgs: launch.seccomp.args,
+        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
+        command: launch.command,
+      })
+      sendLinkSecret(launch.child, 5, state.linkSecret)
+      feedSeccomp(launch.child, launch.seccomp)
+      // bwrap reads its options from a pipe (the command stays on its command line).
+      feedArgs(launch.child, args.slice(0, args.length - launch.command.length - 1))
+      release(launch.child)
+    } catch (error) {
+      endLaunch(launch)
+      throw error
+    }
+    const { pid } = launch
+    const startTime = procStat(pid)?.startTime
+    return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
+  }
+
+  /**
+   * Spawns the sandbox's chain detached, logging to `agent.log`: `sh` (root) joins the
+   * sandbox's cgroups and then waits for `go` on a pipe (`startAgent` writes it after bwrap's
+   * options); only then does it exec `setpriv` (to the sandbox uid) and bwrap. Anything else on
+   * that pipe, or its end (a runner that died), ends the chain before bwrap starts.
+   */
+  async #launch(state: NamespaceState, spec: SandboxSpec): Promise<Launch> {
+    const runtime = await this.#agentRuntime(state.rootless)
+    let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
+    let logFd: number | undefined
+    try {
+      // The filter's program is the same for every sandbox: built once (it takes about a millisecond).
+      this.#seccomp ??= bwrapSeccomp(6)
+      const seccomp = this.#seccomp
+      endpoint = await bindAgentSocket(state.socketDir)
+      logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
       const work = state.cgroup?.work ?? null
       const agent = agentCommand(
         runtime.node,
@@ -293,12 +401,6 @@ export class NamespaceDriver implements SandboxDriver {
         },
         runtime.compileCache,
       )
-      const etcFiles = Object.fromEntries(
-        Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
-      )
-      // Rootless without a memory limit, /tmp and /dev/shm are still sized as for the default.
-      const memory =
-        spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
       // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
       const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
       const command = [
@@ -308,70 +410,37 @@ export class NamespaceDriver implements SandboxDriver {
         'sh',
         ...agent,
       ]
-      const args = bwrapArgs({
-        usernsFd: usernsFd === null ? null : 3,
-        agentUid: state.rootless ? this.#uid : 0,
-        agentCaps: state.rootless ? [] : AGENT_CAPS,
-        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
-        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
-        hostname: SANDBOX_HOSTNAME,
-        workspace: state.workspace,
-        etcFiles,
-        runtime,
-        // /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget.
-        ...(memory === undefined
-          ? {}
-          : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }),
-        extraBinds:
-          work === null
-            ? []
-            : [
-                { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
-                { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
-                ...(work.pidsProcs === undefined
-                  ? []
-                  : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
-              ],
-        env,
-        seccompArgs: seccomp.args,
-        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
-        command,
-      })
-      // bwrap reads its options from a pipe (the command stays on its command line).
-      const options = args.slice(0, args.length - command.length - 1)
       const id = String(this.#uid)
       const toUid = state.rootless
         ? []
         : [findBinary('setpriv')!, `--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--']
       const child = spawn(
         findBinary('sh')!,
-        [
-          '-c',
-          'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"',
-          'conch-sandbox',
-          ...(state.cgroup?.join ?? []),
-          '--',
-          ...toUid,
-          findBinary('bwrap')!,
-          // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv (readable
-          // inside at /proc/1/cmdline) would otherwise name the host paths it binds. The command
-          // names only paths inside.
-          '--args',
-          String(ARGS_FD),
-          '--',
-          ...command,
-        ],
+        chainArgs({
+          join: state.cgroup?.join ?? [],
+          // Rootless, bwrap makes the user namespace itself.
+          usernsUid: state.rootless ? null : this.#uid,
+          command: [
+            ...toUid,
+            findBinary('bwrap')!,
+            // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv
+            // (readable inside at /proc/1/cmdline) would otherwise name the host paths it binds.
+            // The command names only paths inside.
+            '--args',
+            String(ARGS_FD),
+            '--',
+            ...command,
+          ],
+        }),
         {
           detached: true,
-          stdio: ['ignore', logFd, logFd, usernsFd ?? 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe'],
+          // fd 3 is the user namespace the chain opens itself.
+          stdio: ['ignore', logFd, logFd, 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe', 'pipe'],
           env: {},
           cwd: '/',
         },
       )
       const pid = await spawned(child)
-      sendLinkSecret(child, 5, state.linkSecret)
-      feedSeccomp(child, seccomp)
-      feedArgs(child, options)
       this.#pendingExits.set(
         pid,
         new Promise((resolve) =>
@@ -384,12 +453,10 @@ export class NamespaceDriver implements SandboxDriver {
         ),
       )
       child.unref()
-      const startTime = procStat(pid)?.startTime
-      return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
+      return { child, pid, command, runtime, seccomp }
     } finally {
-      endpoint.close()
-      closeSync(logFd)
-      if (usernsFd !== null) closeSync(usernsFd)
+      endpoint?.close()
+      if (logFd !== undefined) closeSync(logFd)
     }
   }
 
@@ -486,6 +553,9 @@ export class NamespaceDriver implements SandboxDriver {
   }
 
   async destroy(sandbox: DriverSandbox): Promise<void> {
+    const held = this.#launches.get(sandbox.id)
+    this.#launches.delete(sandbox.id)
+    if (held) endLaunch(held)
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     await releaseWorkspaceOverlay(state.workspace)

@@ -1,18 +1,24 @@
-// How the namespace driver starts a sandbox's processes: where it finds its programs, the user
-// namespace a root runner prepares (maps written by the runner, so host root can be mapped), the
-// pipe that hands bwrap its options, and the reason a sandbox ended, from bwrap's exit.
-import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, openSync, readlinkSync, writeFileSync } from 'node:fs'
+// How the namespace driver starts a sandbox's processes: where it finds its programs, the first
+// process's script (cgroup joins, the user namespace a root runner prepares, with maps written as
+// root so host root can be mapped, and the hold until `go`), the pipe that hands bwrap its
+// options, and the reason a sandbox ended, from bwrap's exit.
+import type { ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { RunnerError } from '../runner-error.ts'
+import type { AgentRuntime } from './agent-runtime.ts'
+import type { BwrapSeccomp } from './seccomp-filter.ts'
 
-/** Folders searched for bwrap, unshare, setpriv and sh. */
+/** Folders searched for bwrap, unshare, setpriv, sleep and sh. */
 export const SYSTEM_BIN_DIRS = ['/usr/bin', '/bin', '/usr/local/bin', '/usr/sbin']
 
 /** The fd on which bwrap reads its options (`--args`), NUL-separated. */
 export const ARGS_FD = 7
+
+/** The fd on which a held sandbox chain waits for `go` before it starts bwrap (see `release`). */
+export const GO_FD = 8
 
 /** The first of `SYSTEM_BIN_DIRS/name` that exists. */
 export function findBinary(name: string): string | null {
@@ -20,31 +26,48 @@ export function findBinary(name: string): string | null {
   return null
 }
 
-/** A user namespace owned by `uid` mapping host root and `uid` (a root runner writes the maps); returns its fd. */
-export async function rootUserNamespace(uid: number): Promise<number> {
-  const holder = spawn(findBinary('unshare')!, ['--user', '--', findBinary('sh')!, '-c', 'read _'], {
-    stdio: ['pipe', 'ignore', 'ignore'],
-    uid: uid,
-    gid: uid,
-    env: {},
-    cwd: '/',
-  })
-  try {
-    const pid = await spawned(holder)
-    const own = readlinkSync('/proc/self/ns/user')
-    const deadline = Date.now() + 5_000
-    while (readNs(pid) === own) {
-      if (Date.now() > deadline)
-        throw new RunnerError('AGENT_UNAVAILABLE', 'unshare --user did not create a user namespace')
-      await new Promise((r) => setTimeout(r, 1))
-    }
-    const map = `0 0 1\n${uid} ${uid} 1\n`
-    writeFileSync(`/proc/${pid}/uid_map`, map)
-    writeFileSync(`/proc/${pid}/gid_map`, map)
-    return openSync(`/proc/${pid}/ns/user`, 'r')
-  } finally {
-    holder.kill('SIGKILL')
-  }
+/**
+ * The script of a sandbox's first process, `sh` run as root by the runner (its arguments:
+ * `chainArgs`). It writes its own pid into each cgroup.procs given, so every later fork is
+ * counted. As root it then makes the user namespace bwrap joins: a holder started as the
+ * sandbox uid unshares one (so that uid owns it), `sh` writes its maps (`0 0 1` and `uid uid 1`:
+ * only root may map host root) and opens it as fd 3, and the holder is killed and reaped (a
+ * zombie would stay charged to the pids limit). It then waits for
+ * `go` on `GO_FD` (anything else, or the pipe's end, stops it) and execs the rest, closing that fd.
+ * Forks from this small shell cost little, where each fork of the runner copies its page tables.
+ */
+const CHAIN_SCRIPT = `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift
+if [ "$1" = userns ]; then
+  "$2" --reuid="$5" --regid="$5" --clear-groups -- "$3" --user -- "$4" 60 </dev/null >/dev/null 2>&1 &
+  h=$!
+  while [ /proc/$h/ns/user -ef /proc/$$/ns/user ]; do :; done
+  m="0 0 1
+$5 $5 1"
+  { echo "$m" > /proc/$h/uid_map && echo "$m" > /proc/$h/gid_map && exec 3< /proc/$h/ns/user; } || { kill -9 $h; echo "conch: could not make the sandbox's user namespace" >&2; exit 125; }
+  kill -9 $h
+  wait $h 2>/dev/null
+  shift 5
+fi
+read -r go <&${GO_FD} && [ "$go" = go ] || exit 125
+exec "$@" ${GO_FD}<&-`
+
+/** What a sandbox's first process does before it execs `command`. */
+export interface ChainOptions {
+  /** The cgroup.procs files it joins. */
+  join: readonly string[]
+  /** As root: the uid owning the user namespace made for bwrap (fd 3); null rootless (bwrap makes its own). */
+  usernsUid: number | null
+  /** What it execs once released: setpriv and bwrap, with their arguments. */
+  command: readonly string[]
+}
+
+/** `sh`'s argv for a sandbox's first process (see `CHAIN_SCRIPT`). */
+export function chainArgs(o: ChainOptions): string[] {
+  const userns =
+    o.usernsUid === null
+      ? []
+      : ['userns', findBinary('setpriv')!, findBinary('unshare')!, findBinary('sleep')!, String(o.usernsUid)]
+  return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...o.join, '--', ...userns, ...o.command]
 }
 
 /**
@@ -69,13 +92,13 @@ export function feedArgs(child: ChildProcess, args: string[]): void {
   pipe.end(args.map((a) => `${a}\0`).join(''))
 }
 
-/** The user namespace of a process, or null once it is gone. */
-function readNs(pid: number): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/user`)
-  } catch {
-    return null
-  }
+/** Lets a held chain (spawned with a pipe on `GO_FD`) go on to bwrap. */
+export function release(child: ChildProcess): void {
+  const pipe = child.stdio.at(GO_FD)
+  if (!(pipe instanceof Writable))
+    throw new RunnerError('INTERNAL', `fd ${GO_FD} of the sandbox chain is not a pipe`)
+  pipe.on('error', () => {})
+  pipe.end('go\n')
 }
 
 /** Resolves with the pid once `child` has spawned; AGENT_UNAVAILABLE when it cannot. */
@@ -90,4 +113,28 @@ export function spawned(child: ChildProcess): Promise<number> {
     )
     child.once('spawn', () => resolve(child.pid ?? 0))
   })
+}
+
+/** A sandbox's chain, spawned and held before bwrap until its options arrive. */
+export interface Launch {
+  /** The chain's process: `sh`, then `setpriv`, then bwrap (the sandbox's first process). */
+  child: ChildProcess
+  /** Its pid. */
+  pid: number
+  /** The command bwrap runs inside (on its command line, after its options). */
+  command: string[]
+  /** The agent's runtime the command names. */
+  runtime: AgentRuntime
+  /** The seccomp filter bwrap reads on fd 6. */
+  seccomp: BwrapSeccomp
+}
+
+/** Ends a chain that was never released: killed, its pipes closed. */
+export function endLaunch(launch: Launch): void {
+  try {
+    process.kill(launch.pid, 'SIGKILL')
+  } catch {
+    // already gone
+  }
+  for (const pipe of launch.child.stdio) pipe?.destroy()
 }
