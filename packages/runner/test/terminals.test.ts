@@ -75,6 +75,20 @@ describe('terminals through the runner', () => {
     expect((await sb.listTerminals())[0]?.exitCode).toBe(0)
   })
 
+  it('a client still attached when its sandbox is deleted ends its terminal; the failed reattach throws nothing out of the process', async () => {
+    await using runner = await startRunner({ listen: true })
+    const sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
+    const term = await sb.terminal({ command: ['bash', '--norc'] })
+    const screen = screenOf(term)
+    term.write('echo attached\r')
+    await screen.until(/[\r\n]attached\r\n/)
+    await sb.destroy()
+    // The socket drops; the SDK tries to reattach and the runner answers the upgrade with 404.
+    // Node's ws emits that as an error event: unheard, it would escape as an uncaught exception.
+    expect(await term.exited).toEqual({ code: null, signal: null })
+    expect(() => term.write('x')).toThrow(/not attached/)
+  })
+
   it('attacks: a token for sandbox A cannot open B’s terminal; expired and unknown tokens are refused', async () => {
     let clock = 1_000_000
     await using runner = await startRunner({ listen: true, now: () => clock })

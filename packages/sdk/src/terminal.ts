@@ -266,6 +266,9 @@ export class Terminal {
         }
         for (const fn of this.#listeners) fn(fresh)
       })
+      // A failed upgrade (the sandbox is gone: 404) is reported by `close`; without a listener,
+      // Node's `ws` would throw the error event out of the caller's process.
+      socket.addEventListener('error', () => {})
       socket.addEventListener('close', () => {
         if (!ready) {
           reject(this.#error ?? new ConchError('CONNECTION_LOST', `could not attach to terminal ${this.id}`))
@@ -286,12 +289,11 @@ export class Terminal {
         await this.connect()
         return
       } catch (error) {
-        if (
-          error instanceof ConchError &&
-          error.code !== 'CONNECTION_LOST' &&
-          error.code !== 'AGENT_UNAVAILABLE'
-        ) {
-          this.#fail(error)
+        // A browser's WebSocket hides why an upgrade failed: ask REST whether the terminal is
+        // still there, so a deleted sandbox or terminal ends the loop with its own error.
+        const cause = isLostConnection(error) ? await this.#whyGone() : error
+        if (cause instanceof ConchError && !isLostConnection(cause)) {
+          this.#fail(cause)
           return
         }
       }
@@ -300,11 +302,28 @@ export class Terminal {
       this.#fail(new ConchError('CONNECTION_LOST', `lost terminal ${this.id} and could not reattach`))
   }
 
+  /** The error the terminal's REST route answers with, or null while it is there. */
+  async #whyGone(): Promise<unknown> {
+    try {
+      await this.#deps.http.json('GET', this.#restPath, terminalInfo)
+      return null
+    } catch (error) {
+      return error
+    }
+  }
+
   #fail(error: ConchError): void {
     this.#done = true
     this.#error = error
     this.#resolveExit({ code: null, signal: null })
   }
+}
+
+/** Whether `error` says only that the connection went (worth another attempt). */
+function isLostConnection(error: unknown): boolean {
+  return (
+    !(error instanceof ConchError) || error.code === 'CONNECTION_LOST' || error.code === 'AGENT_UNAVAILABLE'
+  )
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
