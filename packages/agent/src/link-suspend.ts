@@ -8,7 +8,10 @@
 // sees it, checkpoints, then writes a fresh `secret` (the same one when the sandbox goes on, a
 // new one in a fork restored from the image). The agent, polling for it, reads and deletes it as
 // at start, removes `suspended` and listens again. A restored image resumes inside the poll.
+// The server (agent-server.ts) stops listening and calls these in order: `endLinkSockets`,
+// `markSuspended`, `awaitNextSecret`.
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import type { Socket } from 'node:net'
 import { dirname, join } from 'node:path'
 
 /** The marker the agent writes in its link dir once no link socket is open. */
@@ -16,6 +19,25 @@ export const SUSPENDED_MARKER = 'suspended'
 
 /** How often a suspended agent looks for its next secret. */
 const SECRET_POLL_MS = 20
+
+/** How long the link sockets get to close after `end` before they are destroyed. */
+const SOCKET_END_GRACE_MS = 2_000
+
+/**
+ * Ends every socket (so an answer already sent still arrives), destroys those still open after
+ * a grace period, and resolves once all are closed.
+ */
+export async function endLinkSockets(sockets: readonly Socket[]): Promise<void> {
+  const closed = sockets.map(
+    (s) => new Promise((resolve) => (s.destroyed ? resolve(null) : s.once('close', resolve))),
+  )
+  for (const socket of sockets) socket.end()
+  const force = setTimeout(() => {
+    for (const socket of sockets) socket.destroy()
+  }, SOCKET_END_GRACE_MS)
+  await Promise.all(closed)
+  clearTimeout(force)
+}
 
 /** Writes the suspended marker next to `secretFile`. */
 export function markSuspended(secretFile: string): void {
