@@ -52,7 +52,9 @@ export class FramingLines {
     return [
       'PS1= PS2= PS0=',
       'set +H',
+      // bash has already read $HISTFILE and recorded the init line itself: the list starts empty.
       'set +o history',
+      'history -c',
       'shopt -s expand_aliases',
       'unset PROMPT_COMMAND MAILCHECK HISTFILE TMOUT',
       // Sentinels go to saved copies of stdout/stderr. bash's own stderr then points at

@@ -3,7 +3,23 @@
 // snapshots). The first new session whose options build the same shell takes it under its own
 // id and so does not wait for a bash to start; any other starts its own. No spare replaces a
 // taken one, and one that died is never handed out.
+//
+// Once bash is ready, the spare runs one warm-up: an internal run (kept out of the log and the
+// history, and ending with `$?` set back to 0) that prints a byte on each stream and sets
+// nothing. It takes the first run's one-time costs off the user's first run: bash's first
+// source of a command file, and, in the agent, the first pass through the run, file, marker and
+// output code, which a new agent process has not compiled yet. A session that takes the spare
+// before the warm-up ended queues its first run behind it.
+import { randomBytes } from 'node:crypto'
 import type { BashSession } from './bash-session.ts'
+
+/**
+ * The warm-up's command: builtins only (no process to start), an output byte per stream, no
+ * variable, alias or function left behind. Leading backslashes keep aliases away.
+ */
+export const WARM_UP_COMMAND = '\\builtin printf .; \\builtin printf . >&2'
+/** The warm-up's timeout: far above what it takes, only so that it can never hang the spare. */
+const WARM_UP_TIMEOUT_MS = 10_000
 
 /** What distinguishes one new shell from another, besides its id. */
 export interface ShellShape {
@@ -43,6 +59,17 @@ export class SpareShell {
   hold(session: BashSession, shape: ShellShape): void {
     const spare = { session, shape }
     this.#spare = spare
+    // A shell that closes first rejects the warm-up, which is then moot.
+    session.ready
+      .then(() =>
+        session.run({
+          runId: `__conch_warm_up_${randomBytes(6).toString('hex')}`,
+          command: WARM_UP_COMMAND,
+          internal: true,
+          timeoutMs: WARM_UP_TIMEOUT_MS,
+        }),
+      )
+      .catch(() => {})
     void session.closed.then(() => {
       if (this.#spare !== spare) return
       this.#spare = null

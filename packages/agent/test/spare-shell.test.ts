@@ -9,6 +9,7 @@ import type { BashSession } from '../src/bash-session.ts'
 import { buildAgent } from '../src/build-agent.ts'
 import { systemClock } from '../src/clock.ts'
 import { silentLogger } from '../src/logger.ts'
+import { isOutput } from '../src/output-log.ts'
 import type { SessionManager } from '../src/session-manager.ts'
 import { nodeSpawn } from '../src/spawner.ts'
 import { chooseTempRoot } from '../src/temp-root.ts'
@@ -123,5 +124,61 @@ describe('the spare shell', () => {
       }
     }
     await expect.poll(gone).toBe(true)
+  })
+})
+
+/** What a shell shows of itself, with the framing's random tag and per-process values masked. */
+const SHOW_STATE = 'echo "rc=$?"; history; declare -p; declare -F; alias; trap -p; shopt; set -o'
+/** Variables bash sets per process or per command, which differ between any two shells. */
+const PER_PROCESS =
+  /^declare -[-a-zA-Z]* (BASHPID|BASH_COMMAND|BASH_SOURCE|BASH_LINENO|EPOCHREALTIME|EPOCHSECONDS|LINENO|RANDOM|SRANDOM|SECONDS|_)=/
+
+function masked(text: string): string[] {
+  return text
+    .split('\n')
+    .filter((line) => !PER_PROCESS.test(line))
+    .map((line) =>
+      line
+        .replace(/(__conch_[a-z_]+?_)[0-9a-f]{8}\b/g, '$1TAG')
+        .replace(/conch-[A-Za-z0-9]{6}/g, 'conch-DIR'),
+    )
+}
+
+describe('the spare shell warm-up', () => {
+  test('leaves nothing the user can see: no history, $? 0, no log bytes, the state of a shell without it', async ({
+    sessions,
+  }) => {
+    // Taken at once, so the warm-up may still be queued: the first run waits behind it.
+    const warm = await sessions.create({ id: 'warm' })
+    const cold = await sessions.create({ id: 'cold' })
+    expect(warm.pid).not.toBe(cold.pid)
+    expect(warm.history()).toEqual([])
+    expect(warm.lastExitCode).toBe(0)
+
+    const [warmState, coldState] = [await out(warm, SHOW_STATE), await out(cold, SHOW_STATE)]
+    // `history` lists nothing: neither the framing's lines nor a $HISTFILE bash read at start.
+    expect(warmState.startsWith('rc=0\ndeclare ')).toBe(true)
+    // The warm-up ran: it is an internal run, which leaves the framing's own flag behind.
+    const flag = /^declare -[-a-zA-Z]* __conch_int_TAG=/
+    expect(masked(warmState).filter((l) => flag.test(l))).toHaveLength(1)
+    expect(masked(coldState).filter((l) => flag.test(l))).toHaveLength(0)
+    expect(masked(warmState).filter((l) => !flag.test(l))).toEqual(masked(coldState))
+
+    expect(warm.history().map((h) => h.command)).toEqual([SHOW_STATE])
+    // The log holds the user's run and nothing else: its start, its output, its exit.
+    const events = warm.log.readFrom(0)
+    expect(events[0]).toMatchObject({ type: 'shell_start', offset: 0 })
+    expect(events.at(-1)?.type).toBe('shell_exit')
+    const runId = (events[0] as { id: string }).id
+    expect(events.filter((e) => (e as { id: string | null }).id !== runId)).toEqual([])
+    const logged = (s: BashSession) =>
+      Buffer.concat(s.log.readFrom(0).flatMap((e) => (isOutput(e) ? [e.data] : []))).toString()
+    expect(logged(warm)).toBe(warmState)
+  })
+
+  test('a second run after it sees the first run’s $?, not the warm-up’s', async ({ sessions }) => {
+    const s = await sessions.create({ id: 'w' })
+    await s.run({ runId: 'one', command: '(exit 7)' })
+    expect(await out(s, 'echo $?')).toBe('7\n')
   })
 })
