@@ -80,7 +80,10 @@ export class SessionRuns {
 
   /** The id of the run in progress. */
   get running(): string | null {
-    return this.#active?.req.runId ?? null
+    const active = this.#active
+    // The agent's own runs (warm-up, snapshot capture and restore) are not the user's commands:
+    // a listing never shows them, and they never keep a sandbox awake.
+    return active === null || active.req.internal === true ? null : active.req.runId
   }
 
   /** Runs waiting behind the active one (written ahead into bash or not). */

@@ -1,9 +1,10 @@
 // Runs written ahead into bash (run-window.ts): later lines are already in bash's stdin while
 // a run executes. Interrupts, timeouts, exits, stdin, internal runs, traps and attribution
 // must behave as if each run were sent alone.
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect } from 'vitest'
+import { describe, expect, vi } from 'vitest'
 import { ShellClosedError } from '../src/agent-error.ts'
 import type { BashSession } from '../src/bash-session.ts'
 import type { LogEvent } from '../src/output-log.ts'
@@ -197,6 +198,22 @@ describe('write-ahead: stdin, internal runs, history and $?', () => {
       ['(exit 7)', 7],
       ['echo "saw $?"', 0],
     ])
+  })
+
+  test('an internal run is never reported as the running command; the user runs behind it count as queued', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    const gate = join(mkdtempSync(join(tmpdir(), 'conch-gate-')), 'open')
+    const runs = queue(s, [
+      { command: `while [ ! -e ${gate} ]; do sleep 0.01; done`, internal: true },
+      'echo user',
+    ])
+    await vi.waitFor(() => expect(s.queued).toBe(1))
+    expect(s.running).toBeNull()
+    writeFileSync(gate, '')
+    const [, user] = await Promise.all(runs)
+    expect(text(user!)).toBe('user\n')
   })
 
   test('history and $? follow the order of pipelined runs', async ({ newSession }) => {
