@@ -273,14 +273,17 @@ describe('gvisor driver', () => {
     const other = await createSandbox(runner)
     // Each hog stays under the per-process limit; together they pass the sandbox's memory
     // cgroup, and gVisor, which has no OOM killer of its own, is killed whole by the host.
-    const hog = `perl -e '$x = "a" x (96 * 1024 * 1024); sleep 30'`
-    await runner.app.inject({
+    // The hogs hold their memory until the sandbox dies, so on a loaded host, where they start
+    // one by one, they still come to hold it all at once; the exec ends when the sandbox does.
+    const hog = `perl -e '$x = "a" x (96 * 1024 * 1024); sleep 600'`
+    const hogging = runner.app.inject({
       method: 'POST',
       url: `/v1/sandboxes/${hogged}/exec`,
       headers: runner.auth,
       payload: { command: `for i in 1 2 3 4 5 6; do ${hog} & done; wait` },
     })
-    await expect.poll(async () => (await info(runner, hogged)).status, { timeout: 60_000 }).toBe('dead')
+    await expect.poll(async () => (await info(runner, hogged)).status, { timeout: 75_000 }).toBe('dead')
+    await hogging
     expect((await info(runner, hogged)).deadReason).toMatch(/exceeding its memory limit/)
     expect((await exec(runner, other, 'echo fine')).stdout).toBe('fine\n')
     expect((await runner.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200)
