@@ -62,9 +62,12 @@ export class FramingLines {
       // framing lines) never reaches a run, while each run's command gets the real stderr
       // back through `2>&63` on its line.
       'exec 62>&1 63>&2 2>/dev/null',
+      // The end function has no redirection of its own on stderr: it runs after the `.`'s
+      // `2>&63` is undone, when bash's stderr is /dev/null again, so its traces under `set -x`
+      // go nowhere without the save, open, dup2 and restore a redirection costs on every run.
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; } 2>/dev/null`,
+      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; }`,
       // A held command file calls this with a nonce of its own: it marks the line as held, with
       // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
       `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin return 0; } 2>/dev/null`,

@@ -305,6 +305,21 @@ describe('shell options that print', () => {
     await sh(s, 'set +x')
   })
 
+  test('set -x traces nothing of the framing around a run a timeout interrupts', async ({ newSession }) => {
+    // The end function has no stderr redirection of its own: after the SIGINT aborts the run's
+    // `. file 2>&63`, bash's stderr must be /dev/null again before the sync line calls it.
+    const s = await newSession()
+    await sh(s, 'set -x')
+    const r = await sh(s, 'echo partial; while :; do :; done', { timeoutMs: 300 })
+    expect(r.timedOut).toBe(true)
+    expect(r.err.startsWith('++ echo partial\n')).toBe(true)
+    expect(r.err).not.toContain('conch')
+    expect(r.err).not.toContain('printf')
+    const next = await sh(s, 'echo hi')
+    expect([next.out, next.err]).toEqual(['hi\n', '++ echo hi\n'])
+    await sh(s, 'set +x')
+  })
+
   test('a command may send its own stderr elsewhere for the rest of its run', async ({ newSession }) => {
     const s = await newSession()
     const r = await sh(s, 'exec 2>/dev/null; echo gone >&2; echo kept')
