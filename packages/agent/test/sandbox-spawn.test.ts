@@ -2,7 +2,9 @@
 // thread, and the child runs its command only after every move succeeded. Real processes; the
 // cgroup.procs files are plain files here (a real one needs root and cgroups; the namespace
 // driver's tests check commands land in `work`), so what is tested is the gate around the writes.
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -47,12 +49,19 @@ describe('sandbox spawn with work cgroups', () => {
   })
 
   it('returns the child before its moves are written, and the child waits for them', async () => {
+    // A FIFO with no reader: the move's write cannot finish until the test opens it, so the
+    // spawn returning at all shows the write is off the agent's thread.
     const procs = [join(dir, 'd.procs')]
+    execFileSync('mkfifo', [procs[0]!])
     const spawn = sandboxSpawn(nodeSpawn, undefined, procs, recordingLogger())
-    const child = spawn('/bin/sh', ['-c', 'exit 7'], { stdio: 'ignore' })
-    // The write is still queued off this thread: the file does not exist yet on return.
-    expect(existsSync(procs[0]!)).toBe(false)
-    expect(await exitOf(child)).toBe(7)
-    expect(readFileSync(procs[0]!, 'utf8')).toBe(String(child.pid))
+    const marker = join(dir, 'ran-before-move')
+    const child = spawn('/bin/sh', ['-c', `touch ${marker}; exit 7`], { stdio: 'ignore' })
+    const exited = exitOf(child)
+    // The child is gated on the move: a command that ran early would have left the marker.
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(existsSync(marker)).toBe(false)
+    expect(await readFile(procs[0]!, 'utf8')).toBe(String(child.pid))
+    expect(await exited).toBe(7)
+    expect(existsSync(marker)).toBe(true)
   })
 })
