@@ -4,7 +4,7 @@
 // is checked whole before any entry of it is used: an entry past the pack's end, two entries
 // that overlap, or one hash listed twice makes the whole pack unreadable (its snapshots then
 // restore as damaged), never a read outside the pack.
-import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ObjectEncoding } from './content-store.ts'
 
@@ -41,7 +41,8 @@ export function loadPackIndex(dir: string, stem: string): Map<string, PackEntry>
   if (!PACK_NAME.test(stem)) throw new PackIndexError(`${stem} is not a pack name`)
   const pack = `${stem}.pack`
   let packSize: number
-  const fd = openSync(join(dir, pack), 'r')
+  // O_NOFOLLOW: a pack or index that is a symlink is refused, so nothing outside the store is read.
+  const fd = openSync(join(dir, pack), constants.O_RDONLY | constants.O_NOFOLLOW)
   try {
     const stat = fstatSync(fd)
     if (!stat.isFile()) throw new PackIndexError(`${pack} is not a file`)
@@ -51,7 +52,13 @@ export function loadPackIndex(dir: string, stem: string): Map<string, PackEntry>
   }
   let raw: unknown
   try {
-    raw = JSON.parse(readFileSync(join(dir, `${stem}.idx`), 'utf8'))
+    const idx = openSync(join(dir, `${stem}.idx`), constants.O_RDONLY | constants.O_NOFOLLOW)
+    try {
+      if (!fstatSync(idx).isFile()) throw new PackIndexError(`the index of ${pack} is not a file`)
+      raw = JSON.parse(readFileSync(idx, 'utf8'))
+    } finally {
+      closeSync(idx)
+    }
   } catch {
     throw new PackIndexError(`the index of ${pack} is not JSON`)
   }
