@@ -182,12 +182,22 @@ describe('gvisor live snapshots', () => {
       // Tamper with a chunk of the image in the store: the fork is refused, not restored.
       const hash = manifest(runner, snap).live?.files[0]?.chunks[0]
       expect(hash).toMatch(/^[0-9a-f]{64}$/)
-      const dir = join(runner.stateDir, 'snapshots', 'objects', String(hash).slice(0, 2))
-      const object = readdirSync(dir).find((name) => name.startsWith(String(hash)))
-      expect(object).toBeDefined()
-      const path = join(dir, String(object))
+      // The chunk sits in a pack: flip the last byte of its span, found through the pack's index.
+      const packs = join(runner.stateDir, 'snapshots', 'objects', 'packs')
+      const spans = readdirSync(packs)
+        .filter((name) => name.endsWith('.idx'))
+        .flatMap((idx) =>
+          (JSON.parse(readFileSync(join(packs, idx), 'utf8')).entries as [string, number, number][])
+            .filter(([h]) => h === hash)
+            .map(([, offset, length]) => ({
+              path: join(packs, idx.replace(/\.idx$/, '.pack')),
+              end: offset + length,
+            })),
+        )
+      expect(spans).toHaveLength(1)
+      const { path, end } = spans[0]!
       const bytes = readFileSync(path)
-      bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0xff
+      bytes[end - 1] = (bytes[end - 1] ?? 0) ^ 0xff
       writeFileSync(path, bytes)
       const before = runner.app.conch.manager.list().length
       const res = await runner.app.inject({

@@ -203,6 +203,8 @@ export class SnapshotStore implements SnapshotBackend {
         storedBytes: captured.addedBytes + (live?.addedBytes ?? 0),
         ...(live ? { live: live.image } : {}),
       }
+      // The pack's index lands before the manifest that names its objects.
+      this.#objects.seal()
       this.#write(manifest)
       return manifest
     })
