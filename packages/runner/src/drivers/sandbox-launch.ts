@@ -36,7 +36,8 @@ export function findBinary(name: string): string | null {
  * The script of a sandbox's first process, `sh` run as root by the runner (its arguments:
  * `chainArgs`). Given a disk, it first forks a subshell (left in the runner's cgroups, so the
  * format is not charged to the sandbox) that formats and mounts it and reports on `DISK_FD`,
- * which the shell itself closes: the runner spawns no mkfs or mount of its own. It writes its own pid into each cgroup.procs given, so every later fork is
+ * which the shell itself closes: the runner spawns no mkfs or mount of its own. When nobody reads
+ * the report (the runner died mid-create), it unmounts the disk and deletes the image. It writes its own pid into each cgroup.procs given, so every later fork is
  * counted. As root it then makes the user namespace bwrap joins: a holder started as the
  * sandbox uid unshares one (so that uid owns it), `sh` writes its maps (`0 0 1` and `uid uid 1`:
  * only root may map host root) and opens it as fd 3, and the holder is killed and reaped (a
@@ -46,12 +47,13 @@ export function findBinary(name: string): string | null {
  */
 const CHAIN_SCRIPT = `if [ "$1" = disk ]; then
   (
-    e=$("$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$4" 2>&1 >/dev/null) || { printf 'mkfs.ext4\\n%s' "$e" >&${DISK_FD}; exit 1; }
-    e=$("$3" -o loop,nodev,nosuid "$4" "$5" 2>&1 >/dev/null) || { printf 'mount\\n%s' "$e" >&${DISK_FD}; exit 1; }
-    echo ok >&${DISK_FD}
+    trap '' PIPE
+    e=$("$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$5" 2>&1 >/dev/null) || { printf 'mkfs.ext4\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    e=$("$3" -o loop,nodev,nosuid "$5" "$6" 2>&1 >/dev/null) || { printf 'mount\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    echo ok >&${DISK_FD} 2>/dev/null || { "$4" "$6" || "$4" -l "$6"; rm -f "$5"; }
   ) </dev/null &
   exec ${DISK_FD}>&-
-  shift 5
+  shift 6
 fi
 while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift
 if [ "$1" = userns ]; then
@@ -74,6 +76,8 @@ export interface DiskFormat {
   mkfs: string
   /** mount's path. */
   mountTool: string
+  /** umount's path. */
+  umountTool: string
   /** The sparse image, already sized. */
   image: string
   /** The folder it is mounted on, already made. */
@@ -129,7 +133,9 @@ export function chainArgs(o: ChainOptions): string[] {
     o.usernsUid === null
       ? []
       : ['userns', findBinary('setpriv')!, findBinary('unshare')!, findBinary('sleep')!, String(o.usernsUid)]
-  const disk = o.disk ? ['disk', o.disk.mkfs, o.disk.mountTool, o.disk.image, o.disk.mount] : []
+  const disk = o.disk
+    ? ['disk', o.disk.mkfs, o.disk.mountTool, o.disk.umountTool, o.disk.image, o.disk.mount]
+    : []
   return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...disk, ...o.join, '--', ...userns, ...o.command]
 }
 

@@ -91,8 +91,10 @@ export function prepareDisk(dir: string, bytes: number): WorkspaceDisk {
 export function diskFormat(disk: WorkspaceDisk): DiskFormat {
   const mkfs = tool('mkfs.ext4')
   const mount = tool('mount')
-  if (!mkfs || !mount) throw new RunnerError('AGENT_UNAVAILABLE', `cannot format a disk: ${diskProblem()}`)
-  return { mkfs, mountTool: mount, image: disk.image, mount: disk.mount }
+  const umount = tool('umount')
+  if (!mkfs || !mount || !umount)
+    throw new RunnerError('AGENT_UNAVAILABLE', `cannot format a disk: ${diskProblem()}`)
+  return { mkfs, mountTool: mount, umountTool: umount, image: disk.image, mount: disk.mount }
 }
 
 /** Makes the workspace (owned by `uid`) and the /etc folder on a mounted disk. */
