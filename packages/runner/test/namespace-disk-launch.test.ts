@@ -153,10 +153,8 @@ describe('namespace driver: the disk formatted by the sandbox launcher', () => {
     } finally {
       runner.kill('SIGKILL')
       // The dead runner's cgroups, as a restarted runner's cleanup would remove them.
-      spawnSync('sh', [
-        '-c',
-        `for g in $(find /sys/fs/cgroup -maxdepth 6 -depth -type d -name '*${s.id}*'); do rmdir "$g"; done`,
-      ])
+      for (const group of cgroupsNamed(s.id))
+        spawnSync('find', [group, '-depth', '-type', 'd', '-exec', 'rmdir', '{}', ';'])
     }
   })
 })

@@ -300,7 +300,11 @@ export class NamespaceDriver implements SandboxDriver {
       return { id: spec.id, workdir: GUEST_WORKSPACE, state }
     } catch (error) {
       // Nothing is handed back, so nothing else would undo what was made here.
-      if (launch) endLaunch(launch)
+      if (launch) {
+        endLaunch(launch)
+        // A cgroup still holding the dying chain cannot be removed.
+        await this.#pendingExits.get(launch.pid)
+      }
       // The report's end means the format's processes are gone: the mount is final.
       await diskMade.catch(() => {})
       if (spec.limits.diskBytes !== undefined) await removeDisk(dir).catch(() => {})
