@@ -56,6 +56,8 @@ import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import {
   ARGS_FD,
   chainArgs,
+  type DiskFormat,
+  diskReady,
   endLaunch,
   exitReason,
   feedArgs,
@@ -67,7 +69,7 @@ import {
 } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
-import { createDisk, diskPaths, diskProblem, removeDisk } from './workspace-disk.ts'
+import { diskFormat, diskPaths, diskProblem, finishDisk, prepareDisk, removeDisk } from './workspace-disk.ts'
 
 /** The workspace as the sandbox's shells see it. */
 const GUEST_WORKSPACE = '/workspace'
@@ -253,12 +255,9 @@ export class NamespaceDriver implements SandboxDriver {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
-    const diskMade =
-      spec.limits.diskBytes === undefined
-        ? Promise.resolve(undefined)
-        : createDisk(dir, spec.limits.diskBytes, this.#uid)
-    // Awaited after the chain starts: until then a failure must not count as unhandled.
-    diskMade.catch(() => {})
+    // The chain formats and mounts the disk (see `chainArgs`): no runner spawn per tool.
+    let disk: DiskFormat | null = null
+    let diskMade: Promise<void> = Promise.resolve()
     let cgroup: SandboxCgroup | null = null
     let launch: Launch | undefined
     try {
@@ -282,8 +281,15 @@ export class NamespaceDriver implements SandboxDriver {
         cgroup,
         rootless: this.rootless,
       }
-      launch = await this.#launch(state, spec)
-      await diskMade
+      if (spec.limits.diskBytes !== undefined) disk = diskFormat(prepareDisk(dir, spec.limits.diskBytes))
+      launch = await this.#launch(state, spec, disk)
+      if (disk !== null) {
+        diskMade = diskReady(launch.child, disk)
+        // Awaited below; a failure elsewhere first must not count as unhandled.
+        diskMade.catch(() => {})
+        await diskMade
+        finishDisk(paths, this.#uid)
+      }
       mkdirSync(state.workspace, { recursive: true, mode: 0o700 })
       // Rootless, the runner's own uid is the sandbox uid inside.
       if (!this.rootless) chownSync(state.workspace, this.#uid, this.#uid)
@@ -294,12 +300,14 @@ export class NamespaceDriver implements SandboxDriver {
       return { id: spec.id, workdir: GUEST_WORKSPACE, state }
     } catch (error) {
       // Nothing is handed back, so nothing else would undo what was made here.
-      if (launch) endLaunch(launch)
-      const disk = await diskMade.then(
-        (made) => made,
-        () => undefined,
-      )
-      if (disk !== undefined) await removeDisk(dir).catch(() => {})
+      if (launch) {
+        endLaunch(launch)
+        // A cgroup still holding the dying chain cannot be removed.
+        await this.#pendingExits.get(launch.pid)
+      }
+      // The report's end means the format's processes are gone: the mount is final.
+      await diskMade.catch(() => {})
+      if (spec.limits.diskBytes !== undefined) await removeDisk(dir).catch(() => {})
       if (cgroup !== null)
         await this.#cgroupsOf(cgroup.version)
           .remove(cgroup)
@@ -372,7 +380,7 @@ export class NamespaceDriver implements SandboxDriver {
    * options); only then does it exec `setpriv` (to the sandbox uid) and bwrap. Anything else on
    * that pipe, or its end (a runner that died), ends the chain before bwrap starts.
    */
-  async #launch(state: NamespaceState, spec: SandboxSpec): Promise<Launch> {
+  async #launch(state: NamespaceState, spec: SandboxSpec, disk: DiskFormat | null = null): Promise<Launch> {
     const runtime = await this.#agentRuntime(state.rootless)
     let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
     let logFd: number | undefined
@@ -417,6 +425,7 @@ export class NamespaceDriver implements SandboxDriver {
       const child = spawn(
         findBinary('sh')!,
         chainArgs({
+          disk,
           join: state.cgroup?.join ?? [],
           // Rootless, bwrap makes the user namespace itself.
           usernsUid: state.rootless ? null : this.#uid,
@@ -435,7 +444,18 @@ export class NamespaceDriver implements SandboxDriver {
         {
           detached: true,
           // fd 3 is the user namespace the chain opens itself.
-          stdio: ['ignore', logFd, logFd, 'ignore', endpoint.fd, 'pipe', 'pipe', 'pipe', 'pipe'],
+          stdio: [
+            'ignore',
+            logFd,
+            logFd,
+            'ignore',
+            endpoint.fd,
+            'pipe',
+            'pipe',
+            'pipe',
+            'pipe',
+            ...(disk === null ? [] : ['pipe' as const]),
+          ],
           env: {},
           cwd: '/',
         },

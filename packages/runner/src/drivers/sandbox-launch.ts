@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
-import { Writable } from 'node:stream'
+import { Readable, Writable } from 'node:stream'
 import { RunnerError } from '../runner-error.ts'
 import type { AgentRuntime } from './agent-runtime.ts'
 import type { BwrapSeccomp } from './seccomp-filter.ts'
@@ -20,6 +20,12 @@ export const ARGS_FD = 7
 /** The fd on which a held sandbox chain waits for `go` before it starts bwrap (see `release`). */
 export const GO_FD = 8
 
+/**
+ * The fd on which a sandbox chain that formats its disk reports the outcome: `ok`, or the failed
+ * tool's name, a newline and its message. Its end means the format and mount are over.
+ */
+export const DISK_FD = 9
+
 /** The first of `SYSTEM_BIN_DIRS/name` that exists. */
 export function findBinary(name: string): string | null {
   for (const dir of SYSTEM_BIN_DIRS) if (existsSync(join(dir, name))) return join(dir, name)
@@ -28,7 +34,10 @@ export function findBinary(name: string): string | null {
 
 /**
  * The script of a sandbox's first process, `sh` run as root by the runner (its arguments:
- * `chainArgs`). It writes its own pid into each cgroup.procs given, so every later fork is
+ * `chainArgs`). Given a disk, it first forks a subshell (left in the runner's cgroups, so the
+ * format is not charged to the sandbox) that formats and mounts it and reports on `DISK_FD`,
+ * which the shell itself closes: the runner spawns no mkfs or mount of its own. When nobody reads
+ * the report (the runner died mid-create), it unmounts the disk and deletes the image. It writes its own pid into each cgroup.procs given, so every later fork is
  * counted. As root it then makes the user namespace bwrap joins: a holder started as the
  * sandbox uid unshares one (so that uid owns it), `sh` writes its maps (`0 0 1` and `uid uid 1`:
  * only root may map host root) and opens it as fd 3, and the holder is killed and reaped (a
@@ -36,7 +45,17 @@ export function findBinary(name: string): string | null {
  * `go` on `GO_FD` (anything else, or the pipe's end, stops it) and execs the rest, closing that fd.
  * Forks from this small shell cost little, where each fork of the runner copies its page tables.
  */
-const CHAIN_SCRIPT = `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift
+const CHAIN_SCRIPT = `if [ "$1" = disk ]; then
+  (
+    trap '' PIPE
+    e=$("$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$5" 2>&1 >/dev/null) || { printf 'mkfs.ext4\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    e=$("$3" -o loop,nodev,nosuid "$5" "$6" 2>&1 >/dev/null) || { printf 'mount\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    echo ok >&${DISK_FD} 2>/dev/null || { "$4" "$6" || "$4" -l "$6"; rm -f "$5"; }
+  ) </dev/null &
+  exec ${DISK_FD}>&-
+  shift 6
+fi
+while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift
 if [ "$1" = userns ]; then
   "$2" --reuid="$5" --regid="$5" --clear-groups -- "$3" --user -- "$4" 60 </dev/null >/dev/null 2>&1 &
   h=$!
@@ -51,12 +70,59 @@ fi
 read -r go <&${GO_FD} && [ "$go" = go ] || exit 125
 exec "$@" ${GO_FD}<&-`
 
+/** The tools and paths of a disk a sandbox's first process formats and mounts. */
+export interface DiskFormat {
+  /** mkfs.ext4's path. */
+  mkfs: string
+  /** mount's path. */
+  mountTool: string
+  /** umount's path. */
+  umountTool: string
+  /** The sparse image, already sized. */
+  image: string
+  /** The folder it is mounted on, already made. */
+  mount: string
+}
+
+/**
+ * Resolves once the chain's disk is formatted and mounted (its `DISK_FD` pipe ends after `ok`);
+ * AGENT_UNAVAILABLE, naming the tool and its message as a runner-run tool's failure would, when
+ * not. The pipe ends only when the format's processes are gone, so afterwards the disk is
+ * either mounted or not, for good: a cleanup after it sees the final state.
+ */
+export function diskReady(child: ChildProcess, disk: DiskFormat): Promise<void> {
+  const pipe = child.stdio.at(DISK_FD)
+  if (!(pipe instanceof Readable))
+    return Promise.reject(new RunnerError('INTERNAL', `fd ${DISK_FD} of the sandbox chain is not a pipe`))
+  return new Promise((resolve, reject) => {
+    let report = ''
+    pipe.setEncoding('utf8').on('data', (chunk: string) => {
+      report += chunk
+    })
+    pipe.once('error', () => {})
+    pipe.once('close', () => {
+      if (report === 'ok\n') return resolve()
+      const newline = report.indexOf('\n')
+      const [name, args] = report.startsWith('mount\n')
+        ? ['mount', `-o loop,nodev,nosuid ${disk.image} ${disk.mount}`]
+        : ['mkfs.ext4', `-q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 ${disk.image}`]
+      const detail =
+        newline < 0
+          ? 'the sandbox chain ended before it was done'
+          : report.slice(newline + 1).trim() || 'failed'
+      reject(new RunnerError('AGENT_UNAVAILABLE', `${name} ${args} failed: ${detail}`))
+    })
+  })
+}
+
 /** What a sandbox's first process does before it execs `command`. */
 export interface ChainOptions {
   /** The cgroup.procs files it joins. */
   join: readonly string[]
   /** As root: the uid owning the user namespace made for bwrap (fd 3); null rootless (bwrap makes its own). */
   usernsUid: number | null
+  /** As root: the disk it formats and mounts before anything else, reporting on `DISK_FD`. */
+  disk?: DiskFormat | null
   /** What it execs once released: setpriv and bwrap, with their arguments. */
   command: readonly string[]
 }
@@ -67,7 +133,10 @@ export function chainArgs(o: ChainOptions): string[] {
     o.usernsUid === null
       ? []
       : ['userns', findBinary('setpriv')!, findBinary('unshare')!, findBinary('sleep')!, String(o.usernsUid)]
-  return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...o.join, '--', ...userns, ...o.command]
+  const disk = o.disk
+    ? ['disk', o.disk.mkfs, o.disk.mountTool, o.disk.umountTool, o.disk.image, o.disk.mount]
+    : []
+  return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...disk, ...o.join, '--', ...userns, ...o.command]
 }
 
 /**

@@ -9,6 +9,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
+import type { DiskFormat } from './sandbox-launch.ts'
 
 /** Programs the disk needs, looked up in the system folders. */
 const TOOLS = ['mkfs.ext4', 'mount', 'umount'] as const
@@ -73,8 +74,8 @@ export function diskPaths(dir: string): WorkspaceDisk {
   return { image: join(dir, 'disk.img'), mount, workspace: join(mount, 'workspace'), etc: join(mount, 'etc') }
 }
 
-/** Creates, formats and mounts a `bytes` disk in `dir`, with the workspace owned by `uid`. */
-export async function createDisk(dir: string, bytes: number, uid: number): Promise<WorkspaceDisk> {
+/** A disk's image, sized (sparse), and its mount folder: what is made before it is formatted. */
+export function prepareDisk(dir: string, bytes: number): WorkspaceDisk {
   const disk = diskPaths(dir)
   const fd = openSync(disk.image, 'w', 0o600)
   try {
@@ -82,14 +83,35 @@ export async function createDisk(dir: string, bytes: number, uid: number): Promi
   } finally {
     closeSync(fd)
   }
-  // No reserved blocks: the whole limit is the sandbox's. Lazy init keeps formatting at ~50 ms.
-  await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', disk.image])
   mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
-  await run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
+  return disk
+}
+
+/** How a sandbox's first process formats and mounts a prepared disk itself (see `chainArgs`). */
+export function diskFormat(disk: WorkspaceDisk): DiskFormat {
+  const mkfs = tool('mkfs.ext4')
+  const mount = tool('mount')
+  const umount = tool('umount')
+  if (!mkfs || !mount || !umount)
+    throw new RunnerError('AGENT_UNAVAILABLE', `cannot format a disk: ${diskProblem()}`)
+  return { mkfs, mountTool: mount, umountTool: umount, image: disk.image, mount: disk.mount }
+}
+
+/** Makes the workspace (owned by `uid`) and the /etc folder on a mounted disk. */
+export function finishDisk(disk: WorkspaceDisk, uid: number): WorkspaceDisk {
   mkdirSync(disk.workspace, { mode: 0o755 })
   chownSync(disk.workspace, uid, uid)
   mkdirSync(disk.etc, { mode: 0o755 })
   return disk
+}
+
+/** Creates, formats and mounts a `bytes` disk in `dir`, with the workspace owned by `uid`. */
+export async function createDisk(dir: string, bytes: number, uid: number): Promise<WorkspaceDisk> {
+  const disk = prepareDisk(dir, bytes)
+  // No reserved blocks: the whole limit is the sandbox's. Lazy init keeps formatting at ~50 ms.
+  await run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', disk.image])
+  await run('mount', ['-o', 'loop,nodev,nosuid', disk.image, disk.mount])
+  return finishDisk(disk, uid)
 }
 
 /** True when something is mounted at `path`. */
