@@ -217,7 +217,7 @@ function show(f: Figure, ref: number): string {
   const v8 =
     f.heapUsed === undefined
       ? ''
-      : ` heap ${(f.heapUsed / MB).toFixed(0)}/${(f.heapTotal! / MB).toFixed(0)} new ${(f.newSpace! / MB).toFixed(1)} ext ${(f.external! / MB).toFixed(1)}`
+      : ` heap ${(f.heapUsed / MB).toFixed(1)}/${(f.heapTotal! / MB).toFixed(0)} new ${(f.newSpace! / MB).toFixed(1)} ext ${(f.external! / MB).toFixed(1)}`
   return `${(f.rss / MB).toFixed(0)} MB (×${(f.rss / ref).toFixed(2)}, anon ${(f.anon / MB).toFixed(0)}${v8})`
 }
 

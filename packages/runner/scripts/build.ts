@@ -4,12 +4,13 @@
 // a workspace package; `node-pty/` holds node-pty's runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
 //
 //   node --conditions=source scripts/build.ts
-import { readFileSync, rmSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { build } from 'esbuild'
 import {
   AGENT_BUNDLE_FILE,
   AGENT_BUNDLE_TARGET,
+  asciiSource,
   resolveAgentEntry,
   writeAgentBundle,
 } from '../src/drivers/agent-bundle.ts'
@@ -39,8 +40,18 @@ await build({
   // which the published package never reaches.
   external: [...Object.keys(manifest.dependencies), 'esbuild'],
   legalComments: 'none',
+  // Non-ASCII in strings and regexps is escaped; asciiSource below escapes what esbuild leaves
+  // in comments. V8 holds each chunk's source for the runner's whole life, and one non-ASCII
+  // character makes it hold the whole chunk as UTF-16, twice its size (docs/MEMORY.md).
+  charset: 'ascii',
   logLevel: 'warning',
 })
+for (const file of readdirSync(dist).filter((f) => f.endsWith('.js'))) {
+  const path = join(dist, file)
+  const text = readFileSync(path, 'utf8')
+  const ascii = asciiSource(text)
+  if (ascii !== text) writeFileSync(path, ascii)
+}
 await writeAgentBundle(resolveAgentEntry(), join(dist, AGENT_BUNDLE_FILE))
 // node-pty's runtime (its JavaScript and the addon built at install) beside the agent bundle,
 // so terminals work in every driver without node-pty being installed beside the runner.

@@ -177,6 +177,13 @@ describe('the packed @conch/runner', () => {
     expect(nodes[0]!.slice(1, 1 + RUNNER_NODE_FLAGS.length)).toEqual(RUNNER_NODE_FLAGS)
   })
 
+  it('ships JavaScript that is all ASCII, so V8 holds each source one byte per character', () => {
+    const scripts = entries.filter((e) => /^dist\/[^/]+\.m?js$/.test(e))
+    expect(scripts.length).toBeGreaterThan(2)
+    const nonAscii = scripts.filter((e) => /[\u0080-\uffff]/.test(packed(e)))
+    expect(nonAscii).toEqual([])
+  })
+
   it('ships an agent bundle that imports nothing but Node built-ins', () => {
     const bundle = packed('dist/conch-agent.mjs')
     const imports = [...bundle.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']/gm)].map(
