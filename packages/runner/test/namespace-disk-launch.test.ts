@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_SANDBOX_LIMITS } from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
 import type { SandboxSpec } from '../src/drivers/sandbox-driver.ts'
 
@@ -65,14 +65,6 @@ function cgroupsNamed(id: string): string[] {
     encoding: 'utf8',
   })
   return out.stdout.split('\n').filter((line) => line !== '')
-}
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (check()) return
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`timed out waiting for ${what}`)
 }
 
 describe('namespace driver: the disk formatted by the sandbox launcher', () => {
@@ -146,7 +138,10 @@ describe('namespace driver: the disk formatted by the sandbox launcher', () => {
       })
       await exited
       expect(out).toBe('')
-      await until(() => processesNaming(s.id).length === 0, 'the launcher and its format to end')
+      await vi.waitFor(
+        () => expect(processesNaming(s.id).length === 0, 'the launcher and its format to end').toBe(true),
+        { timeout: 20000, interval: 20 },
+      )
       expect(mountsUnder(dir)).toEqual([])
       expect(loopsUnder(dir)).toEqual([])
       expect(existsSync(join(dir, 'disk.img'))).toBe(false)

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_SANDBOX_LIMITS } from '@conch/protocol'
 import { mintLinkSecret } from '@conch/protocol/link-proof'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
 import type { SandboxSpec } from '../src/drivers/sandbox-driver.ts'
 
@@ -47,14 +47,6 @@ function comm(pid: number): string | null {
   }
 }
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (check()) return
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
 /** The sandbox's first cgroup.procs (the launcher joins it first). */
 function firstProcs(state: unknown): string {
   const join = (state as { cgroup: { join: string[] } | null }).cgroup?.join
@@ -71,7 +63,10 @@ describe('namespace driver: the chain held between create and start', () => {
     const created = await driver.create(s)
     const procs = firstProcs(created.state)
     try {
-      await until(() => members(procs).length > 0, 'the chain to join the cgroups')
+      await vi.waitFor(() => expect(members(procs).length > 0, 'the chain to join the cgroups').toBe(true), {
+        timeout: 10000,
+        interval: 20,
+      })
       // Give a chain that would not wait the time to exec bwrap and the agent.
       await new Promise((r) => setTimeout(r, 300))
       const names = members(procs).map(comm)
@@ -82,7 +77,10 @@ describe('namespace driver: the chain held between create and start', () => {
       const started = await driver.startAgent(created, s)
       const pid = (started.state as { pid: number }).pid
       expect(members(procs)).toContain(pid)
-      await until(() => comm(pid) === 'bwrap', 'the released chain to exec bwrap')
+      await vi.waitFor(() => expect(comm(pid) === 'bwrap', 'the released chain to exec bwrap').toBe(true), {
+        timeout: 10000,
+        interval: 20,
+      })
     } finally {
       await driver.destroy(created)
     }
@@ -92,7 +90,10 @@ describe('namespace driver: the chain held between create and start', () => {
     const driver = new NamespaceDriver({ stateDir })
     const created = await driver.create(spec())
     const procs = firstProcs(created.state)
-    await until(() => members(procs).length > 0, 'the chain to join the cgroups')
+    await vi.waitFor(() => expect(members(procs).length > 0, 'the chain to join the cgroups').toBe(true), {
+      timeout: 10000,
+      interval: 20,
+    })
     const [pid] = members(procs)
     await driver.destroy(created)
     expect(comm(pid!)).toBeNull()
@@ -119,7 +120,10 @@ describe('namespace driver: the chain held between create and start', () => {
     const procs = firstProcs(state)
     try {
       // The chain reads the closed pipe, exits before it execs setpriv, and bwrap never runs.
-      await until(() => members(procs).length === 0, 'the orphaned chain to exit')
+      await vi.waitFor(() => expect(members(procs).length === 0, 'the orphaned chain to exit').toBe(true), {
+        timeout: 10000,
+        interval: 20,
+      })
       expect(readFileSync(join(state.dir, 'agent.log'), 'utf8')).toBe('')
     } finally {
       // Clean up what the dead runner left (its cgroups and disk), as a restarted runner would.
