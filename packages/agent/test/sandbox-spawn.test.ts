@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it, vi } from 'vitest'
 import type { Logger } from '../src/logger.ts'
 import { nodeSpawn, sandboxSpawn } from '../src/spawner.ts'
 
@@ -57,8 +57,15 @@ describe('sandbox spawn with work cgroups', () => {
     const marker = join(dir, 'ran-before-move')
     const child = spawn('/bin/sh', ['-c', `touch ${marker}; exit 7`], { stdio: 'ignore' })
     const exited = exitOf(child)
-    // The child is gated on the move: a command that ran early would have left the marker.
-    await new Promise((resolve) => setTimeout(resolve, 200))
+    // The child is gated on the move: it blocks reading its gate (a child that ran its command
+    // early would have exited instead, and never be seen blocked there).
+    await vi.waitFor(
+      () => expect(readFileSync(`/proc/${child.pid}/wchan`, 'utf8')).toMatch(/pipe_read|unix_stream_read/),
+      {
+        timeout: 10_000,
+        interval: 10,
+      },
+    )
     expect(existsSync(marker)).toBe(false)
     expect(await readFile(procs[0]!, 'utf8')).toBe(String(child.pid))
     expect(await exited).toBe(7)

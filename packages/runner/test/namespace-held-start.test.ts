@@ -67,10 +67,16 @@ describe('namespace driver: the chain held between create and start', () => {
         timeout: 10000,
         interval: 20,
       })
-      // Give a chain that would not wait the time to exec bwrap and the agent.
-      await new Promise((r) => setTimeout(r, 300))
-      const names = members(procs).map(comm)
-      expect(names).toEqual(['sh'])
+      // The chain is one root sh blocked reading its `go` channel; a chain that did not wait would
+      // have exec'd bwrap and the agent instead, and never be seen blocked there.
+      await vi.waitFor(
+        () => {
+          const pids = members(procs)
+          expect(pids.map(comm)).toEqual(['sh'])
+          expect(readFileSync(`/proc/${pids[0]}/wchan`, 'utf8')).toMatch(/pipe_read|unix_stream_read/)
+        },
+        { timeout: 10_000, interval: 20 },
+      )
       const log = join((created.state as { dir: string }).dir, 'agent.log')
       expect(readFileSync(log, 'utf8')).toBe('')
       // Released, the same chain goes on to become the sandbox's bwrap.

@@ -41,6 +41,8 @@ const stalled: (() => void)[] = []
 let apiPort = 0
 /** Requests to /hold, answered when a test releases them. */
 const held: (() => void)[] = []
+/** Paths of /hold requests whose connection the proxy closed before they were answered. */
+const holdsClosed = new Set<string>()
 let plainServer: ReturnType<typeof createHttpServer>
 let plainPort = 0
 let apiServer: ReturnType<typeof createHttpsServer>
@@ -71,6 +73,9 @@ beforeAll(async () => {
     const path = req.url ?? '/'
     if (path.startsWith('/hold')) {
       held.push(() => res.end(`held ${path}`))
+      res.once('close', () => {
+        if (!res.writableEnded) holdsClosed.add(path)
+      })
       return
     }
     if (path.startsWith('/stall')) {
@@ -419,19 +424,23 @@ describe('attack: rebind the credential host’s name after the check', () => {
 })
 
 describe('attack: hang up before the host answers', () => {
-  /** Sends `head` on `socket`, waits until the host holds the request, hangs up, then lets the host answer. */
+  /**
+   * Sends a request for `path` on `socket`, waits until the host holds it, hangs up, waits until
+   * the proxy has ended the exchange with the host, then lets the host answer.
+   */
   async function hangUp(
     socket: import('node:net').Socket | import('node:tls').TLSSocket,
     head: string,
+    path: string,
   ): Promise<void> {
     const heldBefore = held.length
     socket.write(head)
     await vi.waitFor(() => expect(held.length).toBe(heldBefore + 1), { timeout: 30_000, interval: 10 })
     socket.destroy()
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    // Before the fix the proxy kept the host's exchange open and piped its late answer into the
+    // closed client, which threw out of the runner.
+    await vi.waitFor(() => expect(holdsClosed.has(path)).toBe(true), { timeout: 30_000, interval: 10 })
     held.pop()?.()
-    // The answer now arrives for a client that is gone; give it a moment to be handled.
-    await new Promise((resolve) => setTimeout(resolve, 100))
   }
 
   it('leaves the proxy serving, in a terminated tunnel and over plain HTTP', async () => {
@@ -439,12 +448,13 @@ describe('attack: hang up before the host answers', () => {
     if (!('socket' in tunnel)) throw new Error(`CONNECT refused: ${tunnel.status}`)
     const tls = tlsConnect({ socket: tunnel.socket, servername: 'api.test', ca: ca.certPem })
     await new Promise((resolve) => tls.once('secureConnect', resolve))
-    await hangUp(tls, 'GET /hold/gone-tls HTTP/1.1\r\nhost: api.test\r\n\r\n')
+    await hangUp(tls, 'GET /hold/gone-tls HTTP/1.1\r\nhost: api.test\r\n\r\n', '/hold/gone-tls')
     const plain = connect(portA, '127.0.0.1')
     await new Promise((resolve) => plain.once('connect', resolve))
     await hangUp(
       plain,
       `GET http://plain.test:${plainPort}/hold/gone-plain HTTP/1.1\r\nhost: plain.test\r\n\r\n`,
+      '/hold/gone-plain',
     )
     // Still serving (an uncaught error would have ended the process, and this test run).
     const r = await httpsViaProxy(portA, `api.test:${apiPort}`, { ca: ca.certPem, path: '/after' })
