@@ -62,15 +62,19 @@ export class FramingLines {
       // framing lines) never reaches a run, while each run's command gets the real stderr
       // back through `2>&63` on its line.
       'exec 62>&1 63>&2 2>/dev/null',
-      // The end function has no redirection of its own on stderr: it runs after the `.`'s
-      // `2>&63` is undone, when bash's stderr is /dev/null again, so its traces under `set -x`
-      // go nowhere without the save, open, dup2 and restore a redirection costs on every run.
+      // The end function takes `$?` and the nonce as arguments (no `local` to save `$?`). It
+      // writes the stderr marker first and the stdout marker last, back to back under the
+      // function's own `>&62` (only the undoing of the `>&63` lies between the two writes): once
+      // the stdout marker is read, the stderr marker is already in its pipe, so the end of a run
+      // usually costs the agent one wakeup. It has no redirection of its own on stderr: it runs
+      // after the `.`'s `2>&63` is undone, when bash's stderr is /dev/null again, so its traces
+      // under `set -x` go nowhere. The prompt variables are reset only when something set them.
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      `__conch_end_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; \\builtin return "$__conch_endrc_${t}"; }`,
+      `__conch_end_${t}() { \\builtin printf '\\037C%s\\036' "$2" >&63; \\builtin printf '\\037C%s:%03d\\036' "$2" "$1"; [[ -z \${PS0-}\${PS1-}\${PS2-}\${PROMPT_COMMAND[*]+x}\${TMOUT+x} ]] || { PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; }; \\builtin return "$1"; } >&62`,
       // A held command file calls this with a nonce of its own: it marks the line as held, with
       // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
-      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin return 0; } 2>/dev/null`,
+      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin return 0; } 2>/dev/null`,
       // Sets `$?` for the next command (after held lines, which leave it 0).
       `__conch_rc_${t}() { \\builtin return "$1"; }`,
       `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
@@ -83,7 +87,7 @@ export class FramingLines {
 
   /** The first line: sources the init script, then marks the shell ready with `nonce`. */
   initLine(initFile: string, nonce: string): string {
-    return `. ${shellQuote(initFile)} </dev/null; __conch_end_${this.#tag} ${nonce}\n`
+    return `. ${shellQuote(initFile)} </dev/null; __conch_end_${this.#tag} $? ${nonce}\n`
   }
 
   /**
@@ -95,12 +99,12 @@ export class FramingLines {
     // After held lines, `$?` is set back to the last run's code before the command starts.
     const before = status === undefined ? '' : `__conch_rc_${t} ${status} && :; `
     const source = `${before}. ${shellQuote(cmdFile)} <${stdinRedirect} 2>&63`
-    if (!internal) return `${source}; __conch_end_${t} ${nonce} && :\n`
+    if (!internal) return `${source}; __conch_end_${t} $? ${nonce} && :\n`
     // An internal run's `.` sits in a group whose redirection sets a flag for the trap guard,
     // and the end call's argument clears it: expansions, which fire no trap (a prefix
     // assignment would stay set in POSIX mode), and nothing on the hot path.
     const set = `\${__conch_int_${t}[(__conch_int_${t}=1)]-}`
-    return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} ${nonce}${this.#clearInternal()} && :\n`
+    return `{ ${source}; } 61>/dev/null${set}; __conch_end_${t} $? ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /**
@@ -116,7 +120,7 @@ export class FramingLines {
    * SIGINT, and `&& :` keeps `set -e` from ending the shell on the interrupted run's `$?`.
    */
   syncLine(nonce: string): string {
-    return `\n__conch_end_${this.#tag} ${nonce}${this.#clearInternal()} && :\n`
+    return `\n__conch_end_${this.#tag} $? ${nonce}${this.#clearInternal()} && :\n`
   }
 
   /** An empty expansion that clears the internal-run flag (an interrupt may have skipped it). */

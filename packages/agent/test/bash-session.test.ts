@@ -192,6 +192,25 @@ describe('promise 5: robust against user shell state', () => {
     expect(r.exitCode).toBe(3)
   })
 
+  test('under set -u with the prompts unset, a sparse PROMPT_COMMAND and TMOUT, runs end and keep $?', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    // The end function reads the prompt variables to decide whether to reset them: unset ones
+    // must not trip `set -u`, and an array PROMPT_COMMAND with no element 0 still counts as set.
+    const set = await sh(
+      s,
+      'set -u; unset PS0 PS1 PS2; PROMPT_COMMAND[1]="command echo pc"; TMOUT=9; (exit 7)',
+    )
+    expect([set.out, set.err, set.exitCode]).toEqual(['', '', 7])
+    const r = await sh(s, 'echo "$? ${PROMPT_COMMAND[*]-none} ${TMOUT-none}"; (exit 5)')
+    expect([r.out, r.err, r.exitCode]).toEqual(['7 none none\n', '', 5])
+    const next = await sh(s, 'echo $?; PS1="\\$(echo p)$ "; PS0=zero')
+    expect([next.out, next.err, next.exitCode]).toEqual(['5\n', '', 0])
+    const after = await sh(s, 'echo "[$PS0][$PS1][$PS2]"')
+    expect([after.out, after.err]).toEqual(['[][][]\n', ''])
+  })
+
   test('keeps markers on the pipes when the command redirects stdout and stderr for good', async ({
     newSession,
     workdir,
