@@ -61,7 +61,65 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 
+/**
+ * The reference of the same run: bash on three pipes, driven line by line (`true; echo`), each
+ * run ending at its newline, with no framing, markers, files, link or agent in between.
+ */
+function bashOverPipes() {
+  const bash = spawn('bash', ['--noprofile', '--norc'], { stdio: ['pipe', 'pipe', 'ignore'] })
+  let want = 0
+  let got = 0
+  let waiter: (() => void) | null = null
+  bash.stdout.on('data', (d: Buffer) => {
+    for (let i = d.indexOf(10); i >= 0; i = d.indexOf(10, i + 1)) got++
+    if (got >= want) waiter?.()
+  })
+  return {
+    /** Runs `true` `n` times, written at once, and resolves when every one has answered. */
+    run(n: number): Promise<void> {
+      want += n
+      bash.stdin.write('true; echo\n'.repeat(n))
+      return new Promise((resolve) => {
+        waiter = resolve
+        if (got >= want) resolve()
+      })
+    },
+    close: () => bash.kill(),
+  }
+}
+
 const results: BenchResult[] = []
+const reference = bashOverPipes()
+{
+  for (let i = 0; i < warmup; i++) await reference.run(1)
+  const times: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now()
+    await reference.run(1)
+    times.push(performance.now() - t)
+  }
+  times.sort((a, b) => a - b)
+  const p50 = percentile(times, 50)
+  results.push({
+    group: 'agent',
+    name: "reference: bash over pipes run('true')",
+    unit: 'ms',
+    value: p50,
+    p50,
+    p90: percentile(times, 90),
+    p99: percentile(times, 99),
+  })
+  const t = performance.now()
+  await reference.run(pipelined)
+  results.push({
+    group: 'agent',
+    name: `reference: bash over pipes ${pipelined} pipelined`,
+    unit: 'cmds/s',
+    value: pipelined / ((performance.now() - t) / 1000),
+  })
+}
+reference.close()
+
 for (const command of ['true', 'echo hi']) {
   for (let i = 0; i < warmup; i++) await run(command)
   const times: number[] = []
@@ -81,6 +139,49 @@ for (const command of ['true', 'echo hi']) {
     p90: percentile(times, 90),
     p99: percentile(times, 99),
   })
+}
+
+{
+  // The runner's path: an unbuffered run whose end arrives as `shell_exit` on an attached channel.
+  const ch = 2
+  let ended: ((id: string) => void) | null = null
+  client.onFrame = (f) => {
+    if (f.type === 'shell_exit' && f.ch === ch) ended?.(f.id)
+    else if ((f.type === 'shell_out' || f.type === 'shell_err') && f.ch === ch)
+      client.send({ type: 'credit', ch, bytes: f.payload.byteLength })
+    return false
+  }
+  await client.call('session.attach', { sessionId: 'default', ch })
+  const channelRun = (command: string) => {
+    const runId = `c${++id}`
+    const exited = new Promise<void>((resolve) => {
+      ended = (endedId) => {
+        if (endedId === runId) resolve()
+      }
+    })
+    void client.call('session.run', { sessionId: 'default', id: runId, command, buffer: false })
+    return exited
+  }
+  for (let i = 0; i < warmup; i++) await channelRun('true')
+  const times: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now()
+    await channelRun('true')
+    times.push(performance.now() - t)
+  }
+  times.sort((a, b) => a - b)
+  const p50 = percentile(times, 50)
+  results.push({
+    group: 'agent',
+    name: "agent socket run('true') to shell_exit",
+    unit: 'ms',
+    value: p50,
+    p50,
+    p90: percentile(times, 90),
+    p99: percentile(times, 99),
+  })
+  client.send({ type: 'close', ch })
+  client.onFrame = () => false
 }
 
 {
@@ -154,6 +255,16 @@ for (const r of results) {
     ].join(' '),
   )
 }
+const refRun = results.find((r) => r.name.startsWith('reference: bash over pipes run'))!.value
+const refPipelined = results.find(
+  (r) => r.name.startsWith('reference: bash over pipes') && r.unit === 'cmds/s',
+)!.value
+for (const r of results) {
+  if (r.name.startsWith('reference')) continue
+  if (r.unit === 'ms') console.log(`${r.name}: ${(r.value / refRun).toFixed(2)}x the reference's p50`)
+  if (r.unit === 'cmds/s')
+    console.log(`${r.name}: ${(r.value / refPipelined).toFixed(3)}x the reference's rate`)
+}
 const out = join(repoRoot, 'bench', 'results', 'agent.json')
 mkdirSync(dirname(out), { recursive: true })
 const report: BenchReport = {
@@ -165,7 +276,7 @@ const report: BenchReport = {
     os: process.platform,
   },
   method:
-    'A client on the agent socket (length-prefixed frames) against a real agent and real bash; sequential runs after warm-up, pipelined runs sent at once, and one streamed run of zeros.',
+    'A client on the agent socket (length-prefixed frames) against a real agent and real bash; sequential runs after warm-up (buffered results, and unbuffered runs ended by shell_exit on an attached channel as the runner does), pipelined runs sent at once, and one streamed run of zeros. Reference of the same run: bash on pipes driven by `true; echo` lines.',
   results,
 }
 writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`)
