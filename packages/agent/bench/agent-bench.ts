@@ -2,7 +2,7 @@
 // Starts the real agent (`src/main.ts`) as a child process, drives it with a minimal runner-side
 // client, prints a table and writes `bench/results/agent.json` at the repository root.
 import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -26,7 +26,9 @@ const socketPath = join(dir, 'agent.sock')
 const agent = spawn(
   process.execPath,
   [
-    ...(process.env.BENCH_AGENT_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`] : []),
+    ...(process.env.BENCH_AGENT_PROF
+      ? ['--cpu-prof', '--cpu-prof-interval=50', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`]
+      : []),
     '--conditions=source',
     join(here, '..', 'src', 'main.ts'),
     '--socket',
@@ -56,6 +58,20 @@ client.onFrame = () => false
 let id = 0
 const run = (command: string) =>
   client.call('session.run', { sessionId: 'default', id: `b${++id}`, command, buffer: true })
+
+/** User and system CPU time of a process so far, in ms (0 where /proc is not readable). */
+function processCpu(pid: number | undefined): { user: number; system: number } {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ')
+    const tick = 1000 / 100
+    return { user: Number(fields[11]) * tick, system: Number(fields[12]) * tick }
+  } catch {
+    return { user: 0, system: 0 }
+  }
+}
+
+/** The agent's CPU time per run of the channel loop, in µs. */
+let cpuPerRun = { user: 0, system: 0 }
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
@@ -164,10 +180,16 @@ for (const command of ['true', 'echo hi']) {
   }
   for (let i = 0; i < warmup; i++) await channelRun('true')
   const times: number[] = []
+  const before = processCpu(agent.pid)
   for (let i = 0; i < runs; i++) {
     const t = performance.now()
     await channelRun('true')
     times.push(performance.now() - t)
+  }
+  const after = processCpu(agent.pid)
+  cpuPerRun = {
+    user: ((after.user - before.user) * 1000) / runs,
+    system: ((after.system - before.system) * 1000) / runs,
   }
   times.sort((a, b) => a - b)
   const p50 = percentile(times, 50)
@@ -265,6 +287,9 @@ for (const r of results) {
   if (r.unit === 'cmds/s')
     console.log(`${r.name}: ${(r.value / refPipelined).toFixed(3)}x the reference's rate`)
 }
+console.log(
+  `agent process CPU per run('true') to shell_exit: ${cpuPerRun.user.toFixed(0)} µs user + ${cpuPerRun.system.toFixed(0)} µs system`,
+)
 const out = join(repoRoot, 'bench', 'results', 'agent.json')
 mkdirSync(dirname(out), { recursive: true })
 const report: BenchReport = {

@@ -60,7 +60,10 @@ export class MarkerScanner {
    * so the caller can deliver them as output.
    */
   forget(nonce: string): Buffer {
-    this.#expected = this.#expected.filter((n) => n.toString('latin1') !== nonce)
+    // Runs end in order, so the nonce is nearly always the first: no copy of the list, no strings.
+    const bytes = Buffer.from(nonce, 'latin1')
+    const at = this.#expected.findIndex((n) => n.equals(bytes))
+    if (at >= 0) this.#expected.splice(at, 1)
     if (this.#held.length === 0) return this.#held
     if (this.#couldStartMarker(this.#held, 0)) return Buffer.alloc(0)
     const out = this.#held
