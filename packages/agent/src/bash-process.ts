@@ -2,8 +2,7 @@
 // the leader of its own session. It reports output chunks as they arrive and its exit once the
 // output still in its pipes has been read (or a short drain time passed); it can be paused
 // (a full log subscriber), hung up as closing a terminal does, and killed with its session.
-import { writeSync } from 'node:fs'
-import type { Readable, Writable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { describeExit } from './bash-session-options.ts'
 import { type Clock, delay } from './clock.ts'
@@ -37,12 +36,6 @@ export class BashProcess {
   readonly #clock: Clock
   readonly #ended: Record<StreamName, boolean> = { stdout: false, stderr: false }
   #exitWaiter: (() => void) | null = null
-  /**
-   * The descriptor of bash's stdin pipe (non-blocking, as libuv opens it), or -1: a line goes
-   * into the pipe with one system call, without the stream's write request, its completion
-   * callback and the extra turn of the event loop that callback costs on every run.
-   */
-  readonly #stdinFd: number
   /** Set while `hangUp` runs: the exit is then its caller's to report. */
   #hangingUp = false
 
@@ -64,7 +57,6 @@ export class BashProcess {
       void this.#drain().then(() => events.onExit(describeExit(code, signal)))
     })
     child.stdin?.on('error', () => {})
-    this.#stdinFd = pipeFd(child.stdin)
     for (const s of STREAMS) {
       const stream = child[s] as Readable | null
       stream?.on('data', (chunk: Buffer) => events.onChunk(s, chunk))
@@ -83,27 +75,9 @@ export class BashProcess {
     return this.#child.exitCode !== null || this.#child.signalCode !== null
   }
 
-  /**
-   * Writes lines to bash's stdin: straight into the pipe with one `write(2)` when nothing waits
-   * in the stream, otherwise (or for what the pipe did not take) through the stream, in order.
-   */
+  /** Writes lines to bash's stdin. */
   write(text: string): void {
-    const stdin = this.#child.stdin
-    if (stdin === null || stdin.destroyed) return
-    if (this.#stdinFd < 0 || stdin.writableLength > 0) {
-      stdin.write(text)
-      return
-    }
-    const bytes = Buffer.from(text)
-    let written = 0
-    try {
-      written = writeSync(this.#stdinFd, bytes)
-    } catch (err) {
-      // A full pipe takes the stream's way; any other error (EPIPE) means bash is gone, and its
-      // exit is reported by the process, as the stream's own errors are ignored.
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return
-    }
-    if (written < bytes.length) stdin.write(bytes.subarray(written))
+    this.#child.stdin?.write(text)
   }
 
   /** Stops (or resumes) reading bash's output pipes. */
@@ -157,10 +131,4 @@ export class BashProcess {
     this.#ended[stream] = true
     if (this.#ended.stdout && this.#ended.stderr) this.#exitWaiter?.()
   }
-}
-
-/** The descriptor under a child's pipe stream (libuv's handle carries it), or -1. */
-function pipeFd(stream: Writable | null): number {
-  const fd = (stream as { _handle?: { fd?: unknown } } | null)?._handle?.fd
-  return typeof fd === 'number' && fd >= 0 ? fd : -1
 }
