@@ -1,6 +1,7 @@
 // Agent-level benchmark: latency and throughput of shell runs through the agent's Unix socket.
-// Starts the real agent (`src/main.ts`) as a child process, drives it with a minimal runner-side
-// client, prints a table and writes `bench/results/agent.json` at the repository root.
+// Starts the real agent (`src/main.ts`, or AGENT_BENCH_CHECKOUT's) as a child process, drives it
+// with a minimal runner-side client, prints a table and writes `bench/results/agent.json` at the
+// repository root.
 import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -30,7 +31,10 @@ const agent = spawn(
       ? ['--cpu-prof', '--cpu-prof-interval=50', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`]
       : []),
     '--conditions=source',
-    join(here, '..', 'src', 'main.ts'),
+    // AGENT_BENCH_CHECKOUT runs another checkout's agent (its root, dependencies installed), for A/B.
+    process.env.AGENT_BENCH_CHECKOUT
+      ? join(process.env.AGENT_BENCH_CHECKOUT, 'packages', 'agent', 'src', 'main.ts')
+      : join(here, '..', 'src', 'main.ts'),
     '--socket',
     socketPath,
     '--secretFd',
