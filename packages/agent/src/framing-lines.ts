@@ -1,7 +1,8 @@
 // The lines the agent writes to a session's bash, and the nonces that mark where runs end.
 //
-// Every session gets a random tag: its init script defines `__conch_end_<tag>` (prints a
-// marker with a nonce and `$?` on fd 62, one with the nonce on fd 63, then returns `$?`),
+// Every session gets a random tag: its init script defines `__conch_end_<tag>` (called with
+// `$?` and a nonce: prints a marker with the nonce on fd 63, then one with the nonce and `$?`
+// on fd 62, then returns `$?`),
 // two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
 // and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
 // sources its command file and then calls the end function with the run's nonce; a sync line
