@@ -72,7 +72,7 @@ export class FramingLines {
       // under `set -x` go nowhere. The prompt variables are reset only when something set them.
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      `__conch_end_${t}() { \\builtin printf '\\037C%s\\036' "$2" >&63; \\builtin printf '\\037C%s:%03d\\036' "$2" "$1"; [[ -z \${PS0-}\${PS1-}\${PS2-}\${PROMPT_COMMAND[*]+x}\${TMOUT+x} ]] || { PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; }; \\builtin return "$1"; } >&62`,
+      `__conch_end_${t}() { \\builtin printf '\\037C%s\\036' "$2" >&63; \\builtin printf '\\037C%s:%03d\\036' "$2" "$1"; [[ -z \${PS0-}\${PS1-}\${PS2-}\${PROMPT_COMMAND[*]+x}\${TMOUT+x} ]] || { \\builtin declare -g PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; }; \\builtin return "$1"; } >&62`,
       // A held command file calls this with a nonce of its own: it marks the line as held, with
       // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
       `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin return 0; } 2>/dev/null`,

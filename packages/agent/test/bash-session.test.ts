@@ -211,6 +211,20 @@ describe('promise 5: robust against user shell state', () => {
     expect([after.out, after.err]).toEqual(['[][][]\n', ''])
   })
 
+  test('keeps $? for the next run when the command makes the prompt variables readonly', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    // The end function cannot reset them: that must neither abort it before it returns `$?`
+    // nor cost a run its end.
+    const set = await sh(s, 'readonly PS0=zero PS1="> " TMOUT=100; (exit 4)')
+    expect([set.out, set.err, set.exitCode]).toEqual(['', '', 4])
+    const r = await sh(s, 'echo "$? [$PS0] [$PS1] $TMOUT"; (exit 6)')
+    expect([r.out, r.err, r.exitCode]).toEqual(['4 [zero] [> ] 100\n', '', 6])
+    const next = await sh(s, 'echo $?')
+    expect([next.out, next.exitCode]).toEqual(['6\n', 0])
+  })
+
   test('keeps markers on the pipes when the command redirects stdout and stderr for good', async ({
     newSession,
     workdir,
