@@ -168,9 +168,11 @@ export class SessionRuns {
    */
   fill(): void {
     if (!this.#host.ready || this.#pendingSync !== null || this.#active?.sync) return
+    // Nothing is written behind held lines; writing lines holds none, so one look will do.
+    if (this.#queue.size === 0 || this.#window.runs.some((r) => r.held)) return
     let lines = ''
     for (let run = this.#queue.peek(); run !== undefined; run = this.#queue.peek()) {
-      if (!this.#window.canWrite(run) || this.#window.runs.some((r) => r.held)) break
+      if (!this.#window.canWrite(run)) break
       this.#queue.take()
       lines += this.#writeLine(run)
     }
