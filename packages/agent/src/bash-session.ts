@@ -9,8 +9,8 @@
 // - A run writes its command to a private file and sends one short line:
 //   `. 'file' </dev/null 2>&63; __conch_end_<tag> $? <nonce> && :`. Sourcing keeps state changes
 //   in the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
-//   function prints a marker with the run's random nonce on fd 63, then one with the nonce and
-//   `$?` on fd 62, then returns `$?` so the next run sees it.
+//   function prints a marker with the run's random nonce and `$?` on fd 62 and a marker with
+//   the nonce on fd 63, then returns `$?` so the next run sees it.
 // - Runs form a FIFO queue. Up to a window of lines are written ahead into bash's stdin
 //   (run-window.ts), so bash starts the next run without waiting for the agent; a run becomes
 //   active (its start is logged, its timeout starts) when the line before it has ended.

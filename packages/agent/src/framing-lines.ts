@@ -1,8 +1,8 @@
 // The lines the agent writes to a session's bash, and the nonces that mark where runs end.
 //
 // Every session gets a random tag: its init script defines `__conch_end_<tag>` (called with
-// `$?` and a nonce: prints a marker with the nonce on fd 63, then one with the nonce and `$?`
-// on fd 62, then returns `$?`),
+// `$?` and a nonce: prints a marker with the nonce and `$?` on fd 62, then one with the nonce
+// on fd 63, then returns `$?`),
 // two listing helpers, all read-only, and a `trap` function that keeps the user's DEBUG, ERR
 // and RETURN traps off the framing's commands (framing-traps.ts). A run is one line that
 // sources its command file and then calls the end function with the run's nonce; a sync line
@@ -63,19 +63,18 @@ export class FramingLines {
       // framing lines) never reaches a run, while each run's command gets the real stderr
       // back through `2>&63` on its line.
       'exec 62>&1 63>&2 2>/dev/null',
-      // The end function takes `$?` and the nonce as arguments (no `local` to save `$?`). It
-      // writes the stderr marker first and the stdout marker last, back to back under the
-      // function's own `>&62` (only the undoing of the `>&63` lies between the two writes): once
-      // the stdout marker is read, the stderr marker is already in its pipe, so the end of a run
-      // usually costs the agent one wakeup. It has no redirection of its own on stderr: it runs
-      // after the `.`'s `2>&63` is undone, when bash's stderr is /dev/null again, so its traces
-      // under `set -x` go nowhere. The prompt variables are reset only when something set them.
+      // The end function takes `$?` and the nonce as arguments (no `local` to save `$?`) and
+      // writes the stdout marker under its own `>&62`, then the stderr marker. It has no
+      // redirection of its own on stderr: it runs after the `.`'s `2>&63` is undone, when bash's
+      // stderr is /dev/null again, so its traces under `set -x` go nowhere. The prompt variables
+      // are reset only when something set them, with `declare -g`, which a readonly one cannot
+      // turn into an error that aborts the function before it returns `$?`.
       // Leading backslashes keep user aliases away; `builtin` keeps user functions named like
       // builtins away. Locals carry the tag, so a user's readonly `rc` or `n` cannot break them.
-      `__conch_end_${t}() { \\builtin printf '\\037C%s\\036' "$2" >&63; \\builtin printf '\\037C%s:%03d\\036' "$2" "$1"; [[ -z \${PS0-}\${PS1-}\${PS2-}\${PROMPT_COMMAND[*]+x}\${TMOUT+x} ]] || { \\builtin declare -g PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; }; \\builtin return "$1"; } >&62`,
+      `__conch_end_${t}() { \\builtin printf '\\037C%s:%03d\\036' "$2" "$1"; \\builtin printf '\\037C%s\\036' "$2" >&63; [[ -z \${PS0-}\${PS1-}\${PS2-}\${PROMPT_COMMAND[*]+x}\${TMOUT+x} ]] || { \\builtin declare -g PS0= PS1= PS2=; \\builtin unset PROMPT_COMMAND TMOUT; }; \\builtin return "$1"; } >&62`,
       // A held command file calls this with a nonce of its own: it marks the line as held, with
       // the `$?` it was sourced with, and returns 0 (so `set -e` does not end the shell on it).
-      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin return 0; } 2>/dev/null`,
+      `__conch_held_${t}() { \\builtin local __conch_endrc_${t}=$?; \\builtin printf '\\037C%s:%03d\\036' "$1" "$__conch_endrc_${t}" >&62; \\builtin printf '\\037C%s\\036' "$1" >&63; \\builtin return 0; } 2>/dev/null`,
       // Sets `$?` for the next command (after held lines, which leave it 0).
       `__conch_rc_${t}() { \\builtin return "$1"; }`,
       `__conch_env_${t}() { \\builtin local __conch_n_${t} IFS=$'\\n'; for __conch_n_${t} in $(\\builtin compgen -e); do \\builtin printf '%s=%s\\0' "$__conch_n_${t}" "\${!__conch_n_${t}-}"; done; }`,
