@@ -14,6 +14,7 @@
 // dropped; `onClose` listeners run once; writers waiting for credit are released.
 import type { WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
+import { type Payload, payloadBytes } from './frame-codec.ts'
 import type { LinkFrame } from './link-endpoint.ts'
 
 /** `F` without its channel number, which the channel fills in (distributes over unions). */
@@ -34,7 +35,7 @@ export interface LinkChannelOptions<Out extends LinkFrame, In extends LinkFrame>
   /** The channel number (the runner chooses it). */
   id: number
   /** Writes a frame on the link; false when the link's buffer is full or the link is closed. */
-  send: (frame: Out | CreditFrame, payload?: Uint8Array) => boolean
+  send: (frame: Out | CreditFrame, payload?: Payload) => boolean
   /** Payload bytes this end may send before it needs credit; null: only the link's buffer holds it back. */
   sendWindow: number | null
   /** Payload bytes the peer may send beyond what this end released; null: not enforced. */
@@ -58,6 +59,11 @@ export interface LinkChannelOptions<Out extends LinkFrame, In extends LinkFrame>
 export type ChannelHandler<In> = (frame: In, payload: Uint8Array) => void
 
 const EMPTY = new Uint8Array(0)
+/**
+ * How far a sender may overrun its credit: it sends while any credit is left, so by at most one
+ * payload, which is at most one data chunk or one session output frame.
+ */
+const OVERSHOOT_BYTES = Math.max(LIMITS.maxDataChunkBytes, LIMITS.maxOutputFrameBytes)
 const NO_HANDLER = (): void => {}
 
 /** The error a channel cut off for overrunning its window reports. */
@@ -136,7 +142,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     if (size > 0) {
       this.#received += size
       const window = this.#options.receiveWindow
-      if (window !== null && this.#received - this.#granted > window + LIMITS.maxDataChunkBytes) {
+      if (window !== null && this.#received - this.#granted > window + OVERSHOOT_BYTES) {
         this.#options.onOverrun?.(this.#received - this.#granted)
         this.#fail(OVERRUN_ERROR, true)
         return
@@ -174,9 +180,9 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
    * Sends a frame with a payload under the channel's credit. False means "pause until
    * `onResume`": the credit is used up or the link's buffer is full (or the channel is done).
    */
-  sendPayload(frame: WithoutChannel<Out>, payload: Uint8Array): boolean {
+  sendPayload(frame: WithoutChannel<Out>, payload: Payload): boolean {
     if (this.#done) return false
-    this.#credit -= payload.byteLength
+    this.#credit -= payloadBytes(payload)
     const linkOk = this.#options.send(this.#stamp(frame), payload)
     if (this.#credit > 0 && linkOk) return true
     this.#paused = true
