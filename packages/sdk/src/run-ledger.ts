@@ -16,8 +16,6 @@ import type { OutputCallback, StartOptions } from './shell-run-options.ts'
 
 const EMPTY = new Uint8Array(0)
 const textDecoder = new TextDecoder()
-/** Largest piece of output decoded into one text chunk for a callback (one agent data chunk). */
-const TEXT_CHUNK_BYTES = 65_536
 
 /** Where a run is: queued here, on the wire, started by the runner, or ended. */
 export type RunState = 'waiting' | 'sent' | 'started' | 'done'
@@ -214,27 +212,26 @@ export class RunLedger {
       this.#init.flow.received(end)
       return
     }
-    if (run.binary) {
-      this.#deliver(run, callback, bytes, start, end)
+    if (!run.binary) {
+      let decoder: InstanceType<typeof TextDecoder>
+      if (stream === 'stdout') {
+        run.outDecoder ??= new TextDecoder()
+        decoder = run.outDecoder
+      } else {
+        run.errDecoder ??= new TextDecoder()
+        decoder = run.errDecoder
+      }
+      // Text goes out in pieces of at most 64 KiB: a longer string is born in V8's large-object
+      // space, which only a full GC frees (measured: 4x the CPU per MiB).
+      for (let at = 0; at < bytes.length; at += 65_536) {
+        const to = Math.min(bytes.length, at + 65_536)
+        const text = decoder.decode(bytes.subarray(at, to), { stream: true })
+        if (text) this.#deliver(run, callback, text, start + at, start + to)
+        else this.#init.flow.received(start + to)
+      }
       return
     }
-    let decoder: InstanceType<typeof TextDecoder>
-    if (stream === 'stdout') {
-      run.outDecoder ??= new TextDecoder()
-      decoder = run.outDecoder
-    } else {
-      run.errDecoder ??= new TextDecoder()
-      decoder = run.errDecoder
-    }
-    // Text goes out in pieces of at most TEXT_CHUNK_BYTES: a larger string would be born in V8's
-    // large-object space, which only a full GC frees (measured: 4x the CPU per MiB).
-    for (let at = 0; at < bytes.length; at += TEXT_CHUNK_BYTES) {
-      const pieceEnd = Math.min(bytes.length, at + TEXT_CHUNK_BYTES)
-      const chunk = decoder.decode(bytes.subarray(at, pieceEnd), { stream: true })
-      const rangeEnd = pieceEnd === bytes.length ? end : start + pieceEnd
-      if (chunk === '') this.#init.flow.received(rangeEnd)
-      else this.#deliver(run, callback, chunk, start + at, rangeEnd)
-    }
+    this.#deliver(run, callback, bytes, start, end)
   }
 
   /**
