@@ -4,7 +4,9 @@
 //
 // Output records that follow each other in the log (same stream, same run, contiguous offsets)
 // leave as one frame of at most `LIMITS.maxOutputFrameBytes`, its payload the records' bytes
-// written back to back (one writev, no copy). Live output waits for the end of the event-loop
+// written back to back (one writev, no copy), and at most the channel's credit plus one data
+// chunk, so a frame never overruns the credit by more than a single record could, which every
+// runner allows (older ones included). Live output waits for the end of the event-loop
 // turn that read it, so the pipe reads of one turn (libuv reads up to 64 KiB at a time) share
 // a frame; any other event (a run's start or exit, the shell closing) sends what waits at once,
 // so it is never delayed. Fewer, larger frames cost every hop (agent, runner, client) less per
@@ -53,7 +55,9 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
   const sendHead = (): boolean => {
     const e = queue[0]!
     if (isOutput(e)) {
-      const n = outputRunLength(queue, OUTPUT_FRAME_MAX_BYTES)
+      // Within the credit plus one data chunk, the overrun every runner allows: never more.
+      const room = Math.max(channel.credit, 0) + LIMITS.maxDataChunkBytes
+      const n = outputRunLength(queue, Math.min(OUTPUT_FRAME_MAX_BYTES, room))
       const records = queue.splice(0, n) as OutputEvent[]
       const payload = n === 1 ? e.data : records.map((r) => r.data)
       return channel.sendPayload({ type: e.type, id: e.id, offset: e.offset }, payload)

@@ -1,6 +1,7 @@
 // Output frames of an attached channel: records that follow each other leave as one frame of
 // at most `LIMITS.maxOutputFrameBytes`, with exact offsets and bytes, never mixing streams or
-// runs, and never more than the channel's window plus one frame beyond the runner's credit.
+// runs, and never more than the channel's window plus one data chunk beyond the runner's credit
+// (the overrun every runner allows, so a frame is cut to the credit left).
 import { LIMITS } from '@conch/protocol/zod-free'
 import { describe, expect, vi } from 'vitest'
 import type { AgentClient } from './agent-client.ts'
@@ -87,6 +88,40 @@ describe('output frames on an attached channel', () => {
     expect(tail.stdout.equals(expected.subarray(70_001))).toBe(true)
   })
 
+  test('cuts a joined frame to the credit left plus one chunk, the overrun every runner allows', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    await c.call('session.run', {
+      sessionId: 'default',
+      id: 'flood',
+      command: 'head -c 3000000 /dev/zero',
+      buffer: false,
+    })
+    await c.call('session.run', { sessionId: 'default', id: 'after', command: 'true', buffer: true })
+    // The replay is one contiguous run of records: joined frames, sent under credit only.
+    await c.call('session.attach', { sessionId: 'default', ch: 5, offset: 0 })
+    const received = (): number => outputs(c, 5).reduce((n, f) => n + f.payload.byteLength, 0)
+    const bound = (granted: number): number => LIMITS.channelWindowBytes + granted + LIMITS.maxDataChunkBytes
+    await vi.waitFor(() => expect(received()).toBeGreaterThanOrEqual(LIMITS.channelWindowBytes))
+    await c.call('session.list', {})
+    expect(received()).toBeLessThanOrEqual(bound(0))
+    // A little credit: the next frame may not take a whole output frame's worth.
+    c.send({ type: 'credit', ch: 5, bytes: 100_000 })
+    const before = outputs(c, 5).length
+    await vi.waitFor(() => expect(outputs(c, 5).length).toBeGreaterThan(before))
+    for (let i = 0; i < 3; i++) {
+      await c.call('session.list', {})
+      expect(received()).toBeLessThanOrEqual(bound(100_000))
+    }
+    // With credit as it is used, the rest arrives, byte-exact.
+    grantAsReceived(c, 5)
+    c.send({ type: 'credit', ch: 5, bytes: received() })
+    await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 5)
+    const { stdout } = contiguous(outputs(c, 5), 0)
+    expect(stdout.equals(Buffer.alloc(3000000))).toBe(true)
+  })
+
   test('keeps stdout and stderr and runs apart, with exact session offsets, while live', async ({
     agent,
   }) => {
@@ -119,7 +154,7 @@ describe('output frames on an attached channel', () => {
     expect(exitA.offset).toBe(start + 6 * 370000)
   })
 
-  test('a sandbox flooding output gets no more than the window plus one frame past the credit', async ({
+  test('a sandbox flooding output gets no more than the window plus one chunk past the credit', async ({
     agent,
   }) => {
     const c = await agent.connect()
@@ -140,7 +175,7 @@ describe('output frames on an attached channel', () => {
     // reading bash's pipes if it would) still see no more than the bound.
     for (let i = 0; i < 5; i++) {
       await c.call('session.list', {})
-      expect(received()).toBeLessThanOrEqual(LIMITS.channelWindowBytes + LIMITS.maxOutputFrameBytes)
+      expect(received()).toBeLessThanOrEqual(LIMITS.channelWindowBytes + LIMITS.maxDataChunkBytes)
     }
     await c.call('session.interrupt', { sessionId: 'default' })
     c.send({ type: 'close', ch: 4 })

@@ -59,11 +59,6 @@ export interface LinkChannelOptions<Out extends LinkFrame, In extends LinkFrame>
 export type ChannelHandler<In> = (frame: In, payload: Uint8Array) => void
 
 const EMPTY = new Uint8Array(0)
-/**
- * How far a sender may overrun its credit: it sends while any credit is left, so by at most one
- * payload, which is at most one data chunk or one session output frame.
- */
-const OVERSHOOT_BYTES = Math.max(LIMITS.maxDataChunkBytes, LIMITS.maxOutputFrameBytes)
 const NO_HANDLER = (): void => {}
 
 /** The error a channel cut off for overrunning its window reports. */
@@ -142,7 +137,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     if (size > 0) {
       this.#received += size
       const window = this.#options.receiveWindow
-      if (window !== null && this.#received - this.#granted > window + OVERSHOOT_BYTES) {
+      if (window !== null && this.#received - this.#granted > window + LIMITS.maxDataChunkBytes) {
         this.#options.onOverrun?.(this.#received - this.#granted)
         this.#fail(OVERRUN_ERROR, true)
         return

@@ -26,8 +26,8 @@ export const LIMITS = {
    * Largest payload of one session output frame (`shell_out`/`shell_err`) on the link and on a
    * shell's WebSocket: the agent sends the output records of one event-loop turn that follow
    * each other as one frame up to this, so a flood of output costs every hop a frame per read
-   * burst rather than per pipe read. Runners allow a channel's credit to be overrun by one such
-   * frame.
+   * burst rather than per pipe read. A frame stays within the channel's credit plus one data
+   * chunk, the overrun runners allow.
    */
   maxOutputFrameBytes: 262_144,
   /** Output kept per session for reattach, in bytes. */
