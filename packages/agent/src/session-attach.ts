@@ -6,11 +6,12 @@
 // leave as one frame of at most `LIMITS.maxOutputFrameBytes`, its payload the records' bytes
 // written back to back (one writev, no copy), and at most the channel's credit plus one data
 // chunk, so a frame never overruns the credit by more than a single record could, which every
-// runner allows (older ones included). Live output waits for the end of the event-loop
-// turn that read it, so the pipe reads of one turn (libuv reads up to 64 KiB at a time) share
-// a frame; any other event (a run's start or exit, the shell closing) sends what waits at once,
-// so it is never delayed. Fewer, larger frames cost every hop (agent, runner, client) less per
-// byte; the records, and so replay by offset, are unchanged.
+// runner allows (older ones included). Live output waits for the end of the event-loop turn
+// that read it, so the pipe reads of one turn (libuv reads up to 64 KiB at a time) share a
+// frame; a short read (under 1 KiB: the pipe was drained) and any other event (a run's start or
+// exit, the shell closing) send what waits at once, so neither is delayed. Fewer, larger frames
+// cost every hop (agent, runner, client) less per byte; the records, and so replay by offset,
+// are unchanged.
 import { LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import type { BashSession } from './bash-session.ts'
@@ -21,6 +22,9 @@ type Outgoing = LogEvent | { type: 'scrollback_end'; offset: number }
 
 /** Largest payload of one output frame. */
 export const OUTPUT_FRAME_MAX_BYTES = LIMITS.maxOutputFrameBytes
+
+/** A live read shorter than this is sent at once rather than held for the turn's other reads. */
+export const JOIN_MIN_BYTES = 1024
 
 /**
  * How many leading items of `queue` (output records) go out as one frame: those that continue
@@ -83,9 +87,11 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
   }
   const { replay, subscription } = session.log.subscribe(from, (event) => {
     queue.push(event)
-    if (isOutput(event)) {
+    // A short read (a line, a prompt) says the pipe is drained: nothing would join it, so it goes
+    // at once with what waits. A turn that read a frame's worth sends it now: the queue never
+    // holds more than that.
+    if (isOutput(event) && event.data.length >= JOIN_MIN_BYTES) {
       waiting += event.data.length
-      // A turn that read a frame's worth sends it now: the queue never holds more than that.
       if (waiting >= OUTPUT_FRAME_MAX_BYTES) pump()
       else turnEnd ??= setImmediate(onTurnEnd)
     } else pump()
