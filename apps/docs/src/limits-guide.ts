@@ -83,6 +83,12 @@ export const LIMITS_GUIDE: Record<keyof typeof LIMITS, LimitGuideEntry> = {
     effect: 'Longer output is split into several frames',
     unit: 'bytes',
   },
+  maxOutputFrameBytes: {
+    what: "Bytes of a shell's output in one frame to the runner and to a client",
+    setting: null,
+    effect: 'A flood of output goes in several frames; text callbacks get pieces of at most 64 KiB',
+    unit: 'bytes',
+  },
   scrollbackBytes: {
     what: 'Output kept per session for reattach',
     setting: 'scrollback-bytes',

@@ -8,12 +8,12 @@
 // `release` as it passes them on (TCP channels). A channel ends with exactly one terminal frame
 // (`end`), or when the runner closes it (`close`) or the link drops: producers stop on `onClose`,
 // and `endedByPeer` tells the runner's `close` (a graceful end) from a loss (an abort).
-import { LinkChannel, type WithoutChannel } from '@conch/link'
+import { LinkChannel, type Payload, type WithoutChannel } from '@conch/link'
 import type { AgentFrame, HostFrame, StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 
 /** Sends a frame on the link; returns false when the socket's buffer is full. */
-export type FrameSender = (frame: AgentFrame, payload?: Uint8Array) => boolean
+export type FrameSender = (frame: AgentFrame, payload?: Payload) => boolean
 
 /** A channel's terminal frame, without `ch` (the channel fills it in). */
 export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { type: 'end' | 'shell_closed' | 'error' }>>

@@ -11,7 +11,7 @@
 // id) and the agent keeps serving. The link is hostile input: user code runs next to the agent.
 // Which connection is the live one, and what the calls do, is the server's (agent-server.ts).
 import type { Socket } from 'node:net'
-import { answerCall, type CallFrame, type CallParser, LinkEndpoint } from '@conch/link'
+import { answerCall, type CallFrame, type CallParser, LinkEndpoint, type Payload } from '@conch/link'
 import type {
   AGENT_METHODS,
   AgentFrame,
@@ -87,7 +87,7 @@ export class RunnerConnection {
    * Sends one frame; false when the socket's buffer is full. A run's start goes lazily unless
    * its run has a stdin pipe (run-frame-pacing.ts).
    */
-  send(frame: AgentFrame, payload?: Uint8Array): boolean {
+  send(frame: AgentFrame, payload?: Payload): boolean {
     return this.#endpoint.send(frame, payload, this.#pacing.frameIsLazy(frame))
   }
 

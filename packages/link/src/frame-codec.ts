@@ -16,6 +16,21 @@ import type { PayloadLease } from './slab-pool.ts'
 const decoder = new TextDecoder('utf-8', { fatal: true })
 const EMPTY = new Uint8Array(0)
 
+/**
+ * A frame's payload as the sender hands it over: one buffer, or pieces sent back to back as one
+ * frame's payload (written with one writev, never joined into a copy).
+ */
+export type Payload = Uint8Array | readonly Uint8Array[]
+
+/** Bytes in a payload. */
+export function payloadBytes(payload: Payload | undefined): number {
+  if (payload === undefined) return 0
+  if (payload instanceof Uint8Array) return payload.byteLength
+  let n = 0
+  for (const piece of payload) n += piece.byteLength
+  return n
+}
+
 /** One decoded frame: its JSON header (still unparsed by a schema) and its payload. */
 export interface DecodedFrame {
   /** The parsed JSON header, `unknown` until a schema parses it. */

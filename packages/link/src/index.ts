@@ -5,6 +5,8 @@ export {
   encodeFrame,
   encodeFrameHead,
   FrameDecoder,
+  type Payload,
+  payloadBytes,
 } from './frame-codec.ts'
 export {
   type AnswerFrame,

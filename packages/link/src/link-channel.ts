@@ -14,6 +14,7 @@
 // dropped; `onClose` listeners run once; writers waiting for credit are released.
 import type { WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
+import { type Payload, payloadBytes } from './frame-codec.ts'
 import type { LinkFrame } from './link-endpoint.ts'
 
 /** `F` without its channel number, which the channel fills in (distributes over unions). */
@@ -34,7 +35,7 @@ export interface LinkChannelOptions<Out extends LinkFrame, In extends LinkFrame>
   /** The channel number (the runner chooses it). */
   id: number
   /** Writes a frame on the link; false when the link's buffer is full or the link is closed. */
-  send: (frame: Out | CreditFrame, payload?: Uint8Array) => boolean
+  send: (frame: Out | CreditFrame, payload?: Payload) => boolean
   /** Payload bytes this end may send before it needs credit; null: only the link's buffer holds it back. */
   sendWindow: number | null
   /** Payload bytes the peer may send beyond what this end released; null: not enforced. */
@@ -174,9 +175,9 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
    * Sends a frame with a payload under the channel's credit. False means "pause until
    * `onResume`": the credit is used up or the link's buffer is full (or the channel is done).
    */
-  sendPayload(frame: WithoutChannel<Out>, payload: Uint8Array): boolean {
+  sendPayload(frame: WithoutChannel<Out>, payload: Payload): boolean {
     if (this.#done) return false
-    this.#credit -= payload.byteLength
+    this.#credit -= payloadBytes(payload)
     const linkOk = this.#options.send(this.#stamp(frame), payload)
     if (this.#credit > 0 && linkOk) return true
     this.#paused = true

@@ -23,7 +23,13 @@
 import type { Duplex } from 'node:stream'
 import type { ParseResult, WireError } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
-import { type DecodeResult, encodeFrameHead, FrameDecoder } from './frame-codec.ts'
+import {
+  type DecodeResult,
+  encodeFrameHead,
+  FrameDecoder,
+  type Payload,
+  payloadBytes,
+} from './frame-codec.ts'
 import { slabReaderOf } from './link-socket.ts'
 import type { PayloadLease } from './slab-pool.ts'
 
@@ -131,15 +137,16 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
    * (`writableHighWaterMark`): a producer then pauses until `onDrain`. A `lazy` frame (no
    * payload) leaves with the next frame that is not lazy, or after `LAZY_FLUSH_MS`.
    */
-  send(frame: Out, payload?: Uint8Array, lazy = false): boolean {
+  send(frame: Out, payload?: Payload, lazy = false): boolean {
     const stream = this.#stream
     if (this.#closed !== null || stream.destroyed) return false
-    const size = payload?.byteLength ?? 0
+    const size = payloadBytes(payload)
     const head = encodeFrameHead(frame, size)
     if (size > 0) {
       if (!this.#corked) stream.cork()
       stream.write(head)
-      stream.write(payload)
+      if (payload instanceof Uint8Array) stream.write(payload)
+      else for (const piece of payload!) if (piece.byteLength > 0) stream.write(piece)
       this.#corked = false
       stream.uncork()
     } else {
@@ -166,7 +173,7 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   }
 
   /** Writes one frame and resolves when the stream can take more; rejects if the link closes first. */
-  sendWhenWritable(frame: Out, payload?: Uint8Array): Promise<void> {
+  sendWhenWritable(frame: Out, payload?: Payload): Promise<void> {
     if (this.send(frame, payload)) return Promise.resolve()
     if (this.#closed !== null) return Promise.reject(new Error(this.#closed))
     return new Promise((resolve, reject) => {

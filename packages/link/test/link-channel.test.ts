@@ -13,7 +13,7 @@ import {
 } from '@conch/protocol'
 import { parseHostFrame } from '@conch/protocol/zod-free'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
+import { encodeFrame, FrameDecoder, type Payload } from '../src/frame-codec.ts'
 import {
   type CreditFrame,
   LinkChannel,
@@ -30,7 +30,7 @@ const WINDOW = 16 * CHUNK
 /** What a channel's end needs from its link, in the tests. */
 interface ChannelConfig<Out extends LinkFrame> {
   id: number
-  send: (frame: Out | CreditFrame, payload?: Uint8Array) => boolean
+  send: (frame: Out | CreditFrame, payload?: Payload) => boolean
   sendWindow: number | null
   receiveWindow: number | null
   overruns: number[]
@@ -229,6 +229,20 @@ function runRole<Out extends LinkFrame, In extends LinkFrame>(
       expect(Buffer.concat(theirs.seen.bytes).equals(data)).toBe(true)
       expect(self.overruns).toEqual([])
       expect(peer.overruns).toEqual([])
+    })
+
+    it('sends a payload given in pieces as one frame, the pieces back to back, counted against credit', async () => {
+      const { self, peer, pair } = await connected()
+      const mine = self.open(9)
+      const theirs = peer.open(9)
+      const frames = rawFrames(pair.b)
+      const pieces = [pattern(CHUNK, 5), Buffer.alloc(0), pattern(3, 6), pattern(CHUNK - 3, 7)]
+      expect(mine.channel.sendPayload(role.payloadFrame(0), pieces)).toBe(true)
+      expect(mine.channel.credit).toBe(WINDOW - 2 * CHUNK)
+      await vi.waitFor(() => expect(theirs.seen.frames).toHaveLength(1))
+      expect(theirs.seen.bytes).toHaveLength(1)
+      expect(theirs.seen.bytes[0]!.equals(Buffer.concat(pieces))).toBe(true)
+      expect(frames).toHaveLength(1)
     })
 
     it('takes a peer up to its window plus one chunk, and cuts off one byte more, keeping the link', async () => {

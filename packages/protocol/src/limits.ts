@@ -22,6 +22,14 @@ export const LIMITS = {
   maxAgentFrameBytes: 8_388_608,
   /** Largest payload the agent puts into one data frame. */
   maxDataChunkBytes: 65_536,
+  /**
+   * Largest payload of one session output frame (`shell_out`/`shell_err`) on the link and on a
+   * shell's WebSocket: the agent sends the output records of one event-loop turn that follow
+   * each other as one frame up to this, so a flood of output costs every hop a frame per read
+   * burst rather than per pipe read. A frame stays within the channel's credit plus one data
+   * chunk, the overrun runners allow.
+   */
+  maxOutputFrameBytes: 262_144,
   /** Output kept per session for reattach, in bytes. */
   scrollbackBytes: 8_388_608,
   /** Bytes a channel may have in flight before the agent waits for credit. */

@@ -12,7 +12,7 @@
 // Everything the agent sends is parsed against the protocol schemas: the agent shares its
 // sandbox with user code.
 import type { Duplex } from 'node:stream'
-import { LinkCalls, LinkEndpoint, type PayloadLease } from '@conch/link'
+import { LinkCalls, LinkEndpoint, type Payload, type PayloadLease } from '@conch/link'
 import {
   AGENT_FRAME_TYPES,
   AGENT_METHODS,
@@ -219,7 +219,7 @@ export class AgentLink {
   }
 
   /** Writes one frame; false after close or when the link's buffer is full. */
-  send(frame: HostFrame, payload?: Uint8Array): boolean {
+  send(frame: HostFrame, payload?: Payload): boolean {
     if (this.#closed) return false
     return this.#endpoint.send(frame, payload)
   }

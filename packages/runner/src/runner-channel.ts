@@ -4,7 +4,7 @@
 // uploads wait for the agent's credit on TCP channels and for the link's buffer only on file
 // and terminal uploads, which agents of link 2 do not acknowledge. A channel ends with exactly
 // one terminal event (`shell_closed`, `end` or `error`); the runner gives up with `close`.
-import { LinkChannel, type PayloadLease } from '@conch/link'
+import { LinkChannel, type Payload, type PayloadLease } from '@conch/link'
 import {
   type AgentData,
   type AgentEnd,
@@ -55,7 +55,7 @@ export type RunnerChannel = LinkChannel<HostFrame, ChannelEvent>
 /** What a runner channel needs from its link. */
 export interface RunnerChannelLink {
   /** Writes a frame; false when the link's buffer is full or the link is closed. */
-  send(frame: HostFrame, payload?: Uint8Array): boolean
+  send(frame: HostFrame, payload?: Payload): boolean
   /** Drops a finished channel from the link's table. */
   forget(id: number): void
   /** The link's logger; never given payloads. */

@@ -71,9 +71,12 @@ export class ShellOutputRelay {
       this.#credit(n)
       return
     }
-    const data = this.#decoder.decode(stream, payload)
+    // A text frame carries at most one data chunk, whatever the agent's frame held (see `#sendOutput`).
+    for (let at = 0; at < n; at += LIMITS.maxDataChunkBytes) {
+      const data = this.#decoder.decode(stream, payload.subarray(at, at + LIMITS.maxDataChunkBytes))
+      if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset + at)
+    }
     event.lease?.release()
-    if (data) this.#sendOutput(stream, this.#lastRunShown[stream], data, offset)
     this.#credit(n)
   }
 
@@ -124,8 +127,8 @@ export class ShellOutputRelay {
 
   /**
    * Sends a `shell_out`/`shell_err` frame built by hand: base64 needs no escaping, and
-   * JSON.stringify would scan and copy the whole data string. Each frame carries one agent
-   * chunk (at most `maxDataChunkBytes`), which keeps its string below V8's large-object size in
+   * JSON.stringify would scan and copy the whole data string. Each frame carries at most
+   * `maxDataChunkBytes` of output, which keeps its string below V8's large-object size in
    * the runner and in the client, so it dies young instead of waiting for a full GC.
    */
   #sendOutput(stream: StreamName, run: string | null, data: string, offset: number): void {

@@ -245,11 +245,17 @@ describe('shell socket (real agent)', () => {
       c.send({ type: 'shell_run', id: 'flood', command: FLOOD, timeoutMs: 600_000 })
       expect(await c.nextOf('shell_exit', 'flood')).toMatchObject({ code: 0, offset: TOTAL })
       expect(received(c, 'flood')).toBe(TOTAL)
-      const text = c.frames
-        .filter((f) => f.type === 'shell_out' && f.id === 'flood')
-        .map((f) => String(f.data))
-        .join('')
+      const frames = c.frames.filter((f) => f.type === 'shell_out' && f.id === 'flood')
+      const text = frames.map((f) => String(f.data)).join('')
       expect(/^a*$/.test(text)).toBe(true)
+      // The agent's frames may hold up to 256 KiB; a JSON frame still carries at most 64 KiB, at
+      // the offset of its own first byte.
+      let at = 0
+      for (const f of frames) {
+        expect(String(f.data).length).toBeLessThanOrEqual(64 * 1024)
+        expect(f.offset).toBe(at)
+        at += String(f.data).length
+      }
     }, 120_000)
 
     it('ignores acks from a client that did not ask for output_ack', async () => {

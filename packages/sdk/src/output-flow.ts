@@ -81,7 +81,7 @@ export class OutputFlow {
       if (held.released) return
       held.released = true
       this.#heldBytes -= held.end - held.start
-      while (this.#head < this.#held.length && this.#held[this.#head]?.released) this.#head++
+      while (this.#held[this.#head]?.released) this.#head++
       if (this.#head === this.#held.length) {
         this.#held.length = 0
         this.#head = 0

@@ -178,6 +178,37 @@ describe('Shell', () => {
     expect(sh.offset).toBe(12)
   })
 
+  test('hands a large binary frame to text callbacks in pieces of at most 64 KiB, characters whole', async ({
+    sb,
+    runner,
+  }) => {
+    runner.binaryOutput = true
+    // One 256 KiB frame (the largest output frame) with a 3-byte character across every 64 KiB cut.
+    const big = new Uint8Array(256 * 1024).fill(0x61)
+    for (let cut = 64 * 1024; cut < big.length; cut += 64 * 1024) big.set([0xe2, 0x82, 0xac], cut - 1)
+    runner.script = (_c, io) => {
+      io.out(big)
+      return { code: 0 }
+    }
+    await using sh = await sb.shell()
+    const chunks: string[] = []
+    const r = await sh.run('x', { onStdout: (c) => chunks.push(c) })
+    const expected = new TextDecoder().decode(big)
+    expect(r.stdout).toBe(expected)
+    expect(chunks.join('')).toBe(expected)
+    expect(chunks.length).toBeGreaterThanOrEqual(4)
+    // No piece is longer than 64 KiB of input: V8 keeps such strings in its young generation.
+    for (const c of chunks) expect(Buffer.byteLength(c)).toBeLessThanOrEqual(64 * 1024 + 2)
+    // A stream reader that takes its time still gets every byte, and the offset covers the frame.
+    const streamed: string[] = []
+    for await (const ev of sh.stream('x')) {
+      if (ev.type === 'stdout') streamed.push(ev.data)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(streamed.join('')).toBe(expected)
+    expect(sh.bufferedBytes).toBe(0)
+  })
+
   test('closes with INVALID_FRAME on a binary frame with a truncated header, a wrong kind or a bad id length', async ({
     runner,
   }) => {
