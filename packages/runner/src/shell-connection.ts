@@ -17,16 +17,10 @@
 // opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
 import type { Duplex } from 'node:stream'
-import {
-  CAPABILITIES,
-  CLIENT_FRAME_TYPES,
-  ClientFrame,
-  PROTOCOL_VERSION,
-  parseJsonFrame,
-  type ShellQuery,
-} from '@conch/protocol'
+import { CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
+import { parseClientFrame } from './client-frame-parser.ts'
 import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
@@ -311,13 +305,7 @@ export class ShellConnection {
 
   #handleText(text: string | null): void {
     if (text === null || this.#closed) return
-    const parsed = parseJsonFrame(
-      ClientFrame,
-      text,
-      'type',
-      CLIENT_FRAME_TYPES,
-      this.#ctx.limits.maxClientFrameBytes,
-    )
+    const parsed = parseClientFrame(text, this.#ctx.limits.maxClientFrameBytes)
     if (!parsed.ok) {
       this.#sender.sendError(null, parsed.error.code, parsed.error.message)
       return
