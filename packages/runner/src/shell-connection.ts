@@ -17,7 +17,7 @@
 // opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
 import type { Duplex } from 'node:stream'
-import { CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
+import { type AgentShellExit, CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import { parseClientFrame } from './client-frame-parser.ts'
@@ -212,6 +212,18 @@ export class ShellConnection {
     channel.consume((event) => this.#onChannel(event))
   }
 
+  /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
+  readonly #afterExit = (event: AgentShellExit): void => {
+    const own = this.#runs.forget(event.id)
+    if (own) {
+      this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
+      this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
+    } else this.#runs.releaseForeign(event.id)
+  }
+
+  /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
+  readonly #shownId = (run: string | null): string | null => this.#runs.shownId(run)
+
   /**
    * Forwards the agent's channel events to the client. The link uses the WebSocket's names and
    * fields, so each event maps to the frame of the same name; what is left here is the run id
@@ -221,7 +233,7 @@ export class ShellConnection {
     switch (event.type) {
       case 'shell_out':
       case 'shell_err':
-        this.#output.output(event, (run) => this.#runs.shownId(run))
+        this.#output.output(event, this.#shownId)
         return
       case 'shell_start': {
         const id = this.#runs.shownId(event.id)
@@ -242,11 +254,9 @@ export class ShellConnection {
             ...(event.oomKilled === true ? { oomKilled: true } : {}),
           })
         }
-        const own = this.#runs.forget(event.id)
-        if (own) {
-          this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
-          this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
-        } else this.#runs.releaseForeign(event.id)
+        // The sender writes this tick's frames on the next tick, queued before this: the client
+        // learns of the exit before the runner frees the run's id and slot and counts it.
+        process.nextTick(this.#afterExit, event)
         return
       }
       case 'scrollback_end':
