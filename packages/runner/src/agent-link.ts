@@ -204,6 +204,20 @@ export class AgentLink {
   }
 
   /**
+   * Calls an agent method without a promise, for calls whose answer only acknowledges (a
+   * streamed run): the result is checked and dropped; `onFail` gets the agent's error, an
+   * invalid result (INTERNAL) or the link's loss, at most once.
+   */
+  callUnawaited<M extends AgentMethod>(
+    method: M,
+    params: AgentParams<M>,
+    onFail: (error: Error) => void,
+    options: CallOptions<M> = {},
+  ): void {
+    this.#calls.callUnawaited(method, params, onFail, options)
+  }
+
+  /**
    * Allocates a channel; pass its `id` to the method that streams on it. `uploadWindow` is the
    * credit its uploads wait for when the agent acknowledges them (TCP channels); without it
    * only the link's buffer holds uploads back.
