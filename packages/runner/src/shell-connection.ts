@@ -51,7 +51,7 @@ export interface ShellConnectionOptions {
   query: ShellQuery
   /** The request's logger. */
   log: FastifyBaseLogger
-  /** The raw TCP socket under the WebSocket, corked to batch a tick's frames. */
+  /** The raw socket under the WebSocket: corked to batch a tick's frames; text frames are written to it directly. */
   socket?: Duplex | null
   /** Socket counts and in-flight run ids shared by every shell socket of the runner. */
   sessions: ShellSessionRegistry
