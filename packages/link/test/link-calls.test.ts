@@ -141,7 +141,7 @@ describe('calls over the link', () => {
     calls.callUnawaited('add', { a: 'x' } as never, onFail)
     calls.callUnawaited('boom', {}, onFail)
     calls.callUnawaited('lie', {}, onFail)
-    calls.callUnawaited('nope' as never, {}, onFail)
+    calls.callUnawaited('nope' as never, {} as never, onFail)
     await vi.waitFor(() => expect(answers).toHaveLength(4))
     expect(failures).toEqual([
       'BAD_REQUEST: unknown method "nope"',
