@@ -49,6 +49,9 @@ export interface CallErrors {
   fromWire(error: WireError): Error
 }
 
+/** What an unawaited call does with its result once checked. */
+const IGNORE_RESULT = (): void => {}
+
 interface Pending {
   method: string
   result: z.ZodType
@@ -82,24 +85,59 @@ export class LinkCalls<T extends MethodTable> {
     if (this.#failed) return Promise.reject(this.#failed)
     const schema = Object.hasOwn(this.#methods, method) ? this.#methods[method] : undefined
     if (!schema) return Promise.reject(this.#errors.make('BAD_REQUEST', `unknown method "${method}"`))
+    return new Promise<ResultOf<T, M>>((resolve, reject) =>
+      this.#start(method, params, options, schema.result, resolve as (v: unknown) => void, reject),
+    )
+  }
+
+  /**
+   * Calls `method` without a promise, for calls whose answer only acknowledges (a streamed run,
+   * whose events follow on a channel): a result is still parsed by the method's schema (or
+   * `options.result`) and then dropped; a failure, an invalid result, a timeout or the link's
+   * loss goes to `onFail`, at most once. Saves the promise and its reaction jobs on a hot path.
+   */
+  callUnawaited<M extends keyof T & string>(
+    method: M,
+    params: ParamsOf<T, M>,
+    onFail: (error: Error) => void,
+    options: CallOptions<ResultOf<T, M>> = {},
+  ): void {
+    if (this.#failed) {
+      onFail(this.#failed)
+      return
+    }
+    const schema = Object.hasOwn(this.#methods, method) ? this.#methods[method] : undefined
+    if (!schema) {
+      onFail(this.#errors.make('BAD_REQUEST', `unknown method "${method}"`))
+      return
+    }
+    this.#start(method, params, options, schema.result, IGNORE_RESULT, onFail)
+  }
+
+  #start(
+    method: string,
+    params: unknown,
+    options: CallOptions<unknown>,
+    methodResult: z.ZodType,
+    resolve: (value: unknown) => void,
+    reject: (error: Error) => void,
+  ): void {
     const id = this.#nextId++
-    return new Promise<ResultOf<T, M>>((resolve, reject) => {
-      const timer =
-        options.timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => {
-              this.#pending.delete(id)
-              reject(
-                this.#errors.make(
-                  'DEADLINE_EXCEEDED',
-                  `the agent did not answer ${method} within ${options.timeoutMs} ms`,
-                ),
-              )
-            }, options.timeoutMs)
-      const result = options.result ?? schema.result
-      this.#pending.set(id, { method, result, resolve: resolve as (v: unknown) => void, reject, timer })
-      this.#send({ type: 'call', id, method, params })
-    })
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            this.#pending.delete(id)
+            reject(
+              this.#errors.make(
+                'DEADLINE_EXCEEDED',
+                `the agent did not answer ${method} within ${options.timeoutMs} ms`,
+              ),
+            )
+          }, options.timeoutMs)
+    const result = options.result ?? methodResult
+    this.#pending.set(id, { method, result, resolve, reject, timer })
+    this.#send({ type: 'call', id, method, params })
   }
 
   /**

@@ -130,4 +130,36 @@ describe('calls over the link', () => {
     await expect(pending).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
     await expect(calls.call('add', { a: 1, b: 1 })).rejects.toMatchObject({ code: 'CONNECTION_LOST' })
   })
+
+  it('reports an unawaited call only when it fails: bad params, a thrown error, an invalid result, the link lost', async () => {
+    const { calls, answering, answers } = await linked(handlers)
+    const failures: string[] = []
+    const onFail = (error: Error): void => {
+      failures.push(`${(error as CallError).code}: ${error.message}`)
+    }
+    calls.callUnawaited('add', { a: 1, b: 2 }, onFail)
+    calls.callUnawaited('add', { a: 'x' } as never, onFail)
+    calls.callUnawaited('boom', {}, onFail)
+    calls.callUnawaited('lie', {}, onFail)
+    calls.callUnawaited('nope' as never, {} as never, onFail)
+    await vi.waitFor(() => expect(answers).toHaveLength(4))
+    expect(failures).toEqual([
+      'BAD_REQUEST: unknown method "nope"',
+      expect.stringMatching(/^BAD_REQUEST: invalid params for add: a/),
+      'INTERNAL: it broke',
+      'INTERNAL: the agent sent an invalid result for lie',
+    ])
+    // A late answer for a call that already failed, or any answer for an unknown id, changes nothing.
+    failures.length = 0
+    calls.callUnawaited('slow', {}, onFail)
+    calls.callUnawaited('slow', {}, onFail, { timeoutMs: 20 })
+    await vi.waitFor(() => expect(failures).toEqual([expect.stringMatching(/^DEADLINE_EXCEEDED/)]))
+    expect(calls.settle({ type: 'result', id: 999, result: {} })).toBeUndefined()
+    answering.close()
+    await vi.waitFor(() => expect(failures).toHaveLength(2))
+    expect(failures[1]).toMatch(/^CONNECTION_LOST/)
+    calls.callUnawaited('add', { a: 1, b: 1 }, onFail)
+    expect(failures).toHaveLength(3)
+    expect(failures[2]).toMatch(/^CONNECTION_LOST/)
+  })
 })

@@ -206,6 +206,47 @@ describe('AgentLink', () => {
     link.close()
   })
 
+  it('drops hostile run frames on an open channel and delivers only the valid ones, unknown fields stripped', async () => {
+    await using peer = await PeerAgent.start((p, f) => {
+      if (f.type !== 'call') return
+      const ch = (f.params as { ch?: number }).ch
+      if (ch === undefined) {
+        p.send({ type: 'result', id: f.id, result: {} })
+        return
+      }
+      const exit = { type: 'shell_exit', ch, id: 'r', code: 0, timedOut: false, durationMs: 1, offset: 0 }
+      p.send({ type: 'shell_start', ch, id: 'x'.repeat(129), offset: 0 })
+      p.send({ type: 'shell_start', ch, id: 'r', offset: -1 })
+      p.send({ ...exit, code: 256 })
+      p.send({ ...exit, code: '0' })
+      p.send({ ...exit, timedOut: 'no' })
+      p.send({ ...exit, oomKilled: 1 })
+      p.send({ ...exit, ch: ch + 1 })
+      p.send({ type: 'result', id: 'x', result: {} })
+      p.send({ type: 'shell_start', ch, id: 'r', offset: 0, command: 'rm -rf /' })
+      p.send({ ...exit, sessionId: 'other' })
+      p.send({ type: 'result', id: f.id, result: {}, extra: 1 })
+    })
+    const link = await AgentLink.open(await peer.connect(), { logger, secret: SECRET })
+    const channel = link.openChannel()
+    const events: ChannelEvent[] = []
+    const exited = new Promise<void>((resolve) =>
+      channel.consume((e) => {
+        events.push(e)
+        if (e.type === 'shell_exit') resolve()
+      }),
+    )
+    await link.call('exec', { command: 'x', timeoutMs: 1000, ch: channel.id })
+    await exited
+    expect(events).toEqual([
+      { type: 'shell_start', ch: channel.id, id: 'r', offset: 0 },
+      { type: 'shell_exit', ch: channel.id, id: 'r', code: 0, timedOut: false, durationMs: 1, offset: 0 },
+    ])
+    await expect(link.call('session.delete', { sessionId: 's' })).resolves.toEqual({})
+    expect(link.open).toBe(true)
+    link.close()
+  })
+
   it('answers agent pings with pongs', async () => {
     let pong: (f: Record<string, unknown>) => void = () => {}
     const ponged = new Promise<Record<string, unknown>>((resolve) => {

@@ -9,14 +9,13 @@
 // UNSUPPORTED_PROTOCOL_VERSION, which marks its sandbox dead. Calls carry a numeric id and settle on
 // one `result` or `fail`; their results are parsed with the method's schema. Output flows on
 // channels the runner numbers (`runner-channel.ts`: `@conch/link`'s credit-based channel).
-// Everything the agent sends is parsed against the protocol schemas: the agent shares its
-// sandbox with user code.
+// Everything the agent sends is parsed against the protocol schemas (`agent-frame-parser.ts`):
+// the agent shares its sandbox with user code.
 import type { Duplex } from 'node:stream'
 import { LinkCalls, LinkEndpoint, type Payload, type PayloadLease } from '@conch/link'
 import {
-  AGENT_FRAME_TYPES,
   AGENT_METHODS,
-  AgentFrame,
+  type AgentFrame,
   type AgentHello,
   type AgentMethod,
   type AgentParams,
@@ -30,12 +29,12 @@ import {
   LINK_VERSION,
   linkVersionOf,
   PROTOCOL_VERSION,
-  parseFrame,
   type WireError,
 } from '@conch/protocol'
 import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
+import { parseAgentFrame } from './agent-frame-parser.ts'
 import { linkMismatch } from './link-mismatch.ts'
 import { type ChannelEvent, type RunnerChannel, runnerChannel, type WithPayload } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
@@ -106,7 +105,7 @@ export class AgentLink {
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
     this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
-      parse: (header) => parseFrame(AgentFrame, header, 'type', AGENT_FRAME_TYPES),
+      parse: parseAgentFrame,
       onFrame: (frame, payload, lease) => this.#dispatch(frame, payload, lease),
       onBadFrame: (error, header) => this.#bad(header, error),
       onDrain: () => {
@@ -202,6 +201,20 @@ export class AgentLink {
     options: CallOptions<M> = {},
   ): Promise<AgentResultOf<M>> {
     return this.#calls.call(method, params, options)
+  }
+
+  /**
+   * Calls an agent method without a promise, for calls whose answer only acknowledges (a
+   * streamed run): the result is checked and dropped; `onFail` gets the agent's error, an
+   * invalid result (INTERNAL) or the link's loss, at most once.
+   */
+  callUnawaited<M extends AgentMethod>(
+    method: M,
+    params: AgentParams<M>,
+    onFail: (error: Error) => void,
+    options: CallOptions<M> = {},
+  ): void {
+    this.#calls.callUnawaited(method, params, onFail, options)
   }
 
   /**

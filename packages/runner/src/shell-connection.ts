@@ -17,16 +17,10 @@
 // opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
 import type { Duplex } from 'node:stream'
-import {
-  CAPABILITIES,
-  CLIENT_FRAME_TYPES,
-  ClientFrame,
-  PROTOCOL_VERSION,
-  parseJsonFrame,
-  type ShellQuery,
-} from '@conch/protocol'
+import { type AgentShellExit, CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
+import { parseClientFrame } from './client-frame-parser.ts'
 import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
@@ -57,7 +51,7 @@ export interface ShellConnectionOptions {
   query: ShellQuery
   /** The request's logger. */
   log: FastifyBaseLogger
-  /** The raw TCP socket under the WebSocket, corked to batch a tick's frames. */
+  /** The raw socket under the WebSocket: corked to batch a tick's frames; text frames are written to it directly. */
   socket?: Duplex | null
   /** Socket counts and in-flight run ids shared by every shell socket of the runner. */
   sessions: ShellSessionRegistry
@@ -218,6 +212,18 @@ export class ShellConnection {
     channel.consume((event) => this.#onChannel(event))
   }
 
+  /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
+  readonly #afterExit = (event: AgentShellExit): void => {
+    const own = this.#runs.forget(event.id)
+    if (own) {
+      this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
+      this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
+    } else this.#runs.releaseForeign(event.id)
+  }
+
+  /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
+  readonly #shownId = (run: string | null): string | null => this.#runs.shownId(run)
+
   /**
    * Forwards the agent's channel events to the client. The link uses the WebSocket's names and
    * fields, so each event maps to the frame of the same name; what is left here is the run id
@@ -227,7 +233,7 @@ export class ShellConnection {
     switch (event.type) {
       case 'shell_out':
       case 'shell_err':
-        this.#output.output(event, (run) => this.#runs.shownId(run))
+        this.#output.output(event, this.#shownId)
         return
       case 'shell_start': {
         const id = this.#runs.shownId(event.id)
@@ -248,11 +254,9 @@ export class ShellConnection {
             ...(event.oomKilled === true ? { oomKilled: true } : {}),
           })
         }
-        const own = this.#runs.forget(event.id)
-        if (own) {
-          this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
-          this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
-        } else this.#runs.releaseForeign(event.id)
+        // The sender writes this tick's frames on the next tick, queued before this: the client
+        // learns of the exit before the runner frees the run's id and slot and counts it.
+        process.nextTick(this.#afterExit, event)
         return
       }
       case 'scrollback_end':
@@ -311,13 +315,7 @@ export class ShellConnection {
 
   #handleText(text: string | null): void {
     if (text === null || this.#closed) return
-    const parsed = parseJsonFrame(
-      ClientFrame,
-      text,
-      'type',
-      CLIENT_FRAME_TYPES,
-      this.#ctx.limits.maxClientFrameBytes,
-    )
+    const parsed = parseClientFrame(text, this.#ctx.limits.maxClientFrameBytes)
     if (!parsed.ok) {
       this.#sender.sendError(null, parsed.error.code, parsed.error.message)
       return

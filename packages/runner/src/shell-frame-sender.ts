@@ -1,5 +1,5 @@
-// What one shell WebSocket sends: server frames as JSON text, binary output messages, and error
-// frames. Frames produced in one tick leave in one write: the raw TCP socket under the WebSocket
+// What one shell WebSocket sends: server frames as JSON text (framed here, see
+// web-socket-text-frame.ts), binary output messages, and error frames. Frames produced in one tick leave in one write: the raw TCP socket under the WebSocket
 // is corked on the first and uncorked on the next tick (a short run's `shell_start`, output and
 // `shell_exit` go out together). While the connection holds output credit back, each send asks
 // ws to report its completion, which lets the connection grant the credit once the socket drains.
@@ -7,12 +7,16 @@ import type { Duplex } from 'node:stream'
 import type { PayloadLease } from '@conch/link'
 import type { ServerFrame, WireError } from '@conch/protocol'
 import type { WebSocket } from 'ws'
+import { textFrame } from './web-socket-text-frame.ts'
 
 /** What a frame sender writes to and reports to. */
 export interface ShellFrameSenderOptions {
   /** The open WebSocket. */
   ws: WebSocket
-  /** The raw TCP socket under it, corked to batch a tick's frames; null sends uncorked. */
+  /**
+   * The raw socket under it (the one ws writes to): corked to batch a tick's frames, and text
+   * frames are written to it directly. Null sends everything through ws, uncorked.
+   */
   socket: Duplex | null
   /** An error frame is about to go out (metrics). */
   onError: (code: WireError['code']) => void
@@ -69,12 +73,30 @@ export class ShellFrameSender {
     this.send({ type: 'error', id, code, message, ...(details ? { details } : {}) })
   }
 
-  /** Sends a text frame (a string) or a binary one (a Buffer). */
+  /**
+   * Sends a text frame (a string) or a binary one (a Buffer). With the raw socket, a text frame
+   * is framed here and written to it directly (web-socket-text-frame.ts): ws writes whole
+   * frames to that socket too, so frames never interleave, and they leave in the order sent.
+   */
   sendData(data: string | Buffer): void {
     if (this.#closed || this.#ws.readyState !== 1) return
     this.#cork()
-    if (this.#options.awaitingFlush()) this.#ws.send(data, this.#onFlushed)
-    else this.#ws.send(data)
+    const awaiting = this.#options.awaitingFlush()
+    const socket = this.#socket
+    if (socket === null || typeof data !== 'string') {
+      if (awaiting) this.#ws.send(data, this.#onFlushed)
+      else this.#ws.send(data)
+      return
+    }
+    const frame = textFrame(data)
+    if (Buffer.isBuffer(frame)) {
+      if (awaiting) socket.write(frame, this.#onFlushed)
+      else socket.write(frame)
+      return
+    }
+    socket.write(frame[0])
+    if (awaiting) socket.write(frame[1], 'utf8', this.#onFlushed)
+    else socket.write(frame[1], 'utf8')
   }
 
   /**

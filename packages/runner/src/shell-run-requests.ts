@@ -3,7 +3,7 @@
 // whose output and exit flow on the socket's channel), `shell_stdin` for one of the client's
 // runs in flight, and `shell_interrupt`. A request the runner or the agent refuses gets an
 // error frame under the client's run id.
-import type { ShellInterrupt, ShellRun, ShellStdin, WireError } from '@conch/protocol'
+import type { AgentParams, ShellInterrupt, ShellRun, ShellStdin, WireError } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import { z } from 'zod'
 import type { AgentLink } from './agent-link.ts'
@@ -74,22 +74,24 @@ export class ShellRunRequests {
       return
     }
     const runId = runs.claim(frame.id, release)
-    this.#link!.call(
+    const params: AgentParams<'session.run'> = {
+      sessionId: this.#sessionId!,
+      id: runId,
+      command: frame.command,
+      timeoutMs: clampCallTimeout(frame.timeoutMs, ctx.limits),
+      stdin,
+      buffer: false,
+    }
+    if (frame.stdinPipe === true) params.stdinPipe = true
+    this.#link!.callUnawaited(
       'session.run',
-      {
-        sessionId: this.#sessionId!,
-        id: runId,
-        command: frame.command,
-        timeoutMs: clampCallTimeout(frame.timeoutMs, ctx.limits),
-        stdin,
-        ...(frame.stdinPipe === true ? { stdinPipe: true } : {}),
-        buffer: false,
+      params,
+      (error) => {
+        runs.forget(runId)
+        this.#failure(frame.id, error)
       },
       STREAMED_RUN,
-    ).catch((error) => {
-      runs.forget(runId)
-      this.#failure(frame.id, error)
-    })
+    )
   }
 
   /** Forwards input for one of this client's runs to its stdin pipe. */

@@ -23,9 +23,25 @@ interface SessionEntry {
 export class ShellSessionRegistry {
   readonly #sessions = new Map<string, SessionEntry>()
   #seq = 0
+  #lastSandbox = ''
+  #lastSession = ''
+  #lastKey = '\0'
+
+  /**
+   * The map key of a session. The last one is kept: a run's claim and release ask for the same
+   * session, and a kept key is neither built nor hashed again.
+   */
+  #key(sandboxId: string, sessionId: string): string {
+    if (sandboxId !== this.#lastSandbox || sessionId !== this.#lastSession) {
+      this.#lastSandbox = sandboxId
+      this.#lastSession = sessionId
+      this.#lastKey = `${sandboxId}\0${sessionId}`
+    }
+    return this.#lastKey
+  }
 
   #entry(sandboxId: string, sessionId: string): SessionEntry {
-    const key = `${sandboxId}\0${sessionId}`
+    const key = this.#key(sandboxId, sessionId)
     let entry = this.#sessions.get(key)
     if (!entry) {
       entry = { sockets: 0, claims: new Map() }
@@ -41,7 +57,7 @@ export class ShellSessionRegistry {
    */
   #prune(sandboxId: string, sessionId: string, entry: SessionEntry): void {
     if (entry.sockets > 0) return
-    const key = `${sandboxId}\0${sessionId}`
+    const key = this.#key(sandboxId, sessionId)
     this.#sessions.delete(key)
     if (entry.claims.size === 0) return
     this.#sessions.set(key, entry)
@@ -54,7 +70,7 @@ export class ShellSessionRegistry {
 
   /** Shell sockets open on a session. */
   sockets(sandboxId: string, sessionId: string): number {
-    return this.#sessions.get(`${sandboxId}\0${sessionId}`)?.sockets ?? 0
+    return this.#sessions.get(this.#key(sandboxId, sessionId))?.sockets ?? 0
   }
 
   /** Counts a socket on a session and returns its release; throws RATE_LIMITED at `max`. */
@@ -104,7 +120,7 @@ export class ShellSessionRegistry {
    * saw it: an owner ends only its own claims, any socket the claims of sockets that have gone.
    */
   releaseRun(sandboxId: string, sessionId: string, runId: string, by: object): void {
-    const entry = this.#sessions.get(`${sandboxId}\0${sessionId}`)
+    const entry = this.#sessions.get(this.#key(sandboxId, sessionId))
     if (!entry?.claims.has(runId)) return
     const owner = entry.claims.get(runId)
     if (owner !== by && owner !== null) return
@@ -114,14 +130,14 @@ export class ShellSessionRegistry {
 
   /** Hands a socket's claims over to no one: its runs go on in the agent after it closes. */
   detach(sandboxId: string, sessionId: string, owner: object): void {
-    const entry = this.#sessions.get(`${sandboxId}\0${sessionId}`)
+    const entry = this.#sessions.get(this.#key(sandboxId, sessionId))
     if (!entry) return
     for (const [run, o] of entry.claims) if (o === owner) entry.claims.set(run, null)
   }
 
   /** The session has nothing running or queued: claims of sockets that have gone are stale. */
   dropDetached(sandboxId: string, sessionId: string): void {
-    const entry = this.#sessions.get(`${sandboxId}\0${sessionId}`)
+    const entry = this.#sessions.get(this.#key(sandboxId, sessionId))
     if (!entry) return
     for (const [run, owner] of entry.claims) if (owner === null) entry.claims.delete(run)
     this.#prune(sandboxId, sessionId, entry)

@@ -1,0 +1,77 @@
+// The runner's parser of a shell client's text frames. A client is untrusted, so each frame is
+// checked against the protocol's `ClientFrame` before the runner acts on it. zod does that for
+// every frame type; the frames of every run (`shell_run`, and `ack` from clients that
+// acknowledge output) first meet a hand-written check that accepts only frames zod accepts and
+// builds the object zod would (the schema's fields in its order, unknown fields dropped).
+// Anything else goes to zod, which decides and words the error, so every answer is zod's (a
+// test feeds both the same hostile frames).
+import {
+  CLIENT_FRAME_TYPES,
+  ClientFrame,
+  type ParseResult,
+  parseFrame,
+  parseJsonFrame,
+  type ShellRun,
+} from '@conch/protocol'
+
+/** The largest timeout (`TimeoutMs`). */
+const MAX_TIMEOUT_MS = 2_147_483_647
+
+/** The longest run id (`RunId`) the quick check takes by UTF-16 length; zod decides longer ones. */
+const MAX_RUN_ID = 128
+
+/**
+ * Parses a client's text frame exactly as `parseJsonFrame(ClientFrame, …)` does: FRAME_TOO_LARGE
+ * past `maxBytes` characters, INVALID_FRAME for bad JSON or fields, UNKNOWN_FRAME_TYPE. Never throws.
+ */
+export function parseClientFrame(text: string, maxBytes: number): ParseResult<ClientFrame> {
+  let value: unknown
+  try {
+    value = text.length > maxBytes ? undefined : JSON.parse(text)
+  } catch {
+    value = undefined
+  }
+  // Too long or not JSON: zod's own entry point words the error.
+  if (value === undefined) return parseJsonFrame(ClientFrame, text, 'type', CLIENT_FRAME_TYPES, maxBytes)
+  const frame = quickFrame(value)
+  if (frame !== undefined) return { ok: true, value: frame }
+  return parseFrame(ClientFrame, value, 'type', CLIENT_FRAME_TYPES)
+}
+
+/** `value` as zod would return it when it is a run's frame and surely valid; else undefined. */
+function quickFrame(value: unknown): ClientFrame | undefined {
+  if (typeof value !== 'object' || value === null) return undefined
+  const h = value as Record<string, unknown>
+  if (h.type === 'shell_run') return quickRun(h)
+  if (h.type === 'ack') {
+    return Number.isSafeInteger(h.offset) && (h.offset as number) >= 0
+      ? { type: 'ack', offset: h.offset as number }
+      : undefined
+  }
+  return undefined
+}
+
+function quickRun(h: Record<string, unknown>): ShellRun | undefined {
+  const { id, command, timeoutMs, stdin, stdinEncoding, stdinPipe } = h
+  if (typeof id !== 'string' || id.length < 1 || id.length > MAX_RUN_ID) return undefined
+  if (typeof command !== 'string') return undefined
+  const frame: ShellRun = { type: 'shell_run', id, command }
+  if (timeoutMs !== undefined) {
+    if (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) <= 0) return undefined
+    if ((timeoutMs as number) > MAX_TIMEOUT_MS) return undefined
+    frame.timeoutMs = timeoutMs as number
+  }
+  if (stdin !== undefined) {
+    if (typeof stdin !== 'string') return undefined
+    frame.stdin = stdin
+  }
+  if (stdinEncoding !== undefined) {
+    if (stdinEncoding !== 'utf8' && stdinEncoding !== 'base64') return undefined
+    frame.stdinEncoding = stdinEncoding
+  }
+  if (stdinPipe !== undefined) {
+    if (typeof stdinPipe !== 'boolean') return undefined
+    frame.stdinPipe = stdinPipe
+  }
+  return frame
+}

@@ -1,0 +1,45 @@
+// A server → client WebSocket text message as one unfragmented frame (RFC 6455 section 5.2):
+// FIN set, opcode 1 (text), no extensions (the shell socket negotiates none), unmasked (a
+// server never masks), then the payload length in 7, 7+16 or 7+64 bits. The shell socket writes
+// its JSON frames this way itself, straight onto the socket under the WebSocket, which costs
+// one buffer and one socket write per message where `ws.send` takes an options object, a
+// second length scan and two writes.
+import { Buffer } from 'node:buffer'
+
+/** Longest header: 2 bytes, then a 64-bit length. */
+const MAX_HEAD = 10
+
+/** Strings up to this many UTF-16 units are encoded into one buffer sized for the worst case. */
+const SMALL_TEXT = 1024
+
+/** The bytes of a text frame holding `text` (one chunk for short text, header and text else). */
+export function textFrame(text: string): Buffer | [Buffer, string] {
+  if (text.length > SMALL_TEXT) return [textFrameHead(Buffer.byteLength(text, 'utf8')), text]
+  // A UTF-16 unit takes at most 3 UTF-8 bytes; the header goes right before the text.
+  const buffer = Buffer.allocUnsafe(MAX_HEAD + text.length * 3)
+  const n = buffer.write(text, MAX_HEAD, 'utf8')
+  const start = n < 126 ? MAX_HEAD - 2 : MAX_HEAD - 4
+  writeHead(buffer, start, n)
+  return buffer.subarray(start, MAX_HEAD + n)
+}
+
+/** The header of a text frame whose payload is `length` bytes. */
+export function textFrameHead(length: number): Buffer {
+  const head = Buffer.allocUnsafe(length < 126 ? 2 : length < 65536 ? 4 : MAX_HEAD)
+  writeHead(head, 0, length)
+  return head
+}
+
+function writeHead(buffer: Buffer, at: number, length: number): void {
+  buffer[at] = 0x81
+  if (length < 126) {
+    buffer[at + 1] = length
+  } else if (length < 65536) {
+    buffer[at + 1] = 126
+    buffer.writeUInt16BE(length, at + 2)
+  } else {
+    buffer[at + 1] = 127
+    buffer.writeUInt32BE(Math.floor(length / 2 ** 32), at + 2)
+    buffer.writeUInt32BE(length >>> 0, at + 6)
+  }
+}
