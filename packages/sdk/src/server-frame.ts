@@ -1,5 +1,5 @@
 import type { ServerFrame } from '@conch/protocol'
-import { type JsonSchema, ShapeError, shapeOf } from '@conch/protocol/json-shape'
+import { type JsonSchema, type Shape, ShapeError, shapeOf } from '@conch/protocol/json-shape'
 import { SERVER_FRAME_SCHEMAS } from './wire-schemas.ts'
 
 // The frames the runner sends on the shell socket, checked against the protocol's
@@ -17,7 +17,8 @@ export type IncomingFrame =
   | Open<Extract<ServerFrame, { type: 'error' }>, 'code', string>
 
 const SCHEMAS: Readonly<Record<string, JsonSchema>> = SERVER_FRAME_SCHEMAS
-const readFrame = (schema: JsonSchema) => shapeOf<IncomingFrame>(schema)
+/** One checker per frame type, made on first use: compiling a schema costs more than a check. */
+const SHAPES = new Map<string, Shape<IncomingFrame>>()
 
 /** The outcome of reading one socket message. */
 export type FrameReadResult = { ok: true; frame: IncomingFrame | null } | { ok: false; message: string }
@@ -39,10 +40,15 @@ export function readServerFrame(text: string): FrameReadResult {
   }
   const type: unknown = 'type' in value ? value.type : undefined
   if (typeof type !== 'string') return { ok: false, message: 'frame has no string "type"' }
-  const schema = Object.hasOwn(SCHEMAS, type) ? SCHEMAS[type] : undefined
-  if (!schema) return { ok: true, frame: null }
+  let shape = SHAPES.get(type)
+  if (!shape) {
+    const schema = Object.hasOwn(SCHEMAS, type) ? SCHEMAS[type] : undefined
+    if (!schema) return { ok: true, frame: null }
+    shape = shapeOf<IncomingFrame>(schema)
+    SHAPES.set(type, shape)
+  }
   try {
-    return { ok: true, frame: readFrame(schema)(value, '') }
+    return { ok: true, frame: shape(value, '') }
   } catch (err) {
     if (err instanceof ShapeError) return { ok: false, message: `invalid "${type}" frame: ${err.message}` }
     throw err
