@@ -16,9 +16,10 @@ export type IncomingFrame =
   | Open<Extract<ServerFrame, { type: 'hello' }>, 'capabilities', string[]>
   | Open<Extract<ServerFrame, { type: 'error' }>, 'code', string>
 
-const SCHEMAS: Readonly<Record<string, JsonSchema>> = SERVER_FRAME_SCHEMAS
-/** One checker per frame type, made on first use: compiling a schema costs more than a check. */
-const SHAPES = new Map<string, Shape<IncomingFrame>>()
+/** One checker per frame type, made once (it compiles its schema on first use, once). */
+const SHAPES: Readonly<Record<string, Shape<IncomingFrame>>> = Object.fromEntries(
+  Object.entries(SERVER_FRAME_SCHEMAS).map(([type, schema]: [string, JsonSchema]) => [type, shapeOf(schema)]),
+)
 
 /** The outcome of reading one socket message. */
 export type FrameReadResult = { ok: true; frame: IncomingFrame | null } | { ok: false; message: string }
@@ -40,13 +41,8 @@ export function readServerFrame(text: string): FrameReadResult {
   }
   const type: unknown = 'type' in value ? value.type : undefined
   if (typeof type !== 'string') return { ok: false, message: 'frame has no string "type"' }
-  let shape = SHAPES.get(type)
-  if (!shape) {
-    const schema = Object.hasOwn(SCHEMAS, type) ? SCHEMAS[type] : undefined
-    if (!schema) return { ok: true, frame: null }
-    shape = shapeOf<IncomingFrame>(schema)
-    SHAPES.set(type, shape)
-  }
+  const shape = Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined
+  if (!shape) return { ok: true, frame: null }
   try {
     return { ok: true, frame: shape(value, '') }
   } catch (err) {
