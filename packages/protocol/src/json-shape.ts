@@ -97,6 +97,12 @@ function isType(type: string, v: unknown): boolean {
   }
 }
 
+/** Whether `v` is of one of `types` (a loop: a closure per check would be garbage per field). */
+function hasType(types: readonly string[], v: unknown): boolean {
+  for (const type of types) if (isType(type, v)) return true
+  return false
+}
+
 const article = (type: string): string => (/^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`)
 
 /**
@@ -219,8 +225,7 @@ function checkForm(c: Compiled, v: unknown, path: string): unknown {
   if (c.hasConst && v !== c.constValue) throw new ShapeError(path, JSON.stringify(c.constValue))
   if (c.enumValues !== null && !c.enumValues.includes(v)) throw new ShapeError(path, c.enumValues.join(' | '))
   const types = c.types
-  if (types.length > 0 && !types.some((t) => isType(t, v)))
-    throw new ShapeError(path, types.map(article).join(' or '))
+  if (types.length > 0 && !hasType(types, v)) throw new ShapeError(path, types.map(article).join(' or '))
   if (typeof v === 'string') {
     if (v.length < c.minLength || v.length > c.maxLength || (c.pattern !== null && !c.pattern.test(v)))
       throw new ShapeError(path, 'a string of the allowed form')

@@ -70,4 +70,25 @@ describe('readServerFrame', () => {
       message: 'invalid "shell_exit" frame: code: expected an integer >= 0 and <= 255',
     })
   })
+  it('compiles each frame type once, not once per frame, and still checks every frame', () => {
+    // Compiling a schema builds its patterns' RegExps; `shell_ready` has one (the session id).
+    const ready = { type: 'shell_ready', sessionId: 's1', offset: 0, encoding: 'base64', running: null }
+    expect(readServerFrame(JSON.stringify(ready)).ok).toBe(true)
+    const Native = globalThis.RegExp
+    let built = 0
+    globalThis.RegExp = new Proxy(Native, {
+      construct(target, args: [string]) {
+        built++
+        return new target(...args)
+      },
+    })
+    try {
+      for (let i = 0; i < 20; i++) expect(readServerFrame(JSON.stringify(ready)).ok).toBe(true)
+      const hostile = readServerFrame(JSON.stringify({ ...ready, sessionId: '../etc' }))
+      expect(hostile).toMatchObject({ ok: false, message: expect.stringContaining('sessionId') })
+    } finally {
+      globalThis.RegExp = Native
+    }
+    expect(built).toBe(0)
+  })
 })

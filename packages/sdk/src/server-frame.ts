@@ -1,5 +1,5 @@
 import type { ServerFrame } from '@conch/protocol'
-import { type JsonSchema, ShapeError, shapeOf } from '@conch/protocol/json-shape'
+import { type JsonSchema, type Shape, ShapeError, shapeOf } from '@conch/protocol/json-shape'
 import { SERVER_FRAME_SCHEMAS } from './wire-schemas.ts'
 
 // The frames the runner sends on the shell socket, checked against the protocol's
@@ -16,8 +16,10 @@ export type IncomingFrame =
   | Open<Extract<ServerFrame, { type: 'hello' }>, 'capabilities', string[]>
   | Open<Extract<ServerFrame, { type: 'error' }>, 'code', string>
 
-const SCHEMAS: Readonly<Record<string, JsonSchema>> = SERVER_FRAME_SCHEMAS
-const readFrame = (schema: JsonSchema) => shapeOf<IncomingFrame>(schema)
+/** One checker per frame type, made once (it compiles its schema on first use, once). */
+const SHAPES: Readonly<Record<string, Shape<IncomingFrame>>> = Object.fromEntries(
+  Object.entries(SERVER_FRAME_SCHEMAS).map(([type, schema]: [string, JsonSchema]) => [type, shapeOf(schema)]),
+)
 
 /** The outcome of reading one socket message. */
 export type FrameReadResult = { ok: true; frame: IncomingFrame | null } | { ok: false; message: string }
@@ -39,10 +41,10 @@ export function readServerFrame(text: string): FrameReadResult {
   }
   const type: unknown = 'type' in value ? value.type : undefined
   if (typeof type !== 'string') return { ok: false, message: 'frame has no string "type"' }
-  const schema = Object.hasOwn(SCHEMAS, type) ? SCHEMAS[type] : undefined
-  if (!schema) return { ok: true, frame: null }
+  const shape = Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined
+  if (!shape) return { ok: true, frame: null }
   try {
-    return { ok: true, frame: readFrame(schema)(value, '') }
+    return { ok: true, frame: shape(value, '') }
   } catch (err) {
     if (err instanceof ShapeError) return { ok: false, message: `invalid "${type}" frame: ${err.message}` }
     throw err
