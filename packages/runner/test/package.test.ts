@@ -184,6 +184,45 @@ describe('the packed @conch/runner', () => {
     expect(nonAscii).toEqual([])
   })
 
+  it('ships the runner as bundled chunks that import only Node built-ins and the dependencies kept for first use', () => {
+    const manifest = JSON.parse(packed('package.json')) as { dependencies: Record<string, string> }
+    const chunks = entries.filter((e) => /^dist\/(conch|runner-[^/]+)\.js$/.test(e)).map(packed)
+    expect(chunks.length).toBeGreaterThan(2)
+    // esbuild writes its own imports at the start of a line, in double quotes: what is indented
+    // or single-quoted is text (JSDoc, the console's examples).
+    const specifiers = chunks.flatMap((chunk) => [
+      ...[...chunk.matchAll(/^(?:import|export)\b[^;]*?"([^"\n]+)";$/gm)].map((m) => m[1]!),
+      ...[...chunk.matchAll(/\bimport\("([^"\n]+)"\)/g)].map((m) => m[1]!),
+    ])
+    expect(specifiers).toContain('node:fs')
+    const packages = new Set(
+      specifiers
+        .filter((s) => !s.startsWith('node:') && !s.startsWith('./'))
+        .map((s) =>
+          s
+            .split('/')
+            .slice(0, s.startsWith('@') ? 2 : 1)
+            .join('/'),
+        ),
+    )
+    // Each import left in dist/ is loaded on first use, and is a dependency npm installs beside it.
+    expect([...packages].sort()).toEqual(
+      ['@modelcontextprotocol/sdk', '@peculiar/x509', 'esbuild', 'reflect-metadata', 'ssh2'].sort(),
+    )
+    expect([...packages].filter((p) => p !== 'esbuild' && !(p in manifest.dependencies))).toEqual([])
+    // fastify, ws, pino and zod are in the bundle; zod without the locales it only re-exports.
+    const text = chunks.join('\n')
+    for (const bundled of [
+      '/fastify/fastify.js',
+      '/ws/lib/websocket.js',
+      '/pino/pino.js',
+      '/zod/v4/locales/en.js',
+    ]) {
+      expect(text).toContain(bundled)
+    }
+    expect(text).not.toContain('/zod/v4/locales/de.js')
+  })
+
   it('ships an agent bundle that imports nothing but Node built-ins', () => {
     const bundle = packed('dist/conch-agent.mjs')
     const imports = [...bundle.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']/gm)].map(
@@ -231,7 +270,17 @@ describe('the packed @conch/runner', () => {
     const client = new Client({ name: 'package-test', version: '1.0.0' })
     await client.connect(transport)
     try {
-      expect((await client.listTools()).tools.map((t) => t.name)).toContain('shell_run')
+      // The tools' zod schemas come from the zod bundled into dist/, the MCP SDK uses the zod
+      // installed beside it: descriptions and validation must cross between the two copies.
+      const tools = (await client.listTools()).tools
+      const shellRun = tools.find((t) => t.name === 'shell_run')
+      expect(shellRun?.inputSchema.properties?.sandbox).toMatchObject({
+        type: 'string',
+        description: expect.stringMatching(/^Sandbox id/),
+      })
+      const bad = await client.callTool({ name: 'shell_run', arguments: { sandbox: 5, command: 'true' } })
+      expect(bad.isError).toBe(true)
+      expect(JSON.stringify(bad.content)).toMatch(/sandbox/)
       const created = await client.callTool({ name: 'sandbox_create', arguments: {} })
       const sandbox = (created.structuredContent as { sandbox: string }).sandbox
       const r = await client.callTool({ name: 'shell_run', arguments: { sandbox, command: 'echo from-mcp' } })
