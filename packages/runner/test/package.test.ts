@@ -291,6 +291,83 @@ describe('the packed @conch/runner', () => {
     }
   })
 
+  it('starts from the installed package loading its own chunks and no module from node_modules', async () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const bin = readdirSync(installs)
+      .map((d) => join(installs, d, 'node_modules', '@conch', 'runner', 'dist', 'conch.js'))
+      .find((b) => existsSync(b))
+    expect(bin).toBeDefined()
+    const dir = mkdtempSync(join(work, 'loaded-'))
+    const out = join(dir, 'loaded.txt')
+    // module.register's hooks see every module the ES loader loads (module.registerHooks is
+    // missing from the oldest Node the package supports); the bin's start-again keeps --import.
+    const hooks = `data:text/javascript,${encodeURIComponent(
+      `import { appendFileSync } from 'node:fs'
+       export async function load(url, context, next) { appendFileSync(${JSON.stringify(out)}, url + '\\n'); return next(url, context) }`,
+    )}`
+    const preload = `data:text/javascript,${encodeURIComponent(
+      `import { register } from 'node:module'; register(${JSON.stringify(hooks)})`,
+    )}`
+    const key = generateApiKey()
+    const child = spawn(
+      NODE,
+      [
+        `--import=${preload}`,
+        bin!,
+        'runner',
+        '--port',
+        '0',
+        '--state-dir',
+        join(dir, 'state'),
+        '--log-level',
+        'warn',
+      ],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          CONCH_API_KEY: key,
+          CONCH_DRIVER: 'local',
+          CONCH_UNSAFE_LOCAL: '1',
+          CONCH_WARM_POOL: '0',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    try {
+      let printed = ''
+      const started = await new Promise<string>((resolve, reject) => {
+        const onData = (chunk: Buffer): void => {
+          printed += chunk
+          const match = /listening on (http:\/\/[\d.:]+)/.exec(printed)
+          if (match) resolve(match[1]!)
+        }
+        child.stdout.on('data', onData)
+        child.stderr.on('data', onData)
+        child.once('exit', (code) => reject(new Error(`the installed runner exited (${code}):\n${printed}`)))
+      })
+      const headers = { authorization: `Bearer ${key}` }
+      expect((await fetch(`${started}/readyz`, { headers })).status).toBe(200)
+      expect((await fetch(`${started}/v1/sandboxes`, { headers })).status).toBe(200)
+      const bad = await fetch(`${started}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: 'not json',
+      })
+      expect(bad.status).toBe(400)
+      const loaded = readFileSync(out, 'utf8').split('\n').filter(Boolean)
+      const chunks = loaded.filter((u) => /\/dist\/runner-[^/]+\.js$/.test(u))
+      expect(chunks.length).toBeGreaterThan(0)
+      expect(
+        loaded.filter((u) => u.startsWith('file:') && !/\/@conch\/runner\/dist\/[^/]+\.js$/.test(u)),
+      ).toEqual([])
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('runs a command through the SDK in a namespace sandbox whose runtime is Node and the agent bundle', async () => {
     await using sandbox = await Sandbox.create({ url, apiKey, driver: 'namespace' })
     const shell = await sandbox.shell()
