@@ -1,8 +1,9 @@
 // Builds the publishable runner into dist/: `conch.js` (the bin: a Node version check that loads
 // the CLI), the CLI and runner code with @conch/protocol, @conch/link and the npm packages it
-// serves requests with (fastify, ws, pino, prom-client, zod) bundled in (the dependencies it loads
-// on first use stay imports: runner-bundle.ts), and `conch-agent.mjs`, the agent bundle every driver runs. Nothing in dist/ imports
-// a workspace package; `node-pty/` holds node-pty's runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
+// serves requests with (fastify, ws, pino, prom-client, zod) bundled in (the dependencies it
+// loads on first use stay imports: runner-bundle.ts), and `conch-agent.mjs`, the agent bundle
+// every driver runs. Nothing in dist/ imports a workspace package; `node-pty/` holds node-pty's
+// runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
 //
 //   node --conditions=source scripts/build.ts
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
