@@ -355,6 +355,19 @@ describe('the packed @conch/runner', () => {
         body: 'not json',
       })
       expect(bad.status).toBe(400)
+      // zod's English messages come with its own import of en.js, which the locale stub keeps.
+      const wrong = await fetch(`${started}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ driver: 5 }),
+      })
+      expect(wrong.status).toBe(400)
+      expect(await wrong.json()).toMatchObject({
+        error: {
+          code: 'BAD_REQUEST',
+          message: expect.stringMatching(/driver: .*expected string, received number/),
+        },
+      })
       const loaded = readFileSync(out, 'utf8').split('\n').filter(Boolean)
       const chunks = loaded.filter((u) => /\/dist\/runner-[^/]+\.js$/.test(u))
       expect(chunks.length).toBeGreaterThan(0)
