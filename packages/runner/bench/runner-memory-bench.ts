@@ -3,7 +3,8 @@
 // `shell.stream`, and some seconds after that, for each way of starting it. Two references are
 // measured in the same run: a bare Node process (`setInterval` and nothing else) and a bare
 // fastify + @fastify/websocket server with the runner's node flags (one echo WebSocket route),
-// the floor of a server built on the runner's framework.
+// the floor of a server built on the runner's framework, loaded from node_modules and bundled
+// into one file as the packaged runner is.
 //
 //   node --conditions=source bench/runner-memory-bench.ts   (from packages/runner)
 //   BENCH_RUNS=40000 BENCH_SETTLE_SECONDS=30 BENCH_STREAM_BYTES=1073741824 BENCH_VARIANTS=none,bin ...
@@ -23,6 +24,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Sandbox } from '@conch/sdk'
+import { build } from 'esbuild'
+import { COMMONJS_REQUIRE_BANNER } from '../scripts/runner-bundle.ts'
 import { generateApiKey } from '../src/credentials.ts'
 import { RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
 
@@ -288,14 +291,38 @@ const bareFastify = spawn(
     stdio: ['ignore', 'pipe', 'inherit'],
   },
 )
+// The same server bundled into one file as the packaged runner is (scripts/runner-bundle.ts):
+// the like-for-like floor for `dist` and `baseline`, since bundling alone changes what Node loads.
+const bundleDir = mkdtempSync(join(tmpdir(), 'conch-bare-fastify-'))
+const bundled = join(bundleDir, 'bare-fastify.mjs')
+await build({
+  stdin: { contents: BARE_FASTIFY, resolveDir: ROOT, loader: 'js' },
+  outfile: bundled,
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node22',
+  banner: { js: COMMONJS_REQUIRE_BANNER },
+  charset: 'ascii',
+  legalComments: 'none',
+  logLevel: 'warning',
+})
+const bareFastifyBundled = spawn(process.execPath, [...RUNNER_NODE_FLAGS, bundled], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+})
 try {
   await new Promise<void>((resolve) => bareFastify.stdout.once('data', () => resolve()))
+  await new Promise<void>((resolve) => bareFastifyBundled.stdout.once('data', () => resolve()))
   await sleep(SETTLE_S * 1000)
   const ref = await figure(bare.pid!)
   const fastifyRef = await figure(bareFastify.pid!)
+  const bundledRef = await figure(bareFastifyBundled.pid!)
   console.log(`bare node: ${(ref.rss / MB).toFixed(0)} MB RSS, anon ${(ref.anon / MB).toFixed(0)} MB`)
   console.log(
     `bare fastify + ws (runner flags): ${(fastifyRef.rss / MB).toFixed(0)} MB RSS, anon ${(fastifyRef.anon / MB).toFixed(0)} MB`,
+  )
+  console.log(
+    `bare fastify + ws, bundled into one file (runner flags): ${(bundledRef.rss / MB).toFixed(0)} MB RSS, anon ${(bundledRef.anon / MB).toFixed(0)} MB`,
   )
   const wanted = (process.env.BENCH_VARIANTS ?? 'none,bin,dist,baseline,startup').split(',')
   if (wanted.includes('startup') && existsSync(join(ROOT, 'dist', 'conch.js'))) await startupCost(7)
@@ -309,10 +336,15 @@ try {
       `${variant.name}: idle ${show(r.idle, ref.rss)} | after ${RUNS} runs ${show(r.loaded, ref.rss)} | ${SETTLE_S} s later ${show(r.settled, ref.rss)} | mismatches ${r.mismatches}`,
     )
     console.log(
+      `${variant.name}, ratios to bundled bare fastify: idle ${mb(r.idle.rss, bundledRef.rss)} (anon ${mb(r.idle.anon, bundledRef.anon)}) | after runs ${mb(r.loaded.rss, bundledRef.rss)} | ${SETTLE_S} s later ${mb(r.settled.rss, bundledRef.rss)} | peak streaming ${mb(r.streamPeak, bundledRef.rss)}`,
+    )
+    console.log(
       `${variant.name}, ratios to bare fastify: idle ${mb(r.idle.rss, fastifyRef.rss)} (anon ${mb(r.idle.anon, fastifyRef.anon)}) | after runs ${mb(r.loaded.rss, fastifyRef.rss)} | ${SETTLE_S} s later ${mb(r.settled.rss, fastifyRef.rss)} | peak streaming ${STREAM_BYTES} B ${mb(r.streamPeak, fastifyRef.rss)} | ${SETTLE_S} s after ${show(r.afterStream, fastifyRef.rss)}`,
     )
   }
 } finally {
   bare.kill()
   bareFastify.kill()
+  bareFastifyBundled.kill()
+  rmSync(bundleDir, { recursive: true, force: true })
 }

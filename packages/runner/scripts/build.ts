@@ -1,7 +1,9 @@
 // Builds the publishable runner into dist/: `conch.js` (the bin: a Node version check that loads
-// the CLI), the CLI and runner code with @conch/protocol and @conch/link bundled in (npm dependencies stay
-// imports), and `conch-agent.mjs`, the agent bundle every driver runs. Nothing in dist/ imports
-// a workspace package; `node-pty/` holds node-pty's runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
+// the CLI), the CLI and runner code with @conch/protocol, @conch/link and the npm packages it
+// serves requests with (fastify, ws, pino, prom-client, zod) bundled in (the dependencies it
+// loads on first use stay imports: runner-bundle.ts), and `conch-agent.mjs`, the agent bundle
+// every driver runs. Nothing in dist/ imports a workspace package; `node-pty/` holds node-pty's
+// runtime files for terminals. Run by `pnpm build` (turbo) and before `pnpm pack`.
 //
 //   node --conditions=source scripts/build.ts
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -15,12 +17,10 @@ import {
   writeAgentBundle,
 } from '../src/drivers/agent-bundle.ts'
 import { nodePtyPackageDir, PTY_RUNTIME_DIR, writePtyRuntime } from '../src/drivers/pty-runtime.ts'
+import { COMMONJS_REQUIRE_BANNER, LOADED_FROM_NODE_MODULES, NO_ZOD_LOCALES } from './runner-bundle.ts'
 
 const root = join(import.meta.dirname, '..')
 const dist = join(root, 'dist')
-const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
-  dependencies: Record<string, string>
-}
 
 rmSync(dist, { recursive: true, force: true })
 await build({
@@ -35,10 +35,12 @@ await build({
   format: 'esm',
   target: AGENT_BUNDLE_TARGET,
   conditions: ['source'],
-  // npm dependencies are installed beside the package; workspace packages are devDependencies,
-  // so they are bundled; esbuild serves only the checkout's lazy agent build (agent-bundle.ts),
-  // which the published package never reaches.
-  external: [...Object.keys(manifest.dependencies), 'esbuild'],
+  // Workspace packages and the frameworks are bundled; what is loaded on first use stays an
+  // import of the dependency installed beside the package; esbuild serves only the checkout's
+  // lazy agent build (agent-bundle.ts), which the published package never reaches.
+  external: [...LOADED_FROM_NODE_MODULES, 'esbuild'],
+  banner: { js: COMMONJS_REQUIRE_BANNER },
+  plugins: [NO_ZOD_LOCALES],
   legalComments: 'none',
   // Non-ASCII in strings and regexps is escaped; asciiSource below escapes what esbuild leaves
   // in comments. V8 holds each chunk's source for the runner's whole life, and one non-ASCII

@@ -184,6 +184,45 @@ describe('the packed @conch/runner', () => {
     expect(nonAscii).toEqual([])
   })
 
+  it('ships the runner as bundled chunks that import only Node built-ins and the dependencies kept for first use', () => {
+    const manifest = JSON.parse(packed('package.json')) as { dependencies: Record<string, string> }
+    const chunks = entries.filter((e) => /^dist\/(conch|runner-[^/]+)\.js$/.test(e)).map(packed)
+    expect(chunks.length).toBeGreaterThan(2)
+    // esbuild writes its own imports at the start of a line, in double quotes: what is indented
+    // or single-quoted is text (JSDoc, the console's examples).
+    const specifiers = chunks.flatMap((chunk) => [
+      ...[...chunk.matchAll(/^(?:import|export)\b[^;]*?"([^"\n]+)";$/gm)].map((m) => m[1]!),
+      ...[...chunk.matchAll(/\bimport\("([^"\n]+)"\)/g)].map((m) => m[1]!),
+    ])
+    expect(specifiers).toContain('node:fs')
+    const packages = new Set(
+      specifiers
+        .filter((s) => !s.startsWith('node:') && !s.startsWith('./'))
+        .map((s) =>
+          s
+            .split('/')
+            .slice(0, s.startsWith('@') ? 2 : 1)
+            .join('/'),
+        ),
+    )
+    // Each import left in dist/ is loaded on first use, and is a dependency npm installs beside it.
+    expect([...packages].sort()).toEqual(
+      ['@modelcontextprotocol/sdk', '@peculiar/x509', 'esbuild', 'reflect-metadata', 'ssh2'].sort(),
+    )
+    expect([...packages].filter((p) => p !== 'esbuild' && !(p in manifest.dependencies))).toEqual([])
+    // fastify, ws, pino and zod are in the bundle; zod without the locales it only re-exports.
+    const text = chunks.join('\n')
+    for (const bundled of [
+      '/fastify/fastify.js',
+      '/ws/lib/websocket.js',
+      '/pino/pino.js',
+      '/zod/v4/locales/en.js',
+    ]) {
+      expect(text).toContain(bundled)
+    }
+    expect(text).not.toContain('/zod/v4/locales/de.js')
+  })
+
   it('ships an agent bundle that imports nothing but Node built-ins', () => {
     const bundle = packed('dist/conch-agent.mjs')
     const imports = [...bundle.matchAll(/^\s*(?:import|export)\b[^;'"]*?\bfrom\s*["']([^"']+)["']/gm)].map(
@@ -231,7 +270,17 @@ describe('the packed @conch/runner', () => {
     const client = new Client({ name: 'package-test', version: '1.0.0' })
     await client.connect(transport)
     try {
-      expect((await client.listTools()).tools.map((t) => t.name)).toContain('shell_run')
+      // The tools' zod schemas come from the zod bundled into dist/, the MCP SDK uses the zod
+      // installed beside it: descriptions and validation must cross between the two copies.
+      const tools = (await client.listTools()).tools
+      const shellRun = tools.find((t) => t.name === 'shell_run')
+      expect(shellRun?.inputSchema.properties?.sandbox).toMatchObject({
+        type: 'string',
+        description: expect.stringMatching(/^Sandbox id/),
+      })
+      const bad = await client.callTool({ name: 'shell_run', arguments: { sandbox: 5, command: 'true' } })
+      expect(bad.isError).toBe(true)
+      expect(JSON.stringify(bad.content)).toMatch(/sandbox/)
       const created = await client.callTool({ name: 'sandbox_create', arguments: {} })
       const sandbox = (created.structuredContent as { sandbox: string }).sandbox
       const r = await client.callTool({ name: 'shell_run', arguments: { sandbox, command: 'echo from-mcp' } })
@@ -239,6 +288,96 @@ describe('the packed @conch/runner', () => {
       await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox } })
     } finally {
       await client.close()
+    }
+  })
+
+  it('starts from the installed package loading its own chunks and no module from node_modules', async () => {
+    const installs = join(work, 'npm-cache', '_npx')
+    const bin = readdirSync(installs)
+      .map((d) => join(installs, d, 'node_modules', '@conch', 'runner', 'dist', 'conch.js'))
+      .find((b) => existsSync(b))
+    expect(bin).toBeDefined()
+    const dir = mkdtempSync(join(work, 'loaded-'))
+    const out = join(dir, 'loaded.txt')
+    // module.register's hooks see every module the ES loader loads (module.registerHooks is
+    // missing from the oldest Node the package supports); the bin's start-again keeps --import.
+    const hooks = `data:text/javascript,${encodeURIComponent(
+      `import { appendFileSync } from 'node:fs'
+       export async function load(url, context, next) { appendFileSync(${JSON.stringify(out)}, url + '\\n'); return next(url, context) }`,
+    )}`
+    const preload = `data:text/javascript,${encodeURIComponent(
+      `import { register } from 'node:module'; register(${JSON.stringify(hooks)})`,
+    )}`
+    const key = generateApiKey()
+    const child = spawn(
+      NODE,
+      [
+        `--import=${preload}`,
+        bin!,
+        'runner',
+        '--port',
+        '0',
+        '--state-dir',
+        join(dir, 'state'),
+        '--log-level',
+        'warn',
+      ],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          CONCH_API_KEY: key,
+          CONCH_DRIVER: 'local',
+          CONCH_UNSAFE_LOCAL: '1',
+          CONCH_WARM_POOL: '0',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    try {
+      let printed = ''
+      const started = await new Promise<string>((resolve, reject) => {
+        const onData = (chunk: Buffer): void => {
+          printed += chunk
+          const match = /listening on (http:\/\/[\d.:]+)/.exec(printed)
+          if (match) resolve(match[1]!)
+        }
+        child.stdout.on('data', onData)
+        child.stderr.on('data', onData)
+        child.once('exit', (code) => reject(new Error(`the installed runner exited (${code}):\n${printed}`)))
+      })
+      const headers = { authorization: `Bearer ${key}` }
+      expect((await fetch(`${started}/readyz`, { headers })).status).toBe(200)
+      expect((await fetch(`${started}/v1/sandboxes`, { headers })).status).toBe(200)
+      const bad = await fetch(`${started}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: 'not json',
+      })
+      expect(bad.status).toBe(400)
+      // zod's English messages come with its own import of en.js, which the locale stub keeps.
+      const wrong = await fetch(`${started}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ driver: 5 }),
+      })
+      expect(wrong.status).toBe(400)
+      expect(await wrong.json()).toMatchObject({
+        error: {
+          code: 'BAD_REQUEST',
+          message: expect.stringMatching(/driver: .*expected string, received number/),
+        },
+      })
+      const loaded = readFileSync(out, 'utf8').split('\n').filter(Boolean)
+      const chunks = loaded.filter((u) => /\/dist\/runner-[^/]+\.js$/.test(u))
+      expect(chunks.length).toBeGreaterThan(0)
+      expect(
+        loaded.filter((u) => u.startsWith('file:') && !/\/@conch\/runner\/dist\/[^/]+\.js$/.test(u)),
+      ).toEqual([])
+    } finally {
+      child.kill('SIGTERM')
+      await exited
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 
