@@ -51,7 +51,15 @@ import { sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { type DiskFormat, diskReady, endLaunch, feedArgs, type Launch, release } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
 import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
-import { diskFormat, diskPaths, finishDisk, prepareDisk, removeDisk } from './workspace-disk.ts'
+import {
+  diskFormat,
+  diskPaths,
+  finishDisk,
+  prepareDisk,
+  removeDisk,
+  spareRefill,
+  takeSpareDisk,
+} from './workspace-disk.ts'
 
 /** Options of the namespace driver. */
 export interface NamespaceDriverOptions {
@@ -168,7 +176,12 @@ export class NamespaceDriver implements SandboxDriver {
         cgroup,
         rootless: this.rootless,
       }
-      if (spec.limits.diskBytes !== undefined) disk = diskFormat(prepareDisk(dir, spec.limits.diskBytes))
+      if (spec.limits.diskBytes !== undefined) {
+        const bytes = spec.limits.diskBytes
+        const spares = join(this.#stateDir, 'disk-spares')
+        const spare = takeSpareDisk(spares, dir, bytes)
+        disk = diskFormat(spare ?? prepareDisk(dir, bytes), spare !== null, spareRefill(spares, bytes))
+      }
       launch = await this.#launch(state, spec, disk)
       if (disk !== null) {
         diskMade = diskReady(launch.child, disk)
@@ -195,6 +208,8 @@ export class NamespaceDriver implements SandboxDriver {
       // The report's end means the format's processes are gone: the mount is final.
       await diskMade.catch(() => {})
       if (spec.limits.diskBytes !== undefined) await removeDisk(dir).catch(() => {})
+      // A chain that failed before its own disk was mounted never formats the next spare.
+      if (disk?.refill) rmSync(disk.refill.tmp, { force: true })
       if (cgroup !== null)
         await this.#host
           .cgroupsOf(cgroup.version)
