@@ -146,7 +146,8 @@ describe('namespace driver: the disk formatted by the sandbox launcher', () => {
 
   it('leaves nothing running and nothing mounted when the runner is killed while the disk is formatted', async () => {
     const driverModule = fileURLToPath(new URL('../src/drivers/namespace-driver.ts', import.meta.url))
-    const s = spec()
+    // A size no spare was formatted for, so the launcher formats the disk itself.
+    const s = spec(DEFAULT_SANDBOX_LIMITS.diskBytes - 64 * 1024 * 1024)
     const dir = join(stateDir, 'sandboxes', s.id)
     const code = `
       import { NamespaceDriver } from ${JSON.stringify(driverModule)}

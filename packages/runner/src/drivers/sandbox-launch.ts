@@ -39,8 +39,9 @@ export function findBinary(name: string): string | null {
  * took already formatted, see workspace-disk.ts) and mounts it, and reports on `DISK_FD`, which
  * the shell itself closes: the runner spawns no mkfs or mount of its own. When nobody reads the
  * report (the runner died mid-create), it unmounts the disk and deletes the image. Once it has
- * reported `ok`, and closed its end, it formats the next spare at the lowest priority, into a
- * file it then renames into place, so a spare is complete or absent. As root it then starts the
+ * reported `ok` it becomes (exec, closing its end of the report) a format of the next spare at
+ * the lowest priority, into a file it then renames into place, so a spare is complete or absent;
+ * its command line names only the spare, not the sandbox. As root the shell then starts the
  * holder of the user namespace bwrap joins: a process started as the sandbox uid that unshares
  * one (so that uid owns it). While the holder execs, the shell writes its own pid into each
  * cgroup.procs given (a write that can wait for an RCU grace period), so every later fork is
@@ -58,8 +59,8 @@ const CHAIN_SCRIPT = `if [ "$1" = disk ]; then
     fi
     e=$("$3" -o loop,nodev,nosuid "$5" "$6" 2>&1 >/dev/null) || { printf 'mount\\n%s' "$e" >&${DISK_FD}; exit 1; }
     echo ok >&${DISK_FD} 2>/dev/null || { "$4" "$6" || "$4" -l "$6"; rm -f "$5"; exit 0; }
-    exec ${DISK_FD}>&- >/dev/null 2>&1
-    [ "$8" = - ] || { "$8" -n 19 "$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "\${10}" && "$9" -f "\${10}" "\${11}"; } || rm -f "\${10}"
+    [ "$8" = - ] && exit 0
+    exec "$8" -n 19 /bin/sh -c '"$1" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$3" && "$2" -f "$3" "$4" || rm -f "$3"' conch-spare-disk "$2" "$9" "\${10}" "\${11}" ${DISK_FD}>&- >/dev/null 2>&1
   ) </dev/null &
   exec ${DISK_FD}>&-
   shift 11
