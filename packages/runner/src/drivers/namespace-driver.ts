@@ -151,7 +151,8 @@ export class NamespaceDriver implements SandboxDriver {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
-    // The chain formats and mounts the disk (see `chainArgs`): no runner spawn per tool.
+    // The chain mounts the disk (formatting it first unless it is the spare, see workspace-disk.ts)
+    // and then formats the next spare (see `chainArgs`): no runner spawn per tool.
     let disk: DiskFormat | null = null
     let diskMade: Promise<void> = Promise.resolve()
     let cgroup: SandboxCgroup | null = null
