@@ -2,7 +2,9 @@
 // runner and SDK. For a fresh sandbox and for a second session of a sandbox in use: the session
 // create (POST), the socket (GET + WebSocket + attach), run 1, run 2 right after it, and run 3
 // after the same idle pause that came before the create. Run 3 is what an idle shell costs
-// anyway, so run 1 over run 3 is the first run's own cost. `FIRST_RUN_ROUNDS` sets the rounds
+// anyway, so run 1 over run 3 is the first run's own cost. A cold sandbox (with env, which the
+// warm pool does not hold) is split too: its create (POST), `shell()` (socket, attach, the spare
+// shell taken) and run 1, back to back as a client does them. `FIRST_RUN_ROUNDS` sets the rounds
 // (default 5); rows print the median, then each round's value, in ms.
 import { performance } from 'node:perf_hooks'
 import { Sandbox } from '@conch/sdk'
@@ -22,6 +24,20 @@ const record = (name: string, ms: number): void => {
   rows.set(name, [...(rows.get(name) ?? []), ms])
 }
 for (let round = 0; round < ROUNDS; round++) {
+  await pause()
+  const c0 = performance.now()
+  const cold = await Sandbox.create({ ...connection, env: { ...connection.env, CONCH_BENCH_COLD: '1' } })
+  const c1 = performance.now()
+  const coldShell = await cold.shell()
+  const c2 = performance.now()
+  await coldShell.run('true')
+  const c3 = performance.now()
+  record('cold sandbox: create (POST)', c1 - c0)
+  record('cold sandbox: shell()', c2 - c1)
+  record('cold sandbox: run 1', c3 - c2)
+  record('cold sandbox: create to first result', c3 - c0)
+  coldShell.close()
+  await cold.destroy()
   for (const kind of ['fresh sandbox', 'sandbox in use'] as const) {
     const sb = kind === 'fresh sandbox' ? await Sandbox.create(connection) : inUse
     await pause()

@@ -13,6 +13,9 @@ import { oomCheck } from './oom-check.ts'
 import { nodeSpawn, sandboxSpawn } from './spawner.ts'
 import { chooseTempRoot } from './temp-root.ts'
 
+/** When the agent's own code began, after Node's bootstrap and the bundle's load (ms since process start). */
+const mainStartMs = performance.now()
+
 const logger = jsonLineLogger(
   (line) => process.stderr.write(line),
   process.env.CONCH_AGENT_LOG_LEVEL === 'debug' ? 'debug' : 'info',
@@ -93,7 +96,21 @@ process.on('uncaughtException', (err) =>
 process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'))
 
 await server.listen(args.listenFd === undefined ? { path: args.socket ?? '' } : { fd: args.listenFd })
-logger.info({ root: args.root, pid: process.pid }, 'agent listening')
+// Where the start went, for the create timeline (packages/runner/bench/create-steps-bench.ts):
+// wall-clock ms of the process start, and ms after it of Node's bootstrap, the agent's code and now.
+logger.info(
+  {
+    root: args.root,
+    pid: process.pid,
+    start: {
+      processStart: performance.timeOrigin,
+      bootstrapped: performance.nodeTiming.bootstrapComplete,
+      main: mainStartMs,
+      listening: performance.now(),
+    },
+  },
+  'agent listening',
+)
 // The sandbox's first shell is usually asked for right after its create: start it now. Its move
 // into the work cgroup (spawner.ts) proceeds off this thread while the runner's handshake is served.
 sessions.prepareSpare()

@@ -1,12 +1,16 @@
 // Where a cold sandbox create spends its time, step by step, per driver: the driver's create
 // (workspace, disk, cgroups), the agent's start (spawn, bwrap), the agent's boot until its
-// hello, and the first exec. Next to them, in the same rounds: a bare Node start, and the agent
-// bundle's load with and without V8's compile cache (what the drivers now give it). Medians of
-// `BENCH_SANDBOXES` rounds; rounds alternate so all see the same load. Part of `pnpm bench`.
+// hello, and the first exec. The boot is split by the start times the agent logs when it
+// listens: from the start's release to the agent's process (`toNode`: the chain's execs, bwrap's
+// namespaces and mounts), Node's bootstrap, the bundle's load until the agent's code runs, the
+// agent's set-up until it listens, and the handshake until its hello reaches the runner. Next to
+// them, in the same rounds: a bare Node start, and the agent bundle's load with and without V8's
+// compile cache (what the drivers now give it). Medians of `BENCH_SANDBOXES` rounds; rounds
+// alternate so all see the same load. Part of `pnpm bench`.
 //
 //   pnpm exec node --conditions=source packages/runner/bench/create-steps-bench.ts
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { AGENT_NODE_FLAGS, compileCacheFlag, DEFAULT_SANDBOX_LIMITS } from '@conch/protocol'
@@ -20,6 +24,28 @@ import type { SandboxDriver } from '../src/drivers/sandbox-driver.ts'
 
 const ROUNDS = Number(process.env.BENCH_SANDBOXES ?? 6)
 const STEPS = ['create', 'startAgent', 'hello', 'firstExec', 'total'] as const
+
+/** Wall-clock now in ms, comparable with the agent's logged start times. */
+const wallNow = (): number => performance.timeOrigin + performance.now()
+
+/** The hello step split by the agent's logged start times; null when its log has none. */
+function helloSplit(dir: string | undefined, released: number, hello: number): Record<string, number> | null {
+  const log = dir === undefined ? '' : join(dir, 'agent.log')
+  if (log === '' || !existsSync(log)) return null
+  const line = readFileSync(log, 'utf8')
+    .split('\n')
+    .find((l) => l.includes('"agent listening"'))
+  const start = line ? (JSON.parse(line) as { start?: Record<string, number> }).start : undefined
+  if (!start) return null
+  const origin = start.processStart!
+  return {
+    toNode: origin - released,
+    nodeBoot: start.bootstrapped!,
+    bundleLoad: start.main! - start.bootstrapped!,
+    agentSetUp: start.listening! - start.main!,
+    handshake: hello - (origin + start.listening!),
+  }
+}
 
 function median(samples: readonly number[]): number {
   const sorted = [...samples].sort((a, b) => a - b)
@@ -69,11 +95,13 @@ try {
       t.push(performance.now())
       const started = await driver.startAgent(created, spec)
       t.push(performance.now())
+      const released = wallNow()
       const link = await AgentLink.open(await driver.connect(started, 15_000), {
         secret: spec.linkSecret,
         logger: pino({ level: 'silent' }),
       })
       t.push(performance.now())
+      const split = helloSplit((started.state as { dir?: string }).dir, released, wallNow())
       await link.call('exec', { command: 'true', timeoutMs: 10_000 })
       t.push(performance.now())
       link.close()
@@ -84,6 +112,10 @@ try {
         samples[key] ??= []
         samples[key]!.push(step === 'total' ? t[4]! - t[0]! : t[i + 1]! - t[i]!)
       })
+      for (const [part, ms] of Object.entries(split ?? {})) {
+        samples[`${name}.hello.${part}`] ??= []
+        samples[`${name}.hello.${part}`]!.push(ms)
+      }
     }
   }
   const result = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]))

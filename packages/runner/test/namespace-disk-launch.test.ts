@@ -2,11 +2,13 @@
 // mount the workspace disk, and report on a pipe, so the runner spawns no mkfs or mount per
 // sandbox. These tests attack that step: a format that fails must surface as the typed error the
 // runner's own mkfs gave and leave no process, mount, loop device or cgroup, and a runner killed
-// while the disk is being formatted must leave nothing running and nothing mounted. Real
+// while the disk is being formatted must leave nothing running and nothing mounted. A disk
+// formatted ahead of time (the spare) must be fresh and used once: no file one sandbox wrote
+// reaches another through it. Real
 // mkfs.ext4, loop devices, cgroups and bubblewrap; they fail (never skip) when the host cannot
 // run namespace sandboxes with a disk limit.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -106,9 +108,46 @@ describe('namespace driver: the disk formatted by the sandbox launcher', () => {
     expect(existsSync(dir)).toBe(false)
   })
 
+  it('takes a spare formatted ahead of time: fresh, empty, used once, never a disk a sandbox wrote to', async () => {
+    const driver = new NamespaceDriver({ stateDir })
+    const sparesDir = join(stateDir, 'disk-spares')
+    const spare = join(sparesDir, `${DEFAULT_SANDBOX_LIMITS.diskBytes}.img`)
+    const first = await driver.create(spec())
+    const firstDir = (first.state as { dir: string }).dir
+    const firstImage = statSync(join(firstDir, 'disk.img')).ino
+    writeFileSync(join(firstDir, 'disk', 'workspace', 'secret'), 'written by the first sandbox')
+    // The first create's chain formats the next spare once its own disk is mounted.
+    await vi.waitFor(
+      () =>
+        expect(
+          existsSync(spare) && readdirSync(sparesDir).every((name) => !name.endsWith('.tmp')),
+          'a spare, and no format under way',
+        ).toBe(true),
+      { timeout: 20000, interval: 20 },
+    )
+    const spareImage = statSync(spare).ino
+    expect(spareImage).not.toBe(firstImage)
+    await driver.destroy(first)
+    const second = await driver.create(spec())
+    const dir = (second.state as { dir: string }).dir
+    try {
+      expect(statSync(join(dir, 'disk.img')).ino).toBe(spareImage)
+      expect(readdirSync(join(dir, 'disk', 'workspace'))).toEqual([])
+      const line = readFileSync('/proc/self/mounts', 'utf8')
+        .split('\n')
+        .find((l) => l.split(' ')[1] === join(dir, 'disk'))
+      expect(line).toMatch(/ ext4 .*nosuid.*nodev|ext4 .*nodev.*nosuid/)
+    } finally {
+      await driver.destroy(second)
+    }
+    // Used once: whatever spare is kept now is another file.
+    if (existsSync(spare)) expect(statSync(spare).ino).not.toBe(spareImage)
+  })
+
   it('leaves nothing running and nothing mounted when the runner is killed while the disk is formatted', async () => {
     const driverModule = fileURLToPath(new URL('../src/drivers/namespace-driver.ts', import.meta.url))
-    const s = spec()
+    // A size no spare was formatted for, so the launcher formats the disk itself.
+    const s = spec(DEFAULT_SANDBOX_LIMITS.diskBytes - 64 * 1024 * 1024)
     const dir = join(stateDir, 'sandboxes', s.id)
     const code = `
       import { NamespaceDriver } from ${JSON.stringify(driverModule)}

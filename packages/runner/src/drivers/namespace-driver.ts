@@ -2,8 +2,10 @@
 // root runner. Its agent runs as an unprivileged uid (default 1000, the same number on the host)
 // with no capabilities and no_new_privs, in new user, pid, mount, ipc, uts, net (loopback only)
 // and cgroup namespaces, with an environment that is exactly the sandbox's own. The file layout
-// is in bwrap-args.ts, the agent's files in agent-runtime.ts and runtime-image.ts, limits in
-// cgroups.ts (v1 or v2, whichever the host has), the workspace disk in workspace-disk.ts.
+// is in bwrap-args.ts (namespace-bwrap-options.ts fills it from a sandbox's state), the agent's
+// files in agent-runtime.ts and runtime-image.ts, limits in cgroups.ts (v1 or v2, whichever the
+// host has) and what a host allows in namespace-host.ts, the workspace disk in workspace-disk.ts,
+// the chain's spawn in namespace-chain.ts and its script in sandbox-launch.ts.
 //
 // Start: the runner makes a user namespace owned by the sandbox uid whose maps are `0 0 1` and
 // `uid uid 1`, written by the runner (only root may map host root). bwrap joins it with
@@ -25,79 +27,39 @@
 // uid to the sandbox uid; the agent runs as that uid with no capabilities, the workspace is a
 // directory in the state dir, the runtime is bound from its host paths, and limits come from a
 // delegated cgroup v2 subtree or, for pids alone, RLIMIT_NPROC (see rootless-host.ts).
-import { spawn } from 'node:child_process'
-import { chownSync, closeSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { agentCommand, DEFAULT_SANDBOX_LIMITS, type SandboxLimits, type SandboxUsage } from '@conch/protocol'
-import { z } from 'zod'
+import type { SandboxLimits, SandboxUsage } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { releaseWorkspaceOverlay } from '../snapshots/workspace-overlay.ts'
-import { bindAgentSocket, ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
+import { ensurePrivateDir, sendLinkSecret } from './agent-endpoint.ts'
 import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
-import { AGENT_CAPS, bwrapArgs } from './bwrap-args.ts'
-import { type Cgroups, SandboxCgroup } from './cgroups.ts'
-import { hostCgroups } from './host-cgroups.ts'
+import type { Cgroups, SandboxCgroup } from './cgroups.ts'
+import { ChainExits } from './chain-exits.ts'
+import { namespaceBwrapOptions } from './namespace-bwrap-options.ts'
+import { spawnChain } from './namespace-chain.ts'
+import { NamespaceHost } from './namespace-host.ts'
+import { GUEST_WORKSPACE, NamespaceState } from './namespace-state.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
-import {
-  type RootlessLimits,
-  rootlessDefaults,
-  rootlessLimits,
-  rootlessLimitsProblem,
-  rootlessUnenforced,
-  runsRootless,
-  userNamespaceProblem,
-} from './rootless-host.ts'
+import { type RootlessLimits, runsRootless } from './rootless-host.ts'
 import { removeOwnTree } from './rootless-workspace.ts'
 import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
-import {
-  ARGS_FD,
-  chainArgs,
-  type DiskFormat,
-  diskReady,
-  endLaunch,
-  exitReason,
-  feedArgs,
-  findBinary,
-  type Launch,
-  release,
-  SYSTEM_BIN_DIRS,
-  spawned,
-} from './sandbox-launch.ts'
+import { sandboxEtcFiles } from './sandbox-etc-files.ts'
+import { type DiskFormat, diskReady, endLaunch, feedArgs, type Launch, release } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
-import { AGENT_MEMORY_RESERVE_BYTES, GUEST_WORK_CGROUP } from './work-cgroup.ts'
-import { diskFormat, diskPaths, diskProblem, finishDisk, prepareDisk, removeDisk } from './workspace-disk.ts'
-
-/** The workspace as the sandbox's shells see it. */
-const GUEST_WORKSPACE = '/workspace'
-
-/** The namespace driver's handle state. */
-const NamespaceState = z.object({
-  /** Folder holding the workspace, generated /etc files and the agent log. */
-  dir: z.string(),
-  /** The workspace on the host. */
-  workspace: z.string(),
-  /** The generated /etc files on the host. */
-  etcDir: z.string(),
-  /** Whether the workspace is on the sandbox's own loop-mounted disk (see workspace-disk.ts). */
-  disk: z.boolean(),
-  /** The folder (0700, the runner's, never mounted in the sandbox) holding the agent's socket. */
-  socketDir: z.string(),
-  /** The sandbox's link secret. */
-  linkSecret: z.string(),
-  /** The sandbox's cgroups (v1 or v2), with the `work` group its commands run in; null rootless without a delegated v2 subtree. */
-  cgroup: SandboxCgroup.nullable(),
-  /** Whether a runner that is not root made it (see rootless-host.ts). */
-  rootless: z.boolean().default(false),
-  /** Pid of the sandbox's first process (bwrap), once started. */
-  pid: z.number().int().positive().optional(),
-  /** Its start time from /proc/<pid>/stat, so a recycled pid is not mistaken for it. */
-  startTime: z.string().optional(),
-})
-type NamespaceState = z.infer<typeof NamespaceState>
+import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
+import {
+  diskFormat,
+  diskPaths,
+  finishDisk,
+  prepareDisk,
+  removeDisk,
+  spareRefill,
+  takeSpareDisk,
+} from './workspace-disk.ts'
 
 /** Options of the namespace driver. */
 export interface NamespaceDriverOptions {
@@ -119,26 +81,6 @@ export interface NamespaceDriverOptions {
   rootlessLimits?: RootlessLimits
 }
 
-/** /tmp and /dev/shm live in memory: their sizes keep inside the sandbox's memory budget. */
-function tmpSizes(state: NamespaceState, spec: SandboxSpec): { tmpBytes?: number; shmBytes?: number } {
-  // Rootless without a memory limit, they are still sized as for the default.
-  const memory = spec.limits.memoryBytes ?? (state.rootless ? DEFAULT_SANDBOX_LIMITS.memoryBytes : undefined)
-  return memory === undefined ? {} : { tmpBytes: Math.floor(memory / 2), shmBytes: Math.floor(memory / 4) }
-}
-
-/** The work cgroup's files bound into the sandbox for the agent. */
-function workBinds(state: NamespaceState): { host: string; guest: string; writable: boolean }[] {
-  const work = state.cgroup?.work ?? null
-  if (work === null) return []
-  return [
-    { host: work.procs, guest: GUEST_WORK_CGROUP.procs, writable: true },
-    { host: work.oomEvents, guest: GUEST_WORK_CGROUP.oomEvents, writable: false },
-    ...(work.pidsProcs === undefined
-      ? []
-      : [{ host: work.pidsProcs, guest: GUEST_WORK_CGROUP.pidsProcs, writable: true }]),
-  ]
-}
-
 /** A driver that runs each agent in a bubblewrap sandbox with cgroup (v1 or v2) limits. */
 export class NamespaceDriver implements SandboxDriver {
   /** Driver name. */
@@ -151,15 +93,10 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #uid: number
   readonly #agentEntry: string | undefined
   readonly #nodePath: string
-  readonly #cgroupsGiven: Cgroups | undefined
-  #cgroups: Cgroups | undefined
-  readonly #exits = new Map<number, string>()
-  /** Exit reasons still to come from sandboxes this runner process started. */
-  readonly #pendingExits = new Map<number, Promise<string>>()
+  readonly #host: NamespaceHost
+  readonly #exits = new ChainExits()
   readonly #runtimeCache: string
   #runtime: Promise<AgentRuntime> | undefined
-  readonly #rootlessGiven: RootlessLimits | undefined
-  #rootlessLimits: RootlessLimits | undefined
   /** bwrap's seccomp filter, built on first use. */
   #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
   /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
@@ -171,75 +108,34 @@ export class NamespaceDriver implements SandboxDriver {
     this.#uid = options.uid ?? 1000
     this.#agentEntry = options.agentEntry
     this.#nodePath = options.nodePath ?? process.execPath
-    this.#cgroupsGiven = options.cgroups
     this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
     this.rootless = options.rootless ?? runsRootless()
-    this.#rootlessGiven = options.rootlessLimits
+    this.#host = new NamespaceHost(this.rootless, options.cgroups, options.rootlessLimits)
   }
 
   /** What users are told on every sandbox: what isolates it and which limits hold on this host. */
   get description(): string {
-    const common =
-      'own pid/mount/ipc/uts/user namespaces, no network but loopback, read-only system dirs, and a seccomp filter against the riskiest syscalls; it shares the host kernel, so a kernel bug the filter does not block can escape it'
-    if (!this.rootless) {
-      return `namespace driver: a bubblewrap sandbox as an unprivileged uid with no capabilities, ${common}; only its workspace is writable (its own disk), with cgroup limits on pids, memory and CPU`
-    }
-    const limits = this.#limitsHere()
-    return `namespace driver, rootless: a bubblewrap sandbox in an unprivileged user namespace with no capabilities, ${common}; its agent runs as the same user as its commands, so they can signal or trace it (ending only their own sandbox); its workspace is a directory on the runner's disk; ${limits.cgroups === null ? 'pids are limited (RLIMIT_NPROC) but ' : 'pids, memory and CPU are limited (delegated cgroup v2) but '}${rootlessUnenforced(limits)} are NOT enforced`
-  }
-
-  /** Rootless: the limits this host allows, detected on first use. */
-  #limitsHere(): RootlessLimits {
-    this.#rootlessLimits ??= this.#rootlessGiven ?? rootlessLimits()
-    return this.#rootlessLimits
+    return this.#host.description
   }
 
   /** The runner's default limits that this driver enforces here: all as root, a subset rootless. */
   enforceableDefaults(defaults: SandboxLimits): SandboxLimits {
-    return this.rootless ? rootlessDefaults(defaults, this.#limitsHere()) : defaults
+    return this.#host.enforceableDefaults(defaults)
   }
 
   /** For the startup log: the limits this driver cannot enforce here; null when it enforces all. */
   hostWarning(): string | null {
-    if (!this.rootless) return null
-    const limits = this.#limitsHere()
-    return `the namespace driver runs rootless: ${rootlessUnenforced(limits)} are not enforced (sandboxes get only the enforceable defaults, and a create request that sets the others is refused)${limits.missing === null ? '' : `; for memory and CPU limits: ${limits.missing}`}`
+    return this.#host.hostWarning()
   }
 
   /** Why this host cannot run namespace sandboxes with these limits, or null when it can. */
   problem(spec: Pick<SandboxSpec, 'limits'> = { limits: {} }): string | null {
-    if (process.platform !== 'linux') return 'the namespace driver needs Linux'
-    for (const name of this.rootless ? ['bwrap', 'sh'] : ['bwrap', 'unshare', 'setpriv', 'sleep', 'sh']) {
-      if (!findBinary(name)) {
-        return `${name} is not installed (looked in ${SYSTEM_BIN_DIRS.join(', ')}); install bubblewrap and util-linux`
-      }
-    }
-    if (this.rootless) {
-      const userns = userNamespaceProblem(findBinary('bwrap')!, findBinary('sh')!)
-      if (userns) return userns
-    }
-    return this.limitsProblem(spec.limits)
-  }
-
-  /** The host's cgroups, detected on first use; throws with what is missing when there are none. */
-  #hostCgroups(): Cgroups {
-    this.#cgroups ??= this.#cgroupsGiven ?? hostCgroups()
-    return this.#cgroups
+    return this.#host.problem(spec)
   }
 
   /** Why these limits cannot be enforced here (no usable cgroups, a missing controller, no loop devices), or null. */
   limitsProblem(limits: SandboxLimits): string | null {
-    if (this.rootless) return rootlessLimitsProblem(limits, this.#limitsHere())
-    let cgroups: Cgroups
-    try {
-      cgroups = this.#hostCgroups()
-    } catch (error) {
-      return error instanceof Error ? error.message : String(error)
-    }
-    return (
-      cgroups.problem({ memoryBytes: limits.memoryBytes, cpus: limits.cpus, pids: limits.pids }) ??
-      (limits.diskBytes === undefined ? null : diskProblem())
-    )
+    return this.#host.limitsProblem(limits)
   }
 
   /**
@@ -255,16 +151,16 @@ export class NamespaceDriver implements SandboxDriver {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
-    // The chain formats and mounts the disk (see `chainArgs`): no runner spawn per tool.
+    // The chain mounts the disk (formatting it first unless it is the spare, see workspace-disk.ts)
+    // and then formats the next spare (see `chainArgs`): no runner spawn per tool.
     let disk: DiskFormat | null = null
     let diskMade: Promise<void> = Promise.resolve()
     let cgroup: SandboxCgroup | null = null
     let launch: Launch | undefined
     try {
       const { memoryBytes, cpus, pids } = spec.limits
-      const cgroups = this.rootless ? this.#limitsHere().cgroups : this.#hostCgroups()
       cgroup =
-        cgroups?.create({
+        this.#host.sandboxCgroups()?.create({
           id: spec.id,
           limits: { memoryBytes, cpus, pids },
           agentReserveBytes: AGENT_MEMORY_RESERVE_BYTES,
@@ -281,7 +177,12 @@ export class NamespaceDriver implements SandboxDriver {
         cgroup,
         rootless: this.rootless,
       }
-      if (spec.limits.diskBytes !== undefined) disk = diskFormat(prepareDisk(dir, spec.limits.diskBytes))
+      if (spec.limits.diskBytes !== undefined) {
+        const bytes = spec.limits.diskBytes
+        const spares = join(this.#stateDir, 'disk-spares')
+        const spare = takeSpareDisk(spares, dir, bytes)
+        disk = diskFormat(spare ?? prepareDisk(dir, bytes), spare !== null, spareRefill(spares, bytes))
+      }
       launch = await this.#launch(state, spec, disk)
       if (disk !== null) {
         diskMade = diskReady(launch.child, disk)
@@ -303,13 +204,16 @@ export class NamespaceDriver implements SandboxDriver {
       if (launch) {
         endLaunch(launch)
         // A cgroup still holding the dying chain cannot be removed.
-        await this.#pendingExits.get(launch.pid)
+        await this.#exits.pending(launch.pid)
       }
       // The report's end means the format's processes are gone: the mount is final.
       await diskMade.catch(() => {})
       if (spec.limits.diskBytes !== undefined) await removeDisk(dir).catch(() => {})
+      // A chain that failed before its own disk was mounted never formats the next spare.
+      if (disk?.refill) rmSync(disk.refill.tmp, { force: true })
       if (cgroup !== null)
-        await this.#cgroupsOf(cgroup.version)
+        await this.#host
+          .cgroupsOf(cgroup.version)
           .remove(cgroup)
           .catch(() => {})
       throw error
@@ -335,35 +239,10 @@ export class NamespaceDriver implements SandboxDriver {
     this.#launches.delete(sandbox.id)
     const launch = held ?? (await this.#launch(state, spec))
     try {
-      const args = bwrapArgs({
-        usernsFd: state.rootless ? null : 3,
-        agentUid: state.rootless ? this.#uid : 0,
-        agentCaps: state.rootless ? [] : AGENT_CAPS,
-        // A cgroup namespace rooted at the agent's v2 leaf would hide `work` from the agent.
-        unshareCgroup: state.cgroup === null || state.cgroup.version === 1,
-        hostname: SANDBOX_HOSTNAME,
-        workspace: state.workspace,
-        etcFiles: Object.fromEntries(
-          Object.keys(sandboxEtcFiles(this.#uid, GUEST_WORKSPACE)).map((n) => [n, join(state.etcDir, n)]),
-        ),
-        runtime: launch.runtime,
-        ...tmpSizes(state, spec),
-        extraBinds: workBinds(state),
-        env: {
-          PATH: '/usr/local/bin:/usr/bin:/bin',
-          HOME: GUEST_WORKSPACE,
-          LANG: 'C.UTF-8',
-          TERM: 'dumb',
-          ...spec.env,
-        },
-        seccompArgs: launch.seccomp.args,
-        // The agent must not inherit the namespace fd (3), the filter's (6) or the args' (7); it keeps 4 (socket) and 5 (secret).
-        command: launch.command,
-      })
       sendLinkSecret(launch.child, 5, state.linkSecret)
       feedSeccomp(launch.child, launch.seccomp)
       // bwrap reads its options from a pipe (the command stays on its command line).
-      feedArgs(launch.child, args.slice(0, args.length - launch.command.length - 1))
+      feedArgs(launch.child, namespaceBwrapOptions(state, spec, this.#uid, launch))
       release(launch.child)
     } catch (error) {
       endLaunch(launch)
@@ -374,110 +253,18 @@ export class NamespaceDriver implements SandboxDriver {
     return { ...sandbox, state: { ...state, pid, ...(startTime ? { startTime } : {}) } }
   }
 
-  /**
-   * Spawns the sandbox's chain detached, logging to `agent.log`: `sh` (root) joins the
-   * sandbox's cgroups and then waits for `go` on a pipe (`startAgent` writes it after bwrap's
-   * options); only then does it exec `setpriv` (to the sandbox uid) and bwrap. Anything else on
-   * that pipe, or its end (a runner that died), ends the chain before bwrap starts.
-   */
+  /** Spawns the sandbox's chain, held before bwrap (see namespace-chain.ts). */
   async #launch(state: NamespaceState, spec: SandboxSpec, disk: DiskFormat | null = null): Promise<Launch> {
     const runtime = await this.#agentRuntime(state.rootless)
-    let endpoint: Awaited<ReturnType<typeof bindAgentSocket>> | undefined
-    let logFd: number | undefined
-    try {
-      // The filter's program is the same for every sandbox: built once (it takes about a millisecond).
-      this.#seccomp ??= bwrapSeccomp(6)
-      const seccomp = this.#seccomp
-      endpoint = await bindAgentSocket(state.socketDir)
-      logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
-      const work = state.cgroup?.work ?? null
-      const agent = agentCommand(
-        runtime.node,
-        runtime.entry,
-        {
-          listenFd: 4,
-          secretFd: 5,
-          // Rootless, the agent already is the sandbox uid, the only one its namespace maps.
-          ...(state.rootless ? {} : { sandboxUid: this.#uid, sandboxGid: this.#uid }),
-          ...(work === null
-            ? {}
-            : { workCgroup: GUEST_WORK_CGROUP.procs, oomEvents: GUEST_WORK_CGROUP.oomEvents }),
-          ...(work?.pidsProcs === undefined ? {} : { workPidsCgroup: GUEST_WORK_CGROUP.pidsProcs }),
-          root: GUEST_WORKSPACE,
-          scrollbackBytes: spec.scrollbackBytes,
-          maxSessions: spec.maxSessions,
-        },
-        runtime.compileCache,
-      )
-      // Rootless without cgroups, RLIMIT_NPROC set inside the user namespace bounds its tasks.
-      const nproc = state.rootless && state.cgroup === null && spec.limits.pids !== undefined
-      const command = [
-        '/bin/sh',
-        '-c',
-        `${nproc ? `ulimit -p ${spec.limits.pids} && ` : ''}exec "$@" 3<&- 6<&- ${ARGS_FD}<&-`,
-        'sh',
-        ...agent,
-      ]
-      const id = String(this.#uid)
-      const toUid = state.rootless
-        ? []
-        : [findBinary('setpriv')!, `--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--']
-      const child = spawn(
-        findBinary('sh')!,
-        chainArgs({
-          disk,
-          join: state.cgroup?.join ?? [],
-          // Rootless, bwrap makes the user namespace itself.
-          usernsUid: state.rootless ? null : this.#uid,
-          command: [
-            ...toUid,
-            findBinary('bwrap')!,
-            // The options come through a pipe: the sandbox's pid 1 is bwrap, and its argv
-            // (readable inside at /proc/1/cmdline) would otherwise name the host paths it binds.
-            // The command names only paths inside.
-            '--args',
-            String(ARGS_FD),
-            '--',
-            ...command,
-          ],
-        }),
-        {
-          detached: true,
-          // fd 3 is the user namespace the chain opens itself.
-          stdio: [
-            'ignore',
-            logFd,
-            logFd,
-            'ignore',
-            endpoint.fd,
-            'pipe',
-            'pipe',
-            'pipe',
-            'pipe',
-            ...(disk === null ? [] : ['pipe' as const]),
-          ],
-          env: {},
-          cwd: '/',
-        },
-      )
-      const pid = await spawned(child)
-      this.#pendingExits.set(
-        pid,
-        new Promise((resolve) =>
-          child.once('exit', (code, signal) => {
-            const reason = exitReason(code, signal)
-            this.#exits.set(pid, reason)
-            this.#pendingExits.delete(pid)
-            resolve(reason)
-          }),
-        ),
-      )
-      child.unref()
-      return { child, pid, command, runtime, seccomp }
-    } finally {
-      endpoint?.close()
-      if (logFd !== undefined) closeSync(logFd)
-    }
+    // The filter's program is the same for every sandbox: built once (it takes about a millisecond).
+    this.#seccomp ??= bwrapSeccomp(6)
+    return spawnChain(state, spec, {
+      uid: this.#uid,
+      runtime,
+      seccomp: this.#seccomp,
+      disk,
+      exits: this.#exits,
+    })
   }
 
   /** Connects to the agent's socket from the host, retrying while the agent is starting. */
@@ -498,7 +285,7 @@ export class NamespaceDriver implements SandboxDriver {
   async isAlive(sandbox: DriverSandbox): Promise<Liveness> {
     const state = NamespaceState.parse(sandbox.state)
     if (!state.pid) return { alive: false, reason: 'the sandbox was never started' }
-    const exit = this.#exits.get(state.pid)
+    const exit = this.#exits.reason(state.pid)
     if (exit) return { alive: false, reason: exit }
     const stat = procStat(state.pid)
     if (
@@ -510,7 +297,7 @@ export class NamespaceDriver implements SandboxDriver {
       // it. The child is unref'd, so this wait's own timer holds the event loop until then (and
       // is cleared after): a runner used in process with nothing else open would otherwise exit
       // in the middle of a stop, leaving the delete or hibernation unfinished.
-      const pending = this.#pendingExits.get(state.pid)
+      const pending = this.#exits.pending(state.pid)
       let timer: NodeJS.Timeout | undefined
       const reason = pending
         ? await Promise.race([
@@ -528,13 +315,7 @@ export class NamespaceDriver implements SandboxDriver {
   /** What the sandbox's cgroups count: memory now and at peak, CPU time, pids, OOM kills. */
   async usage(sandbox: DriverSandbox): Promise<SandboxUsage | null> {
     const { cgroup } = NamespaceState.parse(sandbox.state)
-    return cgroup === null ? null : this.#cgroupsOf(cgroup.version).stats(cgroup)
-  }
-
-  /** The cgroups that made a sandbox's groups: the delegated v2 subtree rootless, else the host's. */
-  #cgroupsOf(version: 1 | 2): Cgroups {
-    const rootless = this.rootless ? this.#limitsHere().cgroups : null
-    return rootless?.version === version ? rootless : this.#hostCgroups()
+    return cgroup === null ? null : this.#host.cgroupsOf(cgroup.version).stats(cgroup)
   }
 
   /** Kills the sandbox's pid namespace and every process in its cgroups; the workspace stays. */
@@ -546,7 +327,7 @@ export class NamespaceDriver implements SandboxDriver {
       // The sandbox's pid 1 is bwrap's child; killing it kills its whole pid namespace.
       const targets = [
         ...(live && state.pid ? childrenOf(state.pid) : []),
-        ...(state.cgroup === null ? [] : this.#cgroupsOf(state.cgroup.version).pids(state.cgroup)),
+        ...(state.cgroup === null ? [] : this.#host.cgroupsOf(state.cgroup.version).pids(state.cgroup)),
       ]
       if (!live && targets.length === 0) return
       for (const pid of targets) {
@@ -566,12 +347,12 @@ export class NamespaceDriver implements SandboxDriver {
     }
   }
 
-  /** Stops the sandbox and deletes its folder, socket dir and cgroups. */
   /** The workspace on the host: its folder, or the folder on its disk. */
   hostWorkspace(sandbox: DriverSandbox): string {
     return NamespaceState.parse(sandbox.state).workspace
   }
 
+  /** Stops the sandbox and deletes its folder, socket dir and cgroups. */
   async destroy(sandbox: DriverSandbox): Promise<void> {
     const held = this.#launches.get(sandbox.id)
     this.#launches.delete(sandbox.id)
@@ -579,7 +360,7 @@ export class NamespaceDriver implements SandboxDriver {
     await this.stop(sandbox)
     const state = NamespaceState.parse(sandbox.state)
     await releaseWorkspaceOverlay(state.workspace)
-    if (state.cgroup !== null) await this.#cgroupsOf(state.cgroup.version).remove(state.cgroup)
+    if (state.cgroup !== null) await this.#host.cgroupsOf(state.cgroup.version).remove(state.cgroup)
     if (state.disk) await removeDisk(state.dir)
     // Rootless, sandbox code owns its files on the host and may have made dirs the runner cannot list.
     if (state.rootless) removeOwnTree(state.dir)

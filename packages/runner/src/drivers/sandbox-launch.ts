@@ -35,37 +35,52 @@ export function findBinary(name: string): string | null {
 /**
  * The script of a sandbox's first process, `sh` run as root by the runner (its arguments:
  * `chainArgs`). Given a disk, it first forks a subshell (left in the runner's cgroups, so the
- * format is not charged to the sandbox) that formats and mounts it and reports on `DISK_FD`,
- * which the shell itself closes: the runner spawns no mkfs or mount of its own. When nobody reads
- * the report (the runner died mid-create), it unmounts the disk and deletes the image. It writes its own pid into each cgroup.procs given, so every later fork is
- * counted. As root it then makes the user namespace bwrap joins: a holder started as the
- * sandbox uid unshares one (so that uid owns it), `sh` writes its maps (`0 0 1` and `uid uid 1`:
- * only root may map host root) and opens it as fd 3, and the holder is killed and reaped (a
- * zombie would stay charged to the pids limit). It then waits for
- * `go` on `GO_FD` (anything else, or the pipe's end, stops it) and execs the rest, closing that fd.
- * Forks from this small shell cost little, where each fork of the runner copies its page tables.
+ * format is not charged to the sandbox) that formats the disk (unless it is a spare the runner
+ * took already formatted, see workspace-disk.ts) and mounts it, and reports on `DISK_FD`, which
+ * the shell itself closes: the runner spawns no mkfs or mount of its own. When nobody reads the
+ * report (the runner died mid-create), it unmounts the disk and deletes the image. Once it has
+ * reported `ok` it becomes (exec, closing its end of the report) a format of the next spare at
+ * the lowest priority, into a file it then renames into place, so a spare is complete or absent;
+ * its command line names only the spare, not the sandbox. As root the shell then starts the
+ * holder of the user namespace bwrap joins: a process started as the sandbox uid that unshares
+ * one (so that uid owns it). While the holder execs, the shell writes its own pid into each
+ * cgroup.procs given (a write that can wait for an RCU grace period), so every later fork is
+ * counted; it then writes the holder's maps (`0 0 1` and `uid uid 1`: only root may map host
+ * root) and opens its namespace as fd 3, and the holder, which ran nothing but `sleep` and never
+ * joined the sandbox's cgroups, is killed and reaped. It then waits for `go` on `GO_FD` (anything
+ * else, or the pipe's end, stops it) and execs the rest, closing that fd. Forks from this small
+ * shell cost little, where each fork of the runner copies its page tables.
  */
 const CHAIN_SCRIPT = `if [ "$1" = disk ]; then
   (
     trap '' PIPE
-    e=$("$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$5" 2>&1 >/dev/null) || { printf 'mkfs.ext4\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    if [ "$7" = format ]; then
+      e=$("$2" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$5" 2>&1 >/dev/null) || { printf 'mkfs.ext4\\n%s' "$e" >&${DISK_FD}; exit 1; }
+    fi
     e=$("$3" -o loop,nodev,nosuid "$5" "$6" 2>&1 >/dev/null) || { printf 'mount\\n%s' "$e" >&${DISK_FD}; exit 1; }
-    echo ok >&${DISK_FD} 2>/dev/null || { "$4" "$6" || "$4" -l "$6"; rm -f "$5"; }
+    echo ok >&${DISK_FD} 2>/dev/null || { "$4" "$6" || "$4" -l "$6"; rm -f "$5"; exit 0; }
+    [ "$8" = - ] && exit 0
+    exec "$8" -n 19 /bin/sh -c '"$1" -q -F -m 0 -E lazy_itable_init=1,lazy_journal_init=1 "$3" && "$2" -f "$3" "$4" || rm -f "$3"' conch-spare-disk "$2" "$9" "\${10}" "\${11}" ${DISK_FD}>&- >/dev/null 2>&1
   ) </dev/null &
   exec ${DISK_FD}>&-
-  shift 6
+  shift 11
 fi
-while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift
 if [ "$1" = userns ]; then
   "$2" --reuid="$5" --regid="$5" --clear-groups -- "$3" --user -- "$4" 60 </dev/null >/dev/null 2>&1 &
   h=$!
+  u=$5
+  shift 5
+else
+  shift
+fi
+while [ "$1" != -- ]; do echo $$ > "$1" || { [ -z "$h" ] || kill -9 $h; exit 125; }; shift; done; shift
+if [ -n "$h" ]; then
   while [ /proc/$h/ns/user -ef /proc/$$/ns/user ]; do :; done
   m="0 0 1
-$5 $5 1"
+$u $u 1"
   { echo "$m" > /proc/$h/uid_map && echo "$m" > /proc/$h/gid_map && exec 3< /proc/$h/ns/user; } || { kill -9 $h; echo "conch: could not make the sandbox's user namespace" >&2; exit 125; }
   kill -9 $h
   wait $h 2>/dev/null
-  shift 5
 fi
 read -r go <&${GO_FD} && [ "$go" = go ] || exit 125
 exec "$@" ${GO_FD}<&-`
@@ -82,6 +97,22 @@ export interface DiskFormat {
   image: string
   /** The folder it is mounted on, already made. */
   mount: string
+  /** Whether the image is a spare the runner took already formatted (then it is only mounted). */
+  formatted: boolean
+  /** The next spare to format once this disk is mounted, or null (see workspace-disk.ts). */
+  refill: SpareRefill | null
+}
+
+/** A spare disk the chain formats after its own: into `tmp`, then renamed to `spare`. */
+export interface SpareRefill {
+  /** nice's path (the format runs at the lowest priority). */
+  nice: string
+  /** mv's path. */
+  mv: string
+  /** The sparse file, already sized, that is formatted. */
+  tmp: string
+  /** Where the formatted spare is kept. */
+  spare: string
 }
 
 /**
@@ -131,12 +162,23 @@ export interface ChainOptions {
 export function chainArgs(o: ChainOptions): string[] {
   const userns =
     o.usernsUid === null
-      ? []
+      ? ['-']
       : ['userns', findBinary('setpriv')!, findBinary('unshare')!, findBinary('sleep')!, String(o.usernsUid)]
-  const disk = o.disk
-    ? ['disk', o.disk.mkfs, o.disk.mountTool, o.disk.umountTool, o.disk.image, o.disk.mount]
+  const d = o.disk
+  const refill = d?.refill ? [d.refill.nice, d.refill.mv, d.refill.tmp, d.refill.spare] : ['-', '-', '-', '-']
+  const disk = d
+    ? [
+        'disk',
+        d.mkfs,
+        d.mountTool,
+        d.umountTool,
+        d.image,
+        d.mount,
+        d.formatted ? 'mount' : 'format',
+        ...refill,
+      ]
     : []
-  return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...disk, ...o.join, '--', ...userns, ...o.command]
+  return ['-c', CHAIN_SCRIPT, 'conch-sandbox', ...disk, ...userns, ...o.join, '--', ...o.command]
 }
 
 /**

@@ -5,11 +5,29 @@
 // binds come from this filesystem, /proc/self/mountinfo inside names paths of the image
 // (`/workspace`), not the runner's state dir. The mount outlives a runner restart; destroy
 // unmounts it and deletes the image.
+//
+// Formatting takes 10-20 ms, on the path of every cold create. So the namespace driver keeps one
+// spare: an image of the size last asked for, formatted ahead of time in `<state dir>/disk-spares`
+// (by the chain of the create before, at the lowest priority, after its own disk is mounted).
+// A create of that size renames it into its folder and only mounts it; a spare is formatted into
+// a temporary file and renamed into place, so it is complete or absent, and each is used once.
 import { spawn, spawnSync } from 'node:child_process'
-import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
-import type { DiskFormat } from './sandbox-launch.ts'
+import { type DiskFormat, findBinary, type SpareRefill } from './sandbox-launch.ts'
 
 /** Programs the disk needs, looked up in the system folders. */
 const TOOLS = ['mkfs.ext4', 'mount', 'umount'] as const
@@ -74,27 +92,95 @@ export function diskPaths(dir: string): WorkspaceDisk {
   return { image: join(dir, 'disk.img'), mount, workspace: join(mount, 'workspace'), etc: join(mount, 'etc') }
 }
 
-/** A disk's image, sized (sparse), and its mount folder: what is made before it is formatted. */
-export function prepareDisk(dir: string, bytes: number): WorkspaceDisk {
-  const disk = diskPaths(dir)
-  const fd = openSync(disk.image, 'w', 0o600)
+/** A sparse file of `bytes`, readable and writable by root alone. */
+function sparseFile(path: string, bytes: number): void {
+  const fd = openSync(path, 'w', 0o600)
   try {
     ftruncateSync(fd, bytes)
   } finally {
     closeSync(fd)
   }
+}
+
+/** A disk's image, sized (sparse), and its mount folder: what is made before it is formatted. */
+export function prepareDisk(dir: string, bytes: number): WorkspaceDisk {
+  const disk = diskPaths(dir)
+  sparseFile(disk.image, bytes)
   mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
   return disk
 }
 
-/** How a sandbox's first process formats and mounts a prepared disk itself (see `chainArgs`). */
-export function diskFormat(disk: WorkspaceDisk): DiskFormat {
+/** A temporary spare older than this is left from a runner that died while formatting it. */
+const STALE_SPARE_MS = 60_000
+
+/** The formatted spare of `bytes` in `sparesDir`. */
+function sparePath(sparesDir: string, bytes: number): string {
+  return join(sparesDir, `${bytes}.img`)
+}
+
+/**
+ * Moves the formatted spare of `bytes` (if there is one) into `dir` as its disk image, with the
+ * mount folder made; null when there is none, and the disk is to be formatted.
+ */
+export function takeSpareDisk(sparesDir: string, dir: string, bytes: number): WorkspaceDisk | null {
+  const disk = diskPaths(dir)
+  try {
+    renameSync(sparePath(sparesDir, bytes), disk.image)
+  } catch {
+    return null
+  }
+  mkdirSync(disk.mount, { recursive: true, mode: 0o700 })
+  return disk
+}
+
+/**
+ * The next spare of `bytes` for a chain to format: a sized temporary file in `sparesDir` and the
+ * spare's path. Spares of other sizes, and temporary files a dead runner left, are deleted: one
+ * spare is kept, of the size last asked for. Null when nice or mv is missing.
+ */
+export function spareRefill(sparesDir: string, bytes: number): SpareRefill | null {
+  const nice = findBinary('nice')
+  const mv = findBinary('mv')
+  if (!nice || !mv) return null
+  mkdirSync(sparesDir, { recursive: true, mode: 0o700 })
+  const now = Date.now()
+  for (const name of readdirSync(sparesDir)) {
+    const path = join(sparesDir, name)
+    try {
+      if (name.endsWith('.img') ? name !== `${bytes}.img` : now - statSync(path).mtimeMs > STALE_SPARE_MS)
+        rmSync(path, { force: true })
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tmp = join(sparesDir, `${bytes}.${randomBytes(6).toString('hex')}.tmp`)
+  sparseFile(tmp, bytes)
+  return { nice, mv, tmp, spare: sparePath(sparesDir, bytes) }
+}
+
+/**
+ * How a sandbox's first process formats (unless `formatted`) and mounts a prepared disk itself,
+ * then formats `refill` (see `chainArgs`).
+ */
+export function diskFormat(
+  disk: WorkspaceDisk,
+  formatted = false,
+  refill: SpareRefill | null = null,
+): DiskFormat {
   const mkfs = tool('mkfs.ext4')
   const mount = tool('mount')
   const umount = tool('umount')
   if (!mkfs || !mount || !umount)
     throw new RunnerError('AGENT_UNAVAILABLE', `cannot format a disk: ${diskProblem()}`)
-  return { mkfs, mountTool: mount, umountTool: umount, image: disk.image, mount: disk.mount }
+  return {
+    mkfs,
+    mountTool: mount,
+    umountTool: umount,
+    image: disk.image,
+    mount: disk.mount,
+    formatted,
+    refill,
+  }
 }
 
 /** Makes the workspace (owned by `uid`) and the /etc folder on a mounted disk. */
