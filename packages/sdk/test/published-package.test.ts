@@ -16,9 +16,11 @@ const temps: string[] = []
  * protocol (no zod); 24.9 KiB with backpressure, binary frames, retries, typed error details
  * and the suggestion map; 29.9 KiB with terminals, piped stdin, ports and snapshots (esbuild
  * keeps the TSDoc of class members); 31.3 KiB with the checker shared with the agent (tuples,
- * coercion, named refinements), idle lifetimes and keep-alives, and unexposing ports.
+ * coercion, named refinements), idle lifetimes and keep-alives, and unexposing ports; 32.0 KiB
+ * with a checker compiled once per server frame type and output text decoded in 64 KiB pieces
+ * (both measured cuts of the client's CPU per run and per MiB). About 7.4 KiB of it is TSDoc.
  */
-const GZIP_BUDGET_BYTES = 32 * 1024
+const GZIP_BUDGET_BYTES = 33 * 1024
 afterAll(() => {
   for (const dir of temps) rmSync(dir, { recursive: true, force: true })
 })
