@@ -2,7 +2,7 @@
 // or `error`). Credit goes back to the agent only when the HTTP client pulls more (`read()`), so a
 // slow client slows the command instead of growing the runner's memory.
 import { Readable } from 'node:stream'
-import type { Encoding, ExecEvent } from '@conch/protocol'
+import { type Encoding, type ExecEvent, LIMITS } from '@conch/protocol'
 import { OutputDecoder } from './output-decoder.ts'
 import type { RunnerChannel } from './runner-channel.ts'
 
@@ -61,9 +61,14 @@ export function channelToNdjson(channel: RunnerChannel, options: NdjsonOptions):
           return
         }
         const stream = event.type === 'shell_out' ? 'stdout' : 'stderr'
-        lastOffset[stream] = event.offset
-        const data = decoder.decode(stream, event.payload)
-        const more = data ? push({ type: stream, data, offset: event.offset }) : true
+        // An event carries at most one data chunk, whatever the agent's frame held: a string
+        // over 128 KiB would land in V8's large-object space, which only a full GC frees.
+        let more = true
+        for (let at = 0; at < n; at += LIMITS.maxDataChunkBytes) {
+          lastOffset[stream] = event.offset + at
+          const data = decoder.decode(stream, event.payload.subarray(at, at + LIMITS.maxDataChunkBytes))
+          if (data) more = push({ type: stream, data, offset: event.offset + at }) && more
+        }
         if (more) channel.release(n)
         else owed += n
         return

@@ -1,6 +1,6 @@
 // REST exec with the real agent: buffered, streamed as NDJSON, in a session, truncation,
 // timeouts and the per-sandbox run queue limit.
-import { ErrorBody, ExecEvent, RunResult } from '@conch/protocol'
+import { ErrorBody, ExecEvent, LIMITS, RunResult } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
 import { baseUrl, createSandbox, startRunner } from './runner-fixture.ts'
 
@@ -42,6 +42,41 @@ describe('exec (real agent)', () => {
     expect(text('stderr')).toBe('b\n')
     expect(events.at(-1)).toMatchObject({ type: 'exit', exitCode: 3 })
     expect(events.filter((e) => e.type === 'exit')).toHaveLength(1)
+  })
+
+  it('streams large output as events of at most one data chunk, exact and at their offsets', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    // 1 MiB of a 3-byte character with one leading byte: every 64 KiB cut splits a character.
+    const res = await fetch(`${baseUrl(runner.app)}/v1/sandboxes/${id}/exec`, {
+      method: 'POST',
+      headers: { ...runner.auth, 'content-type': 'application/json' },
+      // In a session: its output leaves the agent in frames of up to 256 KiB (session-attach.ts).
+      body: JSON.stringify({
+        command: "printf x; yes '€' | tr -d '\\n' | head -c 1048575",
+        sessionId: 'default',
+        stream: true,
+      }),
+    })
+    const events = (await res.text())
+      .trim()
+      .split('\n')
+      .map((line) => ExecEvent.parse(JSON.parse(line)))
+    const out = events.filter((e) => e.type === 'stdout')
+    // A chunk, plus at most the 3 bytes of a character begun in the chunk before.
+    expect(Math.max(...out.map((e) => Buffer.byteLength(e.data)))).toBeLessThanOrEqual(
+      LIMITS.maxDataChunkBytes + 3,
+    )
+    expect(out.map((e) => e.data).join('')).toBe(`x${'€'.repeat(349525)}`)
+    expect(out.length).toBeGreaterThanOrEqual(16)
+    // Each event is at the offset where its bytes began (a character cut at a chunk's end goes
+    // with the next event), so offsets rise by at most one chunk and never go back.
+    for (let i = 1; i < out.length; i++) {
+      const step = out[i]!.offset - out[i - 1]!.offset
+      expect(step).toBeGreaterThan(0)
+      expect(step).toBeLessThanOrEqual(LIMITS.maxDataChunkBytes)
+    }
+    expect(events.at(-1)).toMatchObject({ type: 'exit', exitCode: 0 })
   })
 
   it('routes exec with sessionId to that shell, buffered and streamed', async () => {
