@@ -88,14 +88,17 @@ type ExecLine =
   | { type: 'exit'; exitCode: number; timedOut: boolean; durationMs: number; oomKilled?: boolean }
   | { type: 'error'; code: string; message: string }
 
-const EXEC_EVENTS: Readonly<Record<string, JsonSchema>> = EXEC_EVENT_SCHEMAS
+/** One checker per event type, made once (it compiles its schema on first use, once). */
+const EXEC_EVENTS: Readonly<Record<string, Shape<ExecLine>>> = Object.fromEntries(
+  Object.entries(EXEC_EVENT_SCHEMAS).map(([type, schema]: [string, JsonSchema]) => [type, shapeOf(schema)]),
+)
 
 /** One NDJSON line of a process stream (`ExecEvent`), picked by its `type`, with the error code left open. */
 export const execEvent: Shape<ExecLine> = (value, path) => {
   const type = typeof value === 'object' && value !== null && 'type' in value ? value.type : undefined
-  const schema = typeof type === 'string' && Object.hasOwn(EXEC_EVENTS, type) ? EXEC_EVENTS[type] : undefined
-  if (!schema) throw new ShapeError(path ? `${path}.type` : 'type', Object.keys(EXEC_EVENTS).join(' | '))
-  return shapeOf<ExecLine>(schema)(value, path)
+  const shape = typeof type === 'string' && Object.hasOwn(EXEC_EVENTS, type) ? EXEC_EVENTS[type] : undefined
+  if (!shape) throw new ShapeError(path ? `${path}.type` : 'type', Object.keys(EXEC_EVENTS).join(' | '))
+  return shape(value, path)
 }
 
 /** `SnapshotInfo`. */
