@@ -15,6 +15,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Sandbox, type Shell } from '@conch/sdk'
 import { generateApiKey } from '../src/credentials.ts'
+import { listeningUrl } from './runner-listening.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const BASELINE_DIST = process.env.BENCH_BASELINE_DIST
@@ -67,17 +68,7 @@ async function start(bin: string): Promise<{ child: ChildProcess; url: string; d
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let out = ''
-  const url = await new Promise<string>((resolve, reject) => {
-    const on = (d: Buffer): void => {
-      out += d
-      const m = /listening on (http:\/\/[\d.:]+)/.exec(out)
-      if (m) resolve(m[1]!)
-    }
-    child.stdout?.on('data', on)
-    child.stderr?.on('data', on)
-    child.once('exit', (code) => reject(new Error(`runner ${bin} exited (${code}): ${out}`)))
-  })
+  const url = await listeningUrl(child, `${bin}`)
   return { child, url, dir, ms: performance.now() - t0 }
 }
 

@@ -28,6 +28,7 @@ import { build } from 'esbuild'
 import { COMMONJS_REQUIRE_BANNER } from '../scripts/runner-bundle.ts'
 import { generateApiKey } from '../src/credentials.ts'
 import { RUNNER_NODE_FLAGS } from '../src/runner-node-flags.ts'
+import { listeningUrl } from './runner-listening.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RUNS = Number(process.env.BENCH_RUNS ?? 40_000)
@@ -133,17 +134,7 @@ async function startRunner(variant: Variant, dir: string): Promise<{ child: Chil
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   )
-  let out = ''
-  const url = await new Promise<string>((resolve, reject) => {
-    const on = (d: Buffer): void => {
-      out += d
-      const m = /listening on (http:\/\/[\d.:]+)/.exec(out)
-      if (m) resolve(m[1]!)
-    }
-    child.stdout?.on('data', on)
-    child.stderr?.on('data', on)
-    child.once('exit', (code) => reject(new Error(`runner ${variant.name} exited (${code}): ${out}`)))
-  })
+  const url = await listeningUrl(child, `${variant.name}`)
   return { child, url }
 }
 
