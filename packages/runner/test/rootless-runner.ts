@@ -87,9 +87,13 @@ export function runnerArgv(stateDir: string, options: RunnerProcessOptions = {})
   ]
 }
 
-/** The environment of a runner process: a PATH and its API key, nothing of the test's. */
+/**
+ * The environment of a runner process: a PATH and its API key, nothing of the test's. The warm
+ * pool is off (a `--warm-pool` flag turns it on): a disposed runner is killed, and its pooled
+ * sandboxes would wait for a next start that never comes, its state dir being gone.
+ */
 export function runnerEnv(apiKey: string): Record<string, string> {
-  return { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', CONCH_API_KEY: apiKey }
+  return { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', CONCH_API_KEY: apiKey, CONCH_WARM_POOL: '0' }
 }
 
 /** A rootless runner process and a small client for its API. */
