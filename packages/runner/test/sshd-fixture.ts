@@ -1,7 +1,7 @@
 // Test fixture: Debian's OpenSSH server on 127.0.0.1 at a free port, with a host key, a user
 // key, an authorized_keys file and a config that exist only in a temp dir of this run. Root may
 // log in with that key only (no passwords), and only on this instance; the machine's own sshd
-// and /root/.ssh are never read or written. A missing sshd fails the test: bootstrap installs it.
+// and root's ~/.ssh are never read or written. A missing sshd fails the test: bootstrap installs it.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
