@@ -11,7 +11,9 @@
 // It also prints each process's CPU time per run (from /proc), the client, the runner, the agent
 // and its bash beside the bare relay and holder: where a run spends its time. LATENCY_AB_WS=1
 // makes the SDK use the `ws` package; LATENCY_AB_NODE_ARGS adds node flags to the runners
-// (`--perf-basic-prof` for perf).
+// (`--perf-basic-prof` for perf). LATENCY_AB_PIPELINED=<n> measures bursts of n pipelined runs
+// on one shell instead (each side's wall time per burst, and throughput as a ratio to the bare
+// two-hop's burst of the same round).
 
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -27,6 +29,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
 const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
+const PIPELINED = Number(process.env.LATENCY_AB_PIPELINED ?? 0)
 
 interface Side {
   name: string
@@ -49,10 +52,21 @@ async function sequential(runs: number, fn: () => Promise<unknown>): Promise<num
   return samples
 }
 
+/** `runs` calls of `fn` one after another, or with LATENCY_AB_PIPELINED one burst: its wall ms. */
+async function load(runs: number, fn: () => Promise<unknown>): Promise<number[]> {
+  if (PIPELINED <= 0) return sequential(runs, fn)
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: PIPELINED }, fn))
+  return [performance.now() - t0]
+}
+const RUNS_PER_LOAD = PIPELINED > 0 ? PIPELINED : RUNS
+/** The bare side runs two loads per round: two bursts, or two halves of the sequential runs. */
+const BARE_RUNS_PER_LOAD = PIPELINED > 0 ? PIPELINED * 2 : RUNS
+
 async function productSide(name: string, root: string): Promise<Side> {
   const runner = await startRunner({
     entry: join(root, 'packages/runner/src/main.ts'),
-    args: ['--log-level', 'warn'],
+    args: ['--log-level', 'warn', '--max-queued-runs-per-sandbox', String(Math.max(1024, PIPELINED * 2))],
     nodeArgs: [
       ...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
       ...(process.env.LATENCY_AB_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
@@ -146,15 +160,15 @@ for (let round = 0; round < ROUNDS; round++) {
   const productSamples = new Map<number, number[]>()
   await sequential(30, () => bare.run(COMMAND))
   bareSamples.push(
-    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+    await measured(barePids, bareCpu, BARE_RUNS_PER_LOAD, () => load(RUNS / 2, () => bare.run(COMMAND))),
   )
   for (const i of order) {
     const side = sides[i]!
     await sequential(30, side.run)
-    productSamples.set(i, await measured(side.pids, side.cpu, RUNS, () => sequential(RUNS, side.run)))
+    productSamples.set(i, await measured(side.pids, side.cpu, RUNS_PER_LOAD, () => load(RUNS, side.run)))
   }
   bareSamples.push(
-    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+    await measured(barePids, bareCpu, BARE_RUNS_PER_LOAD, () => load(RUNS / 2, () => bare.run(COMMAND))),
   )
   const ref = bareSamples.flat()
   bareRounds.push(ref)
@@ -169,6 +183,9 @@ for (let round = 0; round < ROUNDS; round++) {
       `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x)`,
     )
   }
+  if (PIPELINED > 0)
+    for (const [i, samples] of productSamples)
+      line.push(`${sides[i]!.name} throughput ${(b50 / samples[0]!).toFixed(3)}x bare`)
   console.log(line.join(' | '))
 }
 

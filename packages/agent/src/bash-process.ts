@@ -38,6 +38,8 @@ export class BashProcess {
   #exitWaiter: (() => void) | null = null
   /** Set while `hangUp` runs: the exit is then its caller's to report. */
   #hangingUp = false
+  /** Lines written in this task, not yet in bash's stdin. */
+  #pending = ''
 
   /** Spawns bash. */
   constructor(options: BashProcessOptions, events: BashProcessEvents) {
@@ -75,9 +77,20 @@ export class BashProcess {
     return this.#child.exitCode !== null || this.#child.signalCode !== null
   }
 
-  /** Writes lines to bash's stdin. */
+  /**
+   * Writes lines to bash's stdin at the end of the current task, with every other line written
+   * in it: the runs of one link read go into bash in one write. A write into bash's pipe costs
+   * a wake-up of bash, the most expensive part of queueing a run; the bytes keep their order.
+   */
   write(text: string): void {
-    this.#child.stdin?.write(text)
+    if (this.#pending === '') queueMicrotask(this.#flush)
+    this.#pending += text
+  }
+
+  readonly #flush = (): void => {
+    const text = this.#pending
+    this.#pending = ''
+    if (text !== '') this.#child.stdin?.write(text)
   }
 
   /** Stops (or resumes) reading bash's output pipes. */
