@@ -38,8 +38,8 @@ export class BashProcess {
   #exitWaiter: (() => void) | null = null
   /** Set while `hangUp` runs: the exit is then its caller's to report. */
   #hangingUp = false
-  /** Lines written in this task, not yet in bash's stdin. */
-  #pending = ''
+  /** Lines written in this task after its first write, not yet in bash's stdin; null: none yet. */
+  #pending: string | null = null
 
   /** Spawns bash. */
   constructor(options: BashProcessOptions, events: BashProcessEvents) {
@@ -78,19 +78,25 @@ export class BashProcess {
   }
 
   /**
-   * Writes lines to bash's stdin at the end of the current task, with every other line written
-   * in it: the runs of one link read go into bash in one write. A write into bash's pipe costs
-   * a wake-up of bash, the most expensive part of queueing a run; the bytes keep their order.
+   * Writes lines to bash's stdin. The first write of a task goes at once (a lone run waits for
+   * nothing); later ones in the same task wait for its end and go in one write, so the runs of
+   * one link read cost two writes into bash, not one each. A write into bash's pipe costs a
+   * wake-up of bash, the most expensive part of queueing a run; the bytes keep their order.
    */
   write(text: string): void {
-    if (this.#pending === '') queueMicrotask(this.#flush)
-    this.#pending += text
+    if (this.#pending !== null) {
+      this.#pending += text
+      return
+    }
+    this.#pending = ''
+    queueMicrotask(this.#flush)
+    this.#child.stdin?.write(text)
   }
 
   readonly #flush = (): void => {
     const text = this.#pending
-    this.#pending = ''
-    if (text !== '') this.#child.stdin?.write(text)
+    this.#pending = null
+    if (text) this.#child.stdin?.write(text)
   }
 
   /** Stops (or resumes) reading bash's output pipes. */
