@@ -8,10 +8,13 @@
 //
 //   LATENCY_AB_BASE=<checkout> pnpm --filter @conch/tests-e2e bench:latency-ab
 //
-// It also prints each process's CPU time per run (from /proc), the client, the runner, the agent
-// and its bash beside the bare relay and holder: where a run spends its time. LATENCY_AB_WS=1
+// It also prints each process's CPU time, read and write syscalls and wake-ups per run (from
+// /proc), the client, the runner, the agent and its bash beside the bare relay and holder:
+// where a run spends its time, and how well each hop batches. LATENCY_AB_WS=1
 // makes the SDK use the `ws` package; LATENCY_AB_NODE_ARGS adds node flags to the runners
-// (`--perf-basic-prof` for perf).
+// (`--perf-basic-prof` for perf). LATENCY_AB_PIPELINED=<n> measures bursts of n pipelined runs
+// on one shell instead (each side's wall time per burst, and throughput as a ratio to the bare
+// two-hop's burst of the same round).
 
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -27,6 +30,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
 const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
+const PIPELINED = Number(process.env.LATENCY_AB_PIPELINED ?? 0)
 
 interface Side {
   name: string
@@ -34,6 +38,8 @@ interface Side {
   pids: Record<string, number>
   /** CPU ms per run of each role, summed over rounds. */
   cpu: Record<string, number>
+  /** Reads, writes and wake-ups per run of each role, summed over rounds. */
+  io: Record<string, number[]>
   run: () => Promise<unknown>
   rounds: { p50: number; p90: number; r50: number; r90: number }[]
   dispose: () => Promise<void>
@@ -49,10 +55,21 @@ async function sequential(runs: number, fn: () => Promise<unknown>): Promise<num
   return samples
 }
 
+/** `runs` calls of `fn` one after another, or with LATENCY_AB_PIPELINED one burst: its wall ms. */
+async function load(runs: number, fn: () => Promise<unknown>): Promise<number[]> {
+  if (PIPELINED <= 0) return sequential(runs, fn)
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: PIPELINED }, fn))
+  return [performance.now() - t0]
+}
+const RUNS_PER_LOAD = PIPELINED > 0 ? PIPELINED : RUNS
+/** The bare side runs two loads per round: two bursts, or two halves of the sequential runs. */
+const BARE_RUNS_PER_LOAD = PIPELINED > 0 ? PIPELINED * 2 : RUNS
+
 async function productSide(name: string, root: string): Promise<Side> {
   const runner = await startRunner({
     entry: join(root, 'packages/runner/src/main.ts'),
-    args: ['--log-level', 'warn'],
+    args: ['--log-level', 'warn', '--max-queued-runs-per-sandbox', String(Math.max(1024, PIPELINED * 2))],
     nodeArgs: [
       ...(PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
       ...(process.env.LATENCY_AB_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
@@ -78,6 +95,7 @@ async function productSide(name: string, root: string): Promise<Side> {
     name,
     pids: { runner: runner.pid, agent: procs.agent, bash: procs.bashes[0] ?? -1 },
     cpu: {},
+    io: {},
     run: async () => {
       const r = await sh.run(COMMAND)
       if (r.exitCode !== 0) throw new Error(`${name}: ${COMMAND} exited ${r.exitCode}`)
@@ -107,17 +125,41 @@ function cpuMs(pid: number): number {
   }
 }
 
-/** Runs `fn` and adds each process's CPU ms per run to `into`. */
+/**
+ * Read and write syscalls (all threads) and voluntary context switches (wake-ups of the main
+ * thread) a process made so far: how well it batches.
+ */
+function ioCounts(pid: number): number[] {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8')
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const field = (text: string, name: string) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(text)?.[1])
+    return [field(io, 'syscr'), field(io, 'syscw'), field(status, 'voluntary_ctxt_switches')]
+  } catch {
+    return [Number.NaN, Number.NaN, Number.NaN]
+  }
+}
+
+/**
+ * Runs `fn` and adds each process's CPU ms per run to `into` and its reads, writes and
+ * wake-ups per run to `io`.
+ */
 async function measured(
   pids: Record<string, number>,
   into: Record<string, number>,
+  io: Record<string, number[]>,
   runs: number,
   fn: () => Promise<number[]>,
 ): Promise<number[]> {
   const all = { client: process.pid, ...pids }
   const before = Object.fromEntries(Object.entries(all).map(([k, pid]) => [k, cpuMs(pid)]))
+  const ioBefore = Object.fromEntries(Object.entries(all).map(([k, pid]) => [k, ioCounts(pid)]))
   const samples = await fn()
-  for (const [k, pid] of Object.entries(all)) into[k] = (into[k] ?? 0) + (cpuMs(pid) - before[k]!) / runs
+  for (const [k, pid] of Object.entries(all)) {
+    into[k] = (into[k] ?? 0) + (cpuMs(pid) - before[k]!) / runs
+    const now = ioCounts(pid)
+    io[k] = now.map((n, i) => (io[k]?.[i] ?? 0) + (n - ioBefore[k]![i]!) / runs)
+  }
   return samples
 }
 
@@ -134,6 +176,7 @@ function childOf(pid: number): number {
 
 const barePids = { relay: bare.relayPid, holder: bare.holderPid, bash: childOf(bare.holderPid) }
 const bareCpu: Record<string, number> = {}
+const bareIo: Record<string, number[]> = {}
 const sides: Side[] = []
 if (BASE) sides.push(await productSide('base', BASE))
 sides.push(await productSide('this', join(import.meta.dirname, '../..')))
@@ -146,15 +189,22 @@ for (let round = 0; round < ROUNDS; round++) {
   const productSamples = new Map<number, number[]>()
   await sequential(30, () => bare.run(COMMAND))
   bareSamples.push(
-    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+    await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
+      load(RUNS / 2, () => bare.run(COMMAND)),
+    ),
   )
   for (const i of order) {
     const side = sides[i]!
     await sequential(30, side.run)
-    productSamples.set(i, await measured(side.pids, side.cpu, RUNS, () => sequential(RUNS, side.run)))
+    productSamples.set(
+      i,
+      await measured(side.pids, side.cpu, side.io, RUNS_PER_LOAD, () => load(RUNS, side.run)),
+    )
   }
   bareSamples.push(
-    await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
+    await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
+      load(RUNS / 2, () => bare.run(COMMAND)),
+    ),
   )
   const ref = bareSamples.flat()
   bareRounds.push(ref)
@@ -169,6 +219,9 @@ for (let round = 0; round < ROUNDS; round++) {
       `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x)`,
     )
   }
+  if (PIPELINED > 0)
+    for (const [i, samples] of productSamples)
+      line.push(`${sides[i]!.name} throughput ${(b50 / samples[0]!).toFixed(3)}x bare`)
   console.log(line.join(' | '))
 }
 
@@ -181,6 +234,15 @@ const perRun = (cpu: Record<string, number>): string =>
     .join(', ')
 console.log(`bare two-hop CPU per run: ${perRun(bareCpu)}`)
 for (const side of sides) console.log(`${side.name} CPU per run: ${perRun(side.cpu)}`)
+const ioPerRun = (io: Record<string, number[]>): string =>
+  Object.entries(io)
+    .map(
+      ([k, [r, w, v]]) =>
+        `${k} ${(r! / ROUNDS).toFixed(2)}/${(w! / ROUNDS).toFixed(2)}/${(v! / ROUNDS).toFixed(2)}`,
+    )
+    .join(', ')
+console.log(`bare two-hop reads/writes/wake-ups per run: ${ioPerRun(bareIo)}`)
+for (const side of sides) console.log(`${side.name} reads/writes/wake-ups per run: ${ioPerRun(side.io)}`)
 for (const side of sides) {
   const r = side.rounds
   console.log(

@@ -38,6 +38,8 @@ export class BashProcess {
   #exitWaiter: (() => void) | null = null
   /** Set while `hangUp` runs: the exit is then its caller's to report. */
   #hangingUp = false
+  /** Lines written in this task after its first write, not yet in bash's stdin; null: none yet. */
+  #pending: string | null = null
 
   /** Spawns bash. */
   constructor(options: BashProcessOptions, events: BashProcessEvents) {
@@ -75,9 +77,26 @@ export class BashProcess {
     return this.#child.exitCode !== null || this.#child.signalCode !== null
   }
 
-  /** Writes lines to bash's stdin. */
+  /**
+   * Writes lines to bash's stdin. The first write of a task goes at once (a lone run waits for
+   * nothing); later ones in the same task wait for its end and go in one write, so the runs of
+   * one link read cost two writes into bash, not one each. A write into bash's pipe costs a
+   * wake-up of bash, the most expensive part of queueing a run; the bytes keep their order.
+   */
   write(text: string): void {
+    if (this.#pending !== null) {
+      this.#pending += text
+      return
+    }
+    this.#pending = ''
+    queueMicrotask(this.#flush)
     this.#child.stdin?.write(text)
+  }
+
+  readonly #flush = (): void => {
+    const text = this.#pending
+    this.#pending = null
+    if (text) this.#child.stdin?.write(text)
   }
 
   /** Stops (or resumes) reading bash's output pipes. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { RunWindow, WINDOW_BYTES, WINDOW_LINES } from './run-window.ts'
+import { REFILL_AT, RunWindow, WINDOW_BYTES, WINDOW_LINES } from './run-window.ts'
 import { newRun, type Run, type RunRequest } from './session-run.ts'
 
 let ids = 0
@@ -26,6 +26,19 @@ describe('RunWindow', () => {
     expect(w.canWrite(run())).toBe(false)
     w.shift()
     expect(w.canWrite(run())).toBe(true)
+  })
+
+  it('wants more lines only once bash has at most REFILL_AT left to run', () => {
+    const w = new RunWindow()
+    for (let i = 0; i < WINDOW_LINES; i++) w.add(run())
+    const wants: boolean[] = []
+    while (w.size > 0) {
+      wants.push(w.wantsLines)
+      w.shift()
+    }
+    wants.push(w.wantsLines)
+    expect(wants.indexOf(true)).toBe(WINDOW_LINES - REFILL_AT)
+    expect(wants.slice(WINDOW_LINES - REFILL_AT).every((x) => x)).toBe(true)
   })
 
   it('writes a run over the byte bound only into an empty window', () => {

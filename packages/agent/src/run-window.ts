@@ -11,12 +11,17 @@
 // time keep using slot 0: a file bash read last time is cheaper to rewrite and read again).
 // Runs with a stdin pipe and internal runs are barriers: written only into an empty window
 // and with nothing behind them, as each needs the shell's state at its start. The files of the
-// window hold at most WINDOW_BYTES beyond its first line.
+// window hold at most WINDOW_BYTES beyond its first line. While bash still has more than
+// REFILL_AT lines to run, no line is added: lines go in once half the window has drained, many
+// per write, so a burst costs the agent and bash one pipe write and read per batch of lines
+// rather than one per run, and bash never waits, having REFILL_AT lines left when it is refilled.
 import type { StreamName } from '@conch/protocol'
 import type { Run } from './session-run.ts'
 
 /** Most run lines in bash's stdin at once. */
 export const WINDOW_LINES = 32
+/** Lines are added only while bash has at most this many left to run. */
+export const REFILL_AT = WINDOW_LINES / 2
 /**
  * Most command and stdin bytes in the window's files (on the temp root, often tmpfs) once it
  * holds more than one line; a larger run is written alone.
@@ -48,6 +53,11 @@ export class RunWindow {
   /** Every run in the window, oldest first. */
   get runs(): readonly Run[] {
     return this.#lines
+  }
+
+  /** Whether bash has drained enough of the window for more lines to be written now. */
+  get wantsLines(): boolean {
+    return this.#lines.length <= REFILL_AT
   }
 
   /** Whether `next` may be written behind the lines in bash now. */

@@ -163,13 +163,14 @@ export class SessionRuns {
   }
 
   /**
-   * Writes queued runs into bash in one write, up to the window, unless an interrupt is being
-   * settled, and starts the first if nothing is active.
+   * Writes queued runs into bash in one write, up to the window, once bash has drained half of
+   * it and unless an interrupt is being settled, and starts the first if nothing is active.
    */
   fill(): void {
     if (!this.#host.ready || this.#pendingSync !== null || this.#active?.sync) return
     // Nothing is written behind held lines; writing lines holds none, so one look will do.
-    if (this.#queue.size === 0 || this.#window.runs.some((r) => r.held)) return
+    // While bash has half a window left to run, more lines wait, to go in many per write.
+    if (this.#queue.size === 0 || !this.#window.wantsLines || this.#window.runs.some((r) => r.held)) return
     let lines = ''
     for (let run = this.#queue.peek(); run !== undefined; run = this.#queue.peek()) {
       if (!this.#window.canWrite(run)) break

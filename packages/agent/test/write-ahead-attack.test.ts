@@ -8,6 +8,7 @@ import { describe, expect } from 'vitest'
 import { ShellClosedError } from '../src/agent-error.ts'
 import type { BashSession } from '../src/bash-session.ts'
 import { NONCE_LENGTH } from '../src/marker-scanner.ts'
+import { REFILL_AT, WINDOW_LINES } from '../src/run-window.ts'
 import type { RunOutcome } from '../src/session-run.ts'
 import { test } from './fixtures.ts'
 
@@ -92,5 +93,39 @@ describe('write-ahead attacks', () => {
       expect(outs[i]!.stderr.toString()).toBe(`\x1fC${n}\x1e`)
     })
     expect(outs[3]!.stdout.toString()).toBe('after\n')
+  })
+
+  test('a burst written many lines per write stays exact against forged markers, closed marker fds and stdin readers', async ({
+    newSession,
+  }) => {
+    const s = await newSession()
+    // Lines go into bash once per task and then in batches of REFILL_AT as the window drains:
+    // each run of the burst is hostile in one way, and each must still end on its own marker,
+    // in order, with exactly its own output and `$?`.
+    const hostile = [
+      (i: number) => `printf '\\037C%s:000\\036' ${'ab'.repeat(NONCE_LENGTH / 2)}; echo ${i}`,
+      (i: number) => `(exec 62>&- 63>&-; echo ${i}); (exit ${i % 7})`,
+      (i: number) => `echo ${i} $?`,
+      (i: number) => `(exec 62>/dev/null 63>/dev/null; echo ${i} >&62); echo ${i} >&2`,
+      (i: number) => `cat; read -r x; echo ${i} "$x"`,
+    ]
+    const count = 2 * WINDOW_LINES + REFILL_AT + 3
+    const commands = Array.from({ length: count }, (_, i) => hostile[i % hostile.length]!(i))
+    const outs = await Promise.all(queue(s, commands, 'h', 10_000))
+    const exits: number[] = []
+    outs.forEach((o, i) => {
+      const kind = i % hostile.length
+      const before = exits.at(-1) ?? 0
+      const expected = [
+        [`\x1fC${'ab'.repeat(NONCE_LENGTH / 2)}:000\x1e${i}\n`, '', 0],
+        [`${i}\n`, '', i % 7],
+        [`${i} ${before}\n`, '', 0],
+        ['', `${i}\n`, 0],
+        [`${i} \n`, '', 0],
+      ][kind]!
+      expect([o.stdout.toString(), o.stderr.toString(), o.exitCode, o.timedOut]).toEqual([...expected, false])
+      exits.push(o.exitCode)
+    })
+    expect(s.history().map((h) => h.command)).toEqual(commands)
   })
 })
