@@ -11,8 +11,15 @@
 // It also prints each process's CPU time per run (from /proc), the client, the runner, the agent
 // and its bash beside the bare relay and holder: where a run spends its time. LATENCY_AB_WS=1
 // makes the SDK use the `ws` package; LATENCY_AB_NODE_ARGS adds node flags to the runners
-// (`--perf-basic-prof` for perf).
+// (`--perf-basic-prof` for perf). LATENCY_AB_PERF=<file> records this checkout's agent with
+// `perf record -g` over the measured rounds (`perf report -i <file>`): the agent runs inside the
+// sandbox, started by the driver with fixed flags, so it is profiled from outside, with nothing
+// added to its launch that a sandbox could reach. Kernel and native frames are named; the
+// agent's JIT code shows as one anonymous region. LATENCY_AB_GAP_MS=<ms> waits that long after each
+// run, as a user's runs come (timers that fire between spaced runs then count in the CPU figures).
 
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -27,6 +34,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
 const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
+const PERF_FILE = process.env.LATENCY_AB_PERF
+const GAP_MS = Number(process.env.LATENCY_AB_GAP_MS ?? 0)
 
 interface Side {
   name: string
@@ -45,6 +54,7 @@ async function sequential(runs: number, fn: () => Promise<unknown>): Promise<num
     const t0 = performance.now()
     await fn()
     samples.push(performance.now() - t0)
+    if (GAP_MS > 0) await new Promise((resolve) => setTimeout(resolve, GAP_MS))
   }
   return samples
 }
@@ -138,6 +148,15 @@ const sides: Side[] = []
 if (BASE) sides.push(await productSide('base', BASE))
 sides.push(await productSide('this', join(import.meta.dirname, '../..')))
 const bareRounds: number[][] = []
+const thisAgent = sides.at(-1)!.pids.agent!
+let perf: ChildProcess | undefined
+if (PERF_FILE) {
+  perf = spawn('perf', ['record', '-F', '2999', '-g', '-p', String(thisAgent), '-o', PERF_FILE], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  // perf attaches asynchronously; give it a moment before the first measured run.
+  await new Promise((resolve) => setTimeout(resolve, 500))
+}
 
 for (let round = 0; round < ROUNDS; round++) {
   const order = [...sides.keys()]
@@ -172,6 +191,11 @@ for (let round = 0; round < ROUNDS; round++) {
   console.log(line.join(' | '))
 }
 
+if (perf) {
+  perf.kill('SIGINT')
+  await once(perf, 'exit')
+  console.log(`agent ${thisAgent} profiled: perf report -i ${PERF_FILE} --no-children`)
+}
 console.log(
   `bare two-hop: p50 ${median(bareRounds.map((r) => percentile(r, 50))).toFixed(3)} ms, p90 ${median(bareRounds.map((r) => percentile(r, 90))).toFixed(3)} ms`,
 )
