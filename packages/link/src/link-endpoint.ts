@@ -13,10 +13,8 @@
 // chunk of output is never copied into a frame and a producer learns at once whether the
 // kernel took it. A frame sent `lazy` (news nobody waits for: a run's start, the `{}` that
 // acknowledges a streamed run) waits in the cork for the next frame that is not lazy, or at
-// most `LAZY_FLUSH_MS` after the first lazy frame corked: a short run's start then leaves with
-// its exit in one write, and the peer wakes once per run instead of twice. The timer that bounds
-// the wait is disarmed by the flush that carries the lazy frames out, so a link whose runs end
-// in time is never woken by it. Frames always leave in the order they were sent.
+// most `LAZY_FLUSH_MS`: a short run's start then leaves with its exit in one write, and the
+// peer wakes once per run instead of twice. Frames always leave in the order they were sent.
 //
 // Heartbeats: once `live()` is called (after the handshake), the endpoint answers `ping` with
 // `pong` itself and, given an interval, sends a `ping` each interval and closes the link when
@@ -36,9 +34,11 @@ import { slabReaderOf } from './link-socket.ts'
 import type { PayloadLease } from './slab-pool.ts'
 
 /**
- * Longest a lazy frame waits in the cork for a frame that is not lazy, counted from the first
- * lazy frame of the cork. Its timer is disarmed when the cork is flushed, so it wakes the
- * process only when no other frame came in time.
+ * Longest a lazy frame waits in the cork for a frame that is not lazy. Its timer is re-armed,
+ * not re-created, and wakes the process at most once per this interval; a short interval would
+ * cost a wake-up every few runs. Clearing the timer when a flush carries the lazy frames out
+ * would not save that wake-up: Node leaves its one libuv timer armed for a cleared timer's
+ * expiry (measured: a cleared 10 ms timeout still ends `epoll_wait` 10 ms later).
  */
 export const LAZY_FLUSH_MS = 10
 
@@ -88,7 +88,7 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
   #corked = false
   /** An uncork is scheduled for the end of this tick. */
   #flushQueued = false
-  /** Flushes lazy frames that no other frame carried out in time; set while they wait. */
+  /** Flushes lazy frames that no other frame carried out in time; armed while only they wait. */
   #lazyTimer: NodeJS.Timeout | undefined
   #live = false
   #heartbeat: NodeJS.Timeout | undefined
@@ -98,11 +98,9 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
     this.#flushQueued = false
     if (!this.#corked) return
     this.#corked = false
-    this.#disarmLazy()
     this.#stream.uncork()
   }
   readonly #flushLazy = (): void => {
-    this.#lazyTimer = undefined
     if (!this.#flushQueued) this.#uncork()
   }
 
@@ -152,16 +150,12 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
       if (payload instanceof Uint8Array) stream.write(payload)
       else for (const piece of payload!) if (piece.byteLength > 0) stream.write(piece)
       this.#corked = false
-      this.#disarmLazy()
       stream.uncork()
     } else {
       if (!this.#corked) {
         this.#corked = true
         stream.cork()
-      }
-      if (lazy && !this.#flushQueued && this.#lazyTimer === undefined) {
-        this.#lazyTimer = setTimeout(this.#flushLazy, LAZY_FLUSH_MS)
-        this.#lazyTimer.unref()
+        if (lazy && !this.#flushQueued) this.#armLazy()
       }
       if (!lazy && !this.#flushQueued) {
         this.#flushQueued = true
@@ -172,11 +166,12 @@ export class LinkEndpoint<Out extends LinkFrame, In extends LinkFrame> {
     return !stream.destroyed && stream.writableLength < stream.writableHighWaterMark
   }
 
-  /** The lazy frames left with a flush: their timer has nothing left to bound. */
-  #disarmLazy(): void {
-    if (this.#lazyTimer === undefined) return
-    clearTimeout(this.#lazyTimer)
-    this.#lazyTimer = undefined
+  /** Bounds the wait of lazy frames corked with no flush queued (one timer, re-armed). */
+  #armLazy(): void {
+    if (this.#lazyTimer === undefined) {
+      this.#lazyTimer = setTimeout(this.#flushLazy, LAZY_FLUSH_MS)
+      this.#lazyTimer.unref()
+    } else this.#lazyTimer.refresh()
   }
 
   /** Writes one frame and resolves when the stream can take more; rejects if the link closes first. */
