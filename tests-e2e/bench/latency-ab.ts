@@ -15,7 +15,9 @@
 // `perf record -g` over the measured rounds (`perf report -i <file>`): the agent runs inside the
 // sandbox, started by the driver with fixed flags, so it is profiled from outside, with nothing
 // added to its launch that a sandbox could reach. Kernel and native frames are named; the
-// agent's JIT code shows as one anonymous region. LATENCY_AB_GAP_MS=<ms> waits that long after each
+// agent's JIT code shows as one anonymous region. LATENCY_AB_PERF_STAT=1 prints `perf stat` of the
+// same agent instead: CPU time, context switches, migrations and page faults, each per `pwrite64`
+// (the agent writes each run's command into its command file with one). LATENCY_AB_GAP_MS=<ms> waits that long after each
 // run, as a user's runs come (timers that fire between spaced runs then count in the CPU figures).
 
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -35,6 +37,7 @@ const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
 const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
 const PERF_FILE = process.env.LATENCY_AB_PERF
+const PERF_STAT = process.env.LATENCY_AB_PERF_STAT === '1'
 const GAP_MS = Number(process.env.LATENCY_AB_GAP_MS ?? 0)
 
 interface Side {
@@ -131,6 +134,20 @@ async function measured(
   return samples
 }
 
+/** `perf stat`'s counts as figures per pwrite64 of the agent (one per run); perf's own text otherwise. */
+function perStatReport(text: string): string {
+  const counts = new Map<string, number>()
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,.]+)\s+(?:msec\s+)?(\S+)/.exec(line)
+    if (m) counts.set(m[2]!, Number(m[1]!.replaceAll(',', '')))
+  }
+  const runs = counts.get('syscalls:sys_enter_pwrite64')
+  if (!PERF_STAT || !runs) return text.trim()
+  const per = (name: string, scale = 1): string =>
+    (((counts.get(name) ?? Number.NaN) * scale) / runs).toFixed(2)
+  return `agent per pwrite64 (${runs}): ${per('task-clock', 1000)} us CPU, ${per('context-switches')} context switches, ${per('cpu-migrations')} migrations, ${per('page-faults')} page faults`
+}
+
 const bare = await BareTwoHop.start()
 /** The first child of `pid` (the bare holder's bash), or -1. */
 function childOf(pid: number): number {
@@ -150,10 +167,19 @@ sides.push(await productSide('this', join(import.meta.dirname, '../..')))
 const bareRounds: number[][] = []
 const thisAgent = sides.at(-1)!.pids.agent!
 let perf: ChildProcess | undefined
-if (PERF_FILE) {
-  perf = spawn('perf', ['record', '-F', '2999', '-g', '-p', String(thisAgent), '-o', PERF_FILE], {
-    stdio: ['ignore', 'ignore', 'inherit'],
+const STAT_EVENTS = 'task-clock,context-switches,cpu-migrations,page-faults,syscalls:sys_enter_pwrite64'
+if (PERF_FILE || PERF_STAT) {
+  // LATENCY_AB_PERF_EVENT records another event than CPU time, e.g. `page-faults`.
+  const event = process.env.LATENCY_AB_PERF_EVENT
+  const sampling = event ? ['-e', event] : ['-F', '2999']
+  const what = PERF_STAT ? ['stat', '-e', STAT_EVENTS] : ['record', ...sampling, '-g', '-o', PERF_FILE!]
+  perf = spawn('perf', [...what, '-p', String(thisAgent)], { stdio: ['ignore', 'ignore', 'pipe'] })
+  perf.stderr!.setEncoding('utf8')
+  let report = ''
+  perf.stderr!.on('data', (text: string) => {
+    report += text
   })
+  perf.on('exit', () => console.log(perStatReport(report)))
   // perf attaches asynchronously; give it a moment before the first measured run.
   await new Promise((resolve) => setTimeout(resolve, 500))
 }
@@ -194,7 +220,7 @@ for (let round = 0; round < ROUNDS; round++) {
 if (perf) {
   perf.kill('SIGINT')
   await once(perf, 'exit')
-  console.log(`agent ${thisAgent} profiled: perf report -i ${PERF_FILE} --no-children`)
+  if (PERF_FILE) console.log(`agent ${thisAgent} profiled: perf report -i ${PERF_FILE} --no-children`)
 }
 console.log(
   `bare two-hop: p50 ${median(bareRounds.map((r) => percentile(r, 50))).toFixed(3)} ms, p90 ${median(bareRounds.map((r) => percentile(r, 90))).toFixed(3)} ms`,
