@@ -189,6 +189,8 @@ for (let round = 0; round < ROUNDS; round++) {
   for (let i = 0; i < round % (sides.length + 1); i++) order.push(order.shift()!)
   const bareSamples: number[][] = []
   const productSamples = new Map<number, number[]>()
+  /** Each side's agent CPU per run in this round (us): shows how far the agent is from warm. */
+  const agentRound = new Map<number, number>()
   await sequential(30, () => bare.run(COMMAND))
   bareSamples.push(
     await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
@@ -196,7 +198,9 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const i of order) {
     const side = sides[i]!
     await sequential(30, side.run)
+    const agentBefore = side.cpu.agent ?? 0
     productSamples.set(i, await measured(side.pids, side.cpu, RUNS, () => sequential(RUNS, side.run)))
+    agentRound.set(i, ((side.cpu.agent ?? 0) - agentBefore) * 1000)
   }
   bareSamples.push(
     await measured(barePids, bareCpu, RUNS, () => sequential(RUNS / 2, () => bare.run(COMMAND))),
@@ -211,7 +215,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const p90 = percentile(samples, 90)
     sides[i]!.rounds.push({ p50, p90, r50: p50 / b50, r90: p90 / b90 })
     line.push(
-      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x)`,
+      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x) agent ${agentRound.get(i)!.toFixed(0)} us`,
     )
   }
   console.log(line.join(' | '))
