@@ -14,8 +14,18 @@
 // makes the SDK use the `ws` package; LATENCY_AB_NODE_ARGS adds node flags to the runners
 // (`--perf-basic-prof` for perf). LATENCY_AB_PIPELINED=<n> measures bursts of n pipelined runs
 // on one shell instead (each side's wall time per burst, and throughput as a ratio to the bare
-// two-hop's burst of the same round).
+// two-hop's burst of the same round). LATENCY_AB_PERF=<file> records this checkout's agent with
+// `perf record -g` over the measured rounds (`perf report -i <file>`): the agent runs inside the
+// sandbox, started by the driver with fixed flags, so it is profiled from outside, with nothing
+// added to its launch that a sandbox could reach. Kernel and native frames are named; the
+// agent's JIT code shows as one anonymous region. LATENCY_AB_PERF_STAT=1 prints `perf stat` of the
+// same agent instead: CPU time, context switches, migrations and page faults, each per `pwrite64`
+// (the agent writes each run's command into its command file with one). LATENCY_AB_GAP_MS=<ms>
+// waits that long after each run, as a user's runs come (timers that fire between spaced runs
+// then count in the CPU figures).
 
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -31,6 +41,9 @@ const RUNS = Number(process.env.BENCH_SEQUENTIAL_RUNS ?? 300)
 const COMMAND = process.env.LATENCY_AB_COMMAND ?? 'true'
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
 const PIPELINED = Number(process.env.LATENCY_AB_PIPELINED ?? 0)
+const PERF_FILE = process.env.LATENCY_AB_PERF
+const PERF_STAT = process.env.LATENCY_AB_PERF_STAT === '1'
+const GAP_MS = Number(process.env.LATENCY_AB_GAP_MS ?? 0)
 
 interface Side {
   name: string
@@ -51,6 +64,7 @@ async function sequential(runs: number, fn: () => Promise<unknown>): Promise<num
     const t0 = performance.now()
     await fn()
     samples.push(performance.now() - t0)
+    if (GAP_MS > 0) await new Promise((resolve) => setTimeout(resolve, GAP_MS))
   }
   return samples
 }
@@ -163,6 +177,20 @@ async function measured(
   return samples
 }
 
+/** `perf stat`'s counts as figures per pwrite64 of the agent (one per run); perf's own text otherwise. */
+function perStatReport(text: string): string {
+  const counts = new Map<string, number>()
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,.]+)\s+(?:msec\s+)?(\S+)/.exec(line)
+    if (m) counts.set(m[2]!, Number(m[1]!.replaceAll(',', '')))
+  }
+  const runs = counts.get('syscalls:sys_enter_pwrite64')
+  if (!PERF_STAT || !runs) return text.trim()
+  const per = (name: string, scale = 1): string =>
+    (((counts.get(name) ?? Number.NaN) * scale) / runs).toFixed(2)
+  return `agent per pwrite64 (${runs}): ${per('task-clock', 1000)} us CPU, ${per('context-switches')} context switches, ${per('cpu-migrations')} migrations, ${per('page-faults')} page faults`
+}
+
 const bare = await BareTwoHop.start()
 /** The first child of `pid` (the bare holder's bash), or -1. */
 function childOf(pid: number): number {
@@ -181,12 +209,32 @@ const sides: Side[] = []
 if (BASE) sides.push(await productSide('base', BASE))
 sides.push(await productSide('this', join(import.meta.dirname, '../..')))
 const bareRounds: number[][] = []
+const thisAgent = sides.at(-1)!.pids.agent!
+let perf: ChildProcess | undefined
+const STAT_EVENTS = 'task-clock,context-switches,cpu-migrations,page-faults,syscalls:sys_enter_pwrite64'
+if (PERF_FILE || PERF_STAT) {
+  // LATENCY_AB_PERF_EVENT records another event than CPU time, e.g. `page-faults`.
+  const event = process.env.LATENCY_AB_PERF_EVENT
+  const sampling = event ? ['-e', event] : ['-F', '2999']
+  const what = PERF_STAT ? ['stat', '-e', STAT_EVENTS] : ['record', ...sampling, '-g', '-o', PERF_FILE!]
+  perf = spawn('perf', [...what, '-p', String(thisAgent)], { stdio: ['ignore', 'ignore', 'pipe'] })
+  perf.stderr!.setEncoding('utf8')
+  let report = ''
+  perf.stderr!.on('data', (text: string) => {
+    report += text
+  })
+  perf.on('exit', () => console.log(perStatReport(report)))
+  // perf attaches asynchronously; give it a moment before the first measured run.
+  await new Promise((resolve) => setTimeout(resolve, 500))
+}
 
 for (let round = 0; round < ROUNDS; round++) {
   const order = [...sides.keys()]
   for (let i = 0; i < round % (sides.length + 1); i++) order.push(order.shift()!)
   const bareSamples: number[][] = []
   const productSamples = new Map<number, number[]>()
+  /** Each side's agent CPU per run in this round (us): shows how far the agent is from warm. */
+  const agentRound = new Map<number, number>()
   await sequential(30, () => bare.run(COMMAND))
   bareSamples.push(
     await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
@@ -196,10 +244,12 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const i of order) {
     const side = sides[i]!
     await sequential(30, side.run)
+    const agentBefore = side.cpu.agent ?? 0
     productSamples.set(
       i,
       await measured(side.pids, side.cpu, side.io, RUNS_PER_LOAD, () => load(RUNS, side.run)),
     )
+    agentRound.set(i, ((side.cpu.agent ?? 0) - agentBefore) * 1000)
   }
   bareSamples.push(
     await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
@@ -216,7 +266,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const p90 = percentile(samples, 90)
     sides[i]!.rounds.push({ p50, p90, r50: p50 / b50, r90: p90 / b90 })
     line.push(
-      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x)`,
+      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x) agent ${agentRound.get(i)!.toFixed(0)} us`,
     )
   }
   if (PIPELINED > 0)
@@ -225,6 +275,11 @@ for (let round = 0; round < ROUNDS; round++) {
   console.log(line.join(' | '))
 }
 
+if (perf) {
+  perf.kill('SIGINT')
+  await once(perf, 'exit')
+  if (PERF_FILE) console.log(`agent ${thisAgent} profiled: perf report -i ${PERF_FILE} --no-children`)
+}
 console.log(
   `bare two-hop: p50 ${median(bareRounds.map((r) => percentile(r, 50))).toFixed(3)} ms, p90 ${median(bareRounds.map((r) => percentile(r, 90))).toFixed(3)} ms`,
 )

@@ -30,11 +30,17 @@ const agent = spawn(
     ...(process.env.BENCH_AGENT_PROF
       ? ['--cpu-prof', '--cpu-prof-interval=50', `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`]
       : []),
+    // AGENT_BENCH_NODE_FLAGS: node flags for the agent, e.g. the drivers' (`AGENT_NODE_FLAGS`).
+    ...(process.env.AGENT_BENCH_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
     '--conditions=source',
-    // AGENT_BENCH_CHECKOUT runs another checkout's agent (its root, dependencies installed), for A/B.
-    process.env.AGENT_BENCH_CHECKOUT
-      ? join(process.env.AGENT_BENCH_CHECKOUT, 'packages', 'agent', 'src', 'main.ts')
-      : join(here, '..', 'src', 'main.ts'),
+    // AGENT_BENCH_ENTRY runs that entry file (e.g. the built bundle, `dist/conch-agent.mjs`, which
+    // drivers start); AGENT_BENCH_CHECKOUT another checkout's agent (its root, dependencies
+    // installed), for A/B.
+    process.env.AGENT_BENCH_ENTRY
+      ? process.env.AGENT_BENCH_ENTRY
+      : process.env.AGENT_BENCH_CHECKOUT
+        ? join(process.env.AGENT_BENCH_CHECKOUT, 'packages', 'agent', 'src', 'main.ts')
+        : join(here, '..', 'src', 'main.ts'),
     '--socket',
     socketPath,
     '--secretFd',

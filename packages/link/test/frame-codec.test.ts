@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
+import { encodeFrame, encodeFrameHead, FrameDecoder } from '../src/frame-codec.ts'
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
@@ -8,6 +8,21 @@ describe('frame codec', () => {
     const payload = new Uint8Array([0, 255, 10, 13, 0xc3])
     const [r] = new FrameDecoder().push(encodeFrame({ type: 'data', ch: 1 }, payload))
     expect(r).toEqual({ ok: true, frame: { header: { type: 'data', ch: 1 }, payload } })
+  })
+
+  it('sizes a head exactly for any string a peer or a command can put in a header', () => {
+    // Multi-byte, astral, lone surrogates (escaped by JSON.stringify), NUL, quotes and escapes.
+    const strings = ['', 'ascii', 'é', '€', '𝄞', '\ud800', 'a\udc00b', '\u0000', '"\\\n', 'é'.repeat(3000)]
+    for (const text of strings) {
+      const header = { type: 'shell_start', id: text, n: [text, { [text]: text }] }
+      const head = encodeFrameHead(header, 5)
+      const json = Buffer.from(JSON.stringify(header))
+      expect(head.readUInt32BE(4)).toBe(json.length)
+      expect(head.readUInt32BE(0)).toBe(4 + json.length + 5)
+      expect(head.byteLength).toBe(8 + json.length)
+      const [r] = new FrameDecoder().push(new Uint8Array([...head, 1, 2, 3, 4, 5]))
+      expect(r).toEqual({ ok: true, frame: { header, payload: new Uint8Array([1, 2, 3, 4, 5]) } })
+    }
   })
 
   it('reassembles frames split at every byte boundary', () => {

@@ -7,7 +7,7 @@ import { AGENT_FRAME_TYPES, AgentFrame, type HostFrame, parseFrame, type WireErr
 import { parseHostFrame } from '@conch/protocol/zod-free'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { encodeFrame, FrameDecoder } from '../src/frame-codec.ts'
-import { type FrameParser, LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
+import { type FrameParser, LAZY_FLUSH_MS, LinkEndpoint, type LinkFrame } from '../src/link-endpoint.ts'
 import { type SocketPair, socketPair } from './socket-pair.ts'
 
 interface Role<Out extends LinkFrame, In extends LinkFrame> {
@@ -381,6 +381,24 @@ describe('lazy frames', () => {
     await vi.waitFor(() => expect(writes).toHaveLength(2))
     expect(framesOf(writes[1]!)).toEqual([exit])
     endpoint.close()
+  })
+
+  it('wait at most LAZY_FLUSH_MS from the first of them, however many lazy frames follow', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const { stream, writes } = recorder()
+      const endpoint = endpointOn(stream)
+      endpoint.send(start, undefined, true)
+      vi.advanceTimersByTime(LAZY_FLUSH_MS - 1)
+      endpoint.send({ type: 'result', id: 7, result: {} }, undefined, true)
+      expect(writes).toEqual([])
+      vi.advanceTimersByTime(1)
+      expect(writes).toHaveLength(1)
+      expect(framesOf(writes[0]!)).toEqual([start, { type: 'result', id: 7, result: {} }])
+      endpoint.close()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('ride along with frames that are not lazy in the same tick, without waiting', async () => {
