@@ -45,6 +45,7 @@ const agent = spawn(
     root,
   ],
   {
+    // BENCH_AGENT_STDOUT=1 shows the agent's stdout (where `--trace-gc` prints).
     stdio: ['ignore', process.env.BENCH_AGENT_STDOUT ? 'inherit' : 'ignore', 'pipe', 'pipe'],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
   },
