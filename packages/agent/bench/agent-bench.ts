@@ -49,7 +49,8 @@ const agent = spawn(
     root,
   ],
   {
-    stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
+    // BENCH_AGENT_STDOUT=1 shows the agent's stdout (where `--trace-gc` prints).
+    stdio: ['ignore', process.env.BENCH_AGENT_STDOUT ? 'inherit' : 'ignore', 'pipe', 'pipe'],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: root },
   },
 )
@@ -247,6 +248,7 @@ for (const command of ['true', 'echo hi']) {
   }
   await client.call('session.attach', { sessionId: 'default', ch })
   const t = performance.now()
+  const cpuBefore = processCpu(agent.pid)
   await client.call('session.run', {
     sessionId: 'default',
     id: 'stream',
@@ -255,12 +257,20 @@ for (const command of ['true', 'echo hi']) {
   })
   await finished
   const seconds = (performance.now() - t) / 1000
+  const cpuAfter = processCpu(agent.pid)
   if (received !== streamBytes) throw new Error(`streamed ${received} of ${streamBytes} bytes`)
   results.push({
     group: 'agent',
     name: 'agent socket streamed output',
     unit: 'MB/s',
     value: streamBytes / 1e6 / seconds,
+  })
+  const cpu = cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system
+  results.push({
+    group: 'agent',
+    name: 'agent CPU per MiB streamed',
+    unit: 'ms',
+    value: cpu / (streamBytes / (1 << 20)),
   })
 }
 
@@ -293,7 +303,8 @@ const refPipelined = results.find(
 )!.value
 for (const r of results) {
   if (r.name.startsWith('reference')) continue
-  if (r.unit === 'ms') console.log(`${r.name}: ${(r.value / refRun).toFixed(2)}x the reference's p50`)
+  if (r.unit === 'ms' && !r.name.includes('CPU'))
+    console.log(`${r.name}: ${(r.value / refRun).toFixed(2)}x the reference's p50`)
   if (r.unit === 'cmds/s')
     console.log(`${r.name}: ${(r.value / refPipelined).toFixed(3)}x the reference's rate`)
 }

@@ -20,8 +20,17 @@ export type ChannelEndFrame = WithoutChannel<Extract<AgentFrame, { type: 'end' |
 
 /** A flow-controlled channel to the runner. */
 export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
-  /** Channel `id`, writing on the link with `send`; `onFinish` drops it from the connection's table. */
-  constructor(id: number, send: FrameSender, onFinish?: () => void) {
+  /**
+   * Whether every frame sent so far left the process (the kernel took it): views sent as a
+   * payload are then read no more. Without a link to ask, never.
+   */
+  readonly flushed: () => boolean
+
+  /**
+   * Channel `id`, writing on the link with `send`; `onFinish` drops it from the connection's
+   * table; `flushed` says whether the link's socket holds no unwritten bytes.
+   */
+  constructor(id: number, send: FrameSender, onFinish?: () => void, flushed: () => boolean = () => false) {
     super({
       id,
       send,
@@ -32,6 +41,7 @@ export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
       abortFrame: (error) => (error === null ? null : { type: 'error', error }),
       ...(onFinish ? { onFinish } : {}),
     })
+    this.flushed = flushed
   }
 
   /** Sends command output (`shell_out`/`shell_err`); false means "pause until onResume". */

@@ -6,7 +6,9 @@ import type { Readable } from 'node:stream'
 import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { describeExit } from './bash-session-options.ts'
 import { type Clock, delay } from './clock.ts'
+import { readPipeIntoPool } from './pooled-pipe-reads.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
+import { SHARED_READ_BUFFERS } from './read-buffer-pool.ts'
 import type { Spawn } from './spawner.ts'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
@@ -24,7 +26,10 @@ export interface BashProcessOptions {
 
 /** What the process reports. */
 export interface BashProcessEvents {
-  /** Bytes from one of bash's output pipes. */
+  /**
+   * Bytes from one of bash's output pipes: possibly a view into a pooled read buffer, valid past
+   * this call only for a holder of its lease (`leaseOf`); anything else that keeps it copies it.
+   */
   onChunk(stream: StreamName, chunk: Buffer): void
   /** bash could not start (`startError`) or exited on its own; reported once, not after `hangUp`. */
   onExit(info: ShellClosedInfo, startError?: Error): void
@@ -61,9 +66,12 @@ export class BashProcess {
     child.stdin?.on('error', () => {})
     for (const s of STREAMS) {
       const stream = child[s] as Readable | null
-      stream?.on('data', (chunk: Buffer) => events.onChunk(s, chunk))
-      stream?.on('end', () => this.#onEnd(s))
-      stream?.on('error', () => this.#onEnd(s))
+      if (stream === null || stream === undefined) continue
+      // Into pooled buffers where this Node allows (see pooled-pipe-reads.ts), else Node's own.
+      const onRead = (chunk: Buffer) => events.onChunk(s, chunk)
+      if (!readPipeIntoPool(stream, SHARED_READ_BUFFERS, onRead)) stream.on('data', onRead)
+      stream.on('end', () => this.#onEnd(s))
+      stream.on('error', () => this.#onEnd(s))
     }
   }
 

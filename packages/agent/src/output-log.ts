@@ -24,6 +24,7 @@
 import type { AgentShellExit, AgentShellStart, ShellClosedInfo, StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
+import { leaseOf } from './read-buffer-pool.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
 
 // Records carry the wire's names and fields (`shell_out`, `shell_start`, ...; run id `id`), so
@@ -87,7 +88,12 @@ export function recordBytes(event: LogEvent): number {
   switch (event.type) {
     case 'shell_out':
     case 'shell_err':
-      return DATA_RECORD_OVERHEAD_BYTES + event.data.length + (event.id?.length ?? 0)
+      // A view into a pooled read buffer keeps the whole buffer: it counts as that much.
+      return (
+        DATA_RECORD_OVERHEAD_BYTES +
+        Math.max(event.data.length, leaseOf(event.data)?.bytes.length ?? 0) +
+        (event.id?.length ?? 0)
+      )
     case 'shell_start':
     case 'shell_exit':
       return EVENT_RECORD_OVERHEAD_BYTES + event.id.length
@@ -356,6 +362,7 @@ export class OutputLog implements BudgetedLog {
   }
 
   #push(event: LogEvent): void {
+    if (isOutput(event)) leaseOf(event.data)?.acquire()
     this.#events.push(event)
     const bytes = recordBytes(event)
     this.#bytes += bytes
@@ -415,6 +422,7 @@ export class OutputLog implements BudgetedLog {
     const bytes = recordBytes(e)
     this.#bytes -= bytes
     this.#budget?.adjust(-bytes)
+    if (isOutput(e)) leaseOf(e.data)?.release()
     return e
   }
 }

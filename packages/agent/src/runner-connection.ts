@@ -61,12 +61,15 @@ export class RunnerConnection {
   #authenticated = false
   #onAuthenticated: () => void = () => {}
   readonly #pacing = new RunFramePacing()
+  /** Whether the socket holds no unwritten bytes: the kernel took every frame sent so far. */
+  readonly #flushed: () => boolean
 
   /** Serves `socket`, which must prove `secret` before any call is answered. */
   constructor(socket: Socket, host: ConnectionHost, secret: string) {
     this.#host = host
     this.#secret = secret
     this.#context = { channel: (ch) => this.#channel(ch) }
+    this.#flushed = () => socket.writableLength === 0
     this.#endpoint = new LinkEndpoint<AgentFrame, HostFrame>(socket, {
       parse: parseHostFrame,
       maxFrameBytes: LIMITS.maxAgentFrameBytes,
@@ -144,6 +147,7 @@ export class RunnerConnection {
         () => {
           if (this.#channels.get(ch) === opened) this.#channels.delete(ch)
         },
+        this.#flushed,
       )
       channel = opened
       this.#channels.set(ch, channel)

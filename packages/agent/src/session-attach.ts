@@ -11,11 +11,14 @@
 // frame; a short read (under 1 KiB: the pipe was drained) and any other event (a run's start or
 // exit, the shell closing) send what waits at once, so neither is delayed. Fewer, larger frames
 // cost every hop (agent, runner, client) less per byte; the records, and so replay by offset,
-// are unchanged.
+// are unchanged. A queued record holds its pooled read buffer's lease (read-buffer-pool.ts)
+// until the link's socket has no unwritten bytes after the frame that carried it was sent (so
+// the kernel took it), or the channel closed before sending it.
 import { LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import type { BashSession } from './bash-session.ts'
 import { isOutput, type LogEvent, type OutputEvent } from './output-log.ts'
+import { leaseOf } from './read-buffer-pool.ts'
 
 /** An item in an attached channel's send queue. */
 type Outgoing = LogEvent | { type: 'scrollback_end'; offset: number }
@@ -53,6 +56,17 @@ export function outputRunLength(queue: readonly Outgoing[], maxBytes: number): n
 export function attachChannel(session: BashSession, channel: AgentChannel, offset: number | undefined): void {
   const from = offset ?? session.log.endOffset
   const queue: Outgoing[] = []
+  /** Sent records holding a lease whose frame the kernel may not have taken yet. */
+  let unwritten: OutputEvent[] = []
+  const releaseWritten = (): void => {
+    if (unwritten.length === 0 || !channel.flushed()) return
+    for (const r of unwritten) leaseOf(r.data)?.release()
+    unwritten = []
+  }
+  /** A queued record keeps its pooled read buffer (if any) until it is sent or dropped. */
+  const hold = (e: LogEvent): void => {
+    if (isOutput(e)) leaseOf(e.data)?.acquire()
+  }
   let paused = false
   let turnEnd: NodeJS.Immediate | null = null
   /** Sends the item at the head of the queue (with the output records that join it); false when paused. */
@@ -64,7 +78,12 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
       const n = outputRunLength(queue, Math.min(OUTPUT_FRAME_MAX_BYTES, room))
       const records = queue.splice(0, n) as OutputEvent[]
       const payload = n === 1 ? e.data : records.map((r) => r.data)
-      return channel.sendPayload({ type: e.type, id: e.id, offset: e.offset }, payload)
+      const more = channel.sendPayload({ type: e.type, id: e.id, offset: e.offset }, payload)
+      // The link holds the frame's views until the kernel takes them: their leases wait until
+      // the link's socket holds no unwritten bytes (then every frame sent so far was taken).
+      for (const r of records) if (leaseOf(r.data) !== undefined) unwritten.push(r)
+      releaseWritten()
+      return more
     }
     queue.shift()
     if (e.type === 'shell_closed') {
@@ -86,6 +105,7 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
     pump()
   }
   const { replay, subscription } = session.log.subscribe(from, (event) => {
+    hold(event)
     queue.push(event)
     // A short read (a line, a prompt) says the pipe is drained: nothing would join it, so it goes
     // at once with what waits. A turn that read a frame's worth sends it now: the queue never
@@ -99,8 +119,10 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
     // event is refused: the log then pauses the shell, as when a send runs out of credit.
     return !paused
   })
+  for (const e of replay) hold(e)
   queue.push(...replay, { type: 'scrollback_end', offset: session.log.endOffset })
   channel.onResume(() => {
+    releaseWritten()
     paused = false
     pump()
     if (!paused) subscription.resume()
@@ -109,6 +131,8 @@ export function attachChannel(session: BashSession, channel: AgentChannel, offse
     if (turnEnd !== null) clearImmediate(turnEnd)
     turnEnd = null
     subscription.close()
+    // Records never sent are no longer read; sent ones the link may still hold stay held.
+    for (const e of queue.splice(0)) if (isOutput(e)) leaseOf(e.data)?.release()
   })
   pump()
 }

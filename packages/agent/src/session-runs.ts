@@ -294,7 +294,8 @@ export class SessionRuns {
     }
     if (!run.activated) {
       run.early ??= { stdout: [], stderr: [] }
-      run.early[stream].push(bytes)
+      // A copy: `bytes` may be a pooled read buffer that is read into again (read-buffer-pool.ts).
+      run.early[stream].push(Buffer.from(bytes))
       return
     }
     this.#append(run, stream, bytes)
