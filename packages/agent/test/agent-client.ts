@@ -95,3 +95,19 @@ export class AgentClient {
     this.socket.destroy()
   }
 }
+
+/** An output frame as a test reads it: `shell_out` or `shell_err` with its payload. */
+export interface OutputFrame {
+  type: string
+  ch?: number
+  id?: string | null
+  offset?: number
+  payload: Buffer
+}
+
+/** The output frames of channel `ch` that `client` received so far. */
+export function outputFrames(client: AgentClient, ch: number): OutputFrame[] {
+  return (client.frames as unknown as OutputFrame[]).filter(
+    (f) => (f.type === 'shell_out' || f.type === 'shell_err') && f.ch === ch,
+  )
+}

@@ -5,7 +5,7 @@
 // byte that comes back, from the log and live.
 import { LIMITS } from '@conch/protocol/zod-free'
 import { describe, expect, vi } from 'vitest'
-import type { AgentClient } from './agent-client.ts'
+import { type AgentClient, type OutputFrame, outputFrames } from './agent-client.ts'
 import { servedAgentTest } from './served-agent.ts'
 
 const test = servedAgentTest({ killGraceMs: 300 })
@@ -13,20 +13,6 @@ const test = servedAgentTest({ killGraceMs: 300 })
 /** About 20.9 MB of counting lines: two and a half times the default scrollback. */
 const LINES = 3_000_000
 const FLOOD = Buffer.from(Array.from({ length: LINES }, (_, i) => `${i + 1}\n`).join(''))
-
-interface OutputFrame {
-  type: string
-  ch?: number
-  id?: string | null
-  offset?: number
-  payload: Buffer
-}
-
-function outputs(c: AgentClient, ch: number): OutputFrame[] {
-  return (c.frames as unknown as OutputFrame[]).filter(
-    (f) => (f.type === 'shell_out' || f.type === 'shell_err') && f.ch === ch,
-  )
-}
 
 /** Grants credit for each output frame of the channels in `chs` as it arrives. */
 function grantAsReceived(c: AgentClient, chs: number[]): void {
@@ -72,7 +58,7 @@ describe('pooled pipe reads under a flood', () => {
     grantAsReceived(c, [1])
     await c.call('session.attach', { sessionId: 'default', ch: 1, offset: from })
     await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 1)
-    const replay = joined(outputs(c, 1), from)
+    const replay = joined(outputFrames(c, 1), from)
     expect(from + replay.length).toBe(FLOOD.length)
     expect(replay.equals(FLOOD.subarray(from))).toBe(true)
     // Within the scrollback bound, and a record keeps at most twice its bytes: at least half kept.
@@ -92,7 +78,7 @@ describe('pooled pipe reads under a flood', () => {
       buffer: false,
     })
     await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'flood')
-    expect(joined(outputs(c, 2), 0).equals(FLOOD)).toBe(true)
+    expect(joined(outputFrames(c, 2), 0).equals(FLOOD)).toBe(true)
   })
 
   test('a sandbox flooding while the client reads nothing: the stalled and a second channel stay byte-exact', async ({
@@ -108,7 +94,7 @@ describe('pooled pipe reads under a flood', () => {
       command: `seq 1 ${LINES}`,
       buffer: false,
     })
-    const received = (): number => outputs(c, 3).reduce((n, f) => n + f.payload.byteLength, 0)
+    const received = (): number => outputFrames(c, 3).reduce((n, f) => n + f.payload.byteLength, 0)
     await vi.waitFor(() => expect(received()).toBeGreaterThanOrEqual(LIMITS.channelWindowBytes), {
       timeout: 10_000,
     })
@@ -120,15 +106,17 @@ describe('pooled pipe reads under a flood', () => {
     grantAsReceived(c, [4])
     await c.call('session.attach', { sessionId: 'default', ch: 4, offset: 0 })
     await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 4)
-    const replay = joined(outputs(c, 4), 0)
+    const replay = joined(outputFrames(c, 4), 0)
     expect(replay.equals(FLOOD.subarray(0, replay.length))).toBe(true)
     // The stalled channel gets credit at last: the whole flood arrives on it, byte-exact.
     grantAsReceived(c, [3, 4])
     c.send({ type: 'credit', ch: 3, bytes: received() })
     await running
-    await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'flood' && f.ch === 3)
-    expect(joined(outputs(c, 3), 0).equals(FLOOD)).toBe(true)
-    expect(joined(outputs(c, 4), 0).equals(FLOOD)).toBe(true)
+    // Each channel has all of the run's output once its own exit arrived (they finish apart).
+    for (const ch of [3, 4])
+      await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'flood' && f.ch === ch)
+    expect(joined(outputFrames(c, 3), 0).equals(FLOOD)).toBe(true)
+    expect(joined(outputFrames(c, 4), 0).equals(FLOOD)).toBe(true)
   })
 
   test('markers split across reads near the copy and buffer sizes are found and never shown', async ({
@@ -186,6 +174,6 @@ describe('pooled pipe reads when the log evicts at once', () => {
       buffer: false,
     })
     await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'flood' && f.ch === 5)
-    expect(joined(outputs(c, 5), from).equals(FLOOD)).toBe(true)
+    expect(joined(outputFrames(c, 5), from).equals(FLOOD)).toBe(true)
   })
 })

@@ -4,25 +4,10 @@
 // (the overrun every runner allows, so a frame is cut to the credit left).
 import { LIMITS } from '@conch/protocol/zod-free'
 import { describe, expect, vi } from 'vitest'
-import type { AgentClient } from './agent-client.ts'
+import { type AgentClient, type OutputFrame, outputFrames } from './agent-client.ts'
 import { servedAgentTest } from './served-agent.ts'
 
 const test = servedAgentTest({ killGraceMs: 300 })
-
-interface OutputFrame {
-  type: string
-  ch?: number
-  id?: string | null
-  offset?: number
-  payload: Buffer
-}
-
-/** The output frames of channel `ch` received so far. */
-function outputs(c: AgentClient, ch: number): OutputFrame[] {
-  return (c.frames as unknown as OutputFrame[]).filter(
-    (f) => (f.type === 'shell_out' || f.type === 'shell_err') && f.ch === ch,
-  )
-}
 
 /** Grants credit for every output frame of `ch` as it arrives, as a runner with room does. */
 function grantAsReceived(c: AgentClient, ch: number): void {
@@ -71,7 +56,7 @@ describe('output frames on an attached channel', () => {
     grantAsReceived(c, 1)
     await c.call('session.attach', { sessionId: 'default', ch: 1, offset: 0 })
     await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 1)
-    const all = outputs(c, 1)
+    const all = outputFrames(c, 1)
     const { stdout, end } = contiguous(all, 0)
     expect(stdout.length).toBe(expected.length)
     expect(stdout.equals(expected)).toBe(true)
@@ -84,7 +69,7 @@ describe('output frames on an attached channel', () => {
     grantAsReceived(c, 2)
     await c.call('session.attach', { sessionId: 'default', ch: 2, offset: 70_001 })
     await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 2)
-    const tail = contiguous(outputs(c, 2), 70_001)
+    const tail = contiguous(outputFrames(c, 2), 70_001)
     expect(tail.stdout.equals(expected.subarray(70_001))).toBe(true)
   })
 
@@ -101,15 +86,15 @@ describe('output frames on an attached channel', () => {
     await c.call('session.run', { sessionId: 'default', id: 'after', command: 'true', buffer: true })
     // The replay is one contiguous run of records: joined frames, sent under credit only.
     await c.call('session.attach', { sessionId: 'default', ch: 5, offset: 0 })
-    const received = (): number => outputs(c, 5).reduce((n, f) => n + f.payload.byteLength, 0)
+    const received = (): number => outputFrames(c, 5).reduce((n, f) => n + f.payload.byteLength, 0)
     const bound = (granted: number): number => LIMITS.channelWindowBytes + granted + LIMITS.maxDataChunkBytes
     await vi.waitFor(() => expect(received()).toBeGreaterThanOrEqual(LIMITS.channelWindowBytes))
     await c.call('session.list', {})
     expect(received()).toBeLessThanOrEqual(bound(0))
     // A little credit: the next frame may not take a whole output frame's worth.
     c.send({ type: 'credit', ch: 5, bytes: 100_000 })
-    const before = outputs(c, 5).length
-    await vi.waitFor(() => expect(outputs(c, 5).length).toBeGreaterThan(before))
+    const before = outputFrames(c, 5).length
+    await vi.waitFor(() => expect(outputFrames(c, 5).length).toBeGreaterThan(before))
     for (let i = 0; i < 3; i++) {
       await c.call('session.list', {})
       expect(received()).toBeLessThanOrEqual(bound(100_000))
@@ -118,7 +103,7 @@ describe('output frames on an attached channel', () => {
     grantAsReceived(c, 5)
     c.send({ type: 'credit', ch: 5, bytes: received() })
     await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 5)
-    const { stdout } = contiguous(outputs(c, 5), 0)
+    const { stdout } = contiguous(outputFrames(c, 5), 0)
     expect(stdout.equals(Buffer.alloc(3000000))).toBe(true)
   })
 
@@ -141,7 +126,7 @@ describe('output frames on an attached channel', () => {
       })
     }
     await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'b')
-    const frames = outputs(c, 3)
+    const frames = outputFrames(c, 3)
     const { stdout, stderr, end } = contiguous(frames, start)
     expect(stdout.equals(Buffer.alloc(2 * 6 * 300000))).toBe(true)
     expect(stderr.equals(Buffer.alloc(2 * 6 * 70000, 'e'))).toBe(true)
@@ -167,7 +152,7 @@ describe('output frames on an attached channel', () => {
       buffer: false,
     })
     pending.catch(() => {})
-    const received = (): number => outputs(c, 4).reduce((n, f) => n + f.payload.byteLength, 0)
+    const received = (): number => outputFrames(c, 4).reduce((n, f) => n + f.payload.byteLength, 0)
     await vi.waitFor(() => expect(received()).toBeGreaterThanOrEqual(LIMITS.channelWindowBytes), {
       timeout: 10_000,
     })
