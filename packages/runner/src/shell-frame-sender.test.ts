@@ -5,7 +5,7 @@
 import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { ShellFrameSender } from './shell-frame-sender.ts'
 
@@ -76,12 +76,9 @@ describe('ShellFrameSender', () => {
         sender.sendData(Buffer.from([n++, 255]))
         sender.send({ type: 'pong', t: n })
       }
-      await new Promise<void>((resolve) => {
-        const check = (): void => {
-          if (received.length >= TEXTS.length * 3) resolve()
-          else setTimeout(check, 5)
-        }
-        check()
+      await vi.waitFor(() => expect(received.length).toBeGreaterThanOrEqual(TEXTS.length * 3), {
+        timeout: 10_000,
+        interval: 5,
       })
       expect(errors).toEqual([])
       expect(received).toHaveLength(TEXTS.length * 3)
