@@ -34,20 +34,20 @@ function contiguous(frames: OutputFrame[], from: number): { stdout: Buffer; stde
   return { stdout: Buffer.concat(out), stderr: Buffer.concat(err), end: at }
 }
 
+/** Runs `command` as run `flood` with no channel attached, so its output is only in the log. */
+async function recordFlood(c: AgentClient, command: string): Promise<void> {
+  await c.call('session.run', { sessionId: 'default', id: 'flood', command, buffer: false })
+  // Runs of a session run in order: once this one is done, the flood is in the log.
+  await c.call('session.run', { sessionId: 'default', id: 'after', command: 'true', buffer: true })
+}
+
 describe('output frames on an attached channel', () => {
   test('replays a flood in frames of up to the output frame size, byte-exact from any offset', async ({
     agent,
   }) => {
     const c = await agent.connect()
     // 1 MiB of counting lines, recorded with no channel attached: the log holds it as pipe reads.
-    await c.call('session.run', {
-      sessionId: 'default',
-      id: 'flood',
-      command: 'seq 1 200000 | head -c 1048576',
-      buffer: false,
-    })
-    // Runs of a session run in order: once this one is done, the flood is in the log.
-    await c.call('session.run', { sessionId: 'default', id: 'after', command: 'true', buffer: true })
+    await recordFlood(c, 'seq 1 200000 | head -c 1048576')
     const expected = Buffer.from(
       Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`)
         .join('')
@@ -77,13 +77,7 @@ describe('output frames on an attached channel', () => {
     agent,
   }) => {
     const c = await agent.connect()
-    await c.call('session.run', {
-      sessionId: 'default',
-      id: 'flood',
-      command: 'head -c 3000000 /dev/zero',
-      buffer: false,
-    })
-    await c.call('session.run', { sessionId: 'default', id: 'after', command: 'true', buffer: true })
+    await recordFlood(c, 'head -c 3000000 /dev/zero')
     // The replay is one contiguous run of records: joined frames, sent under credit only.
     await c.call('session.attach', { sessionId: 'default', ch: 5, offset: 0 })
     const received = (): number => outputFrames(c, 5).reduce((n, f) => n + f.payload.byteLength, 0)
