@@ -15,12 +15,7 @@ import {
   type ParseResult,
   parseFrame,
 } from '@conch/protocol'
-
-/** The largest channel number (`ChannelId`). */
-const MAX_CHANNEL = 2 ** 31
-
-/** The longest run id (`RunId`) the quick check takes by UTF-16 length; zod decides longer ones. */
-const MAX_RUN_ID = 128
+import { isChannel, isCount, isRunId } from './quick-field-checks.ts'
 
 /** Parses an untrusted agent → runner frame exactly as `parseFrame(AgentFrame, …)` does. Never throws. */
 export function parseAgentFrame(header: unknown): ParseResult<AgentFrame> {
@@ -70,19 +65,4 @@ function quickExit(h: Record<string, unknown>): AgentFrame | undefined {
   const frame = { type: 'shell_exit' as const, ch, id, code: code as number, timedOut, durationMs, offset }
   if (oomKilled === undefined) return 'oomKilled' in h ? undefined : frame
   return typeof oomKilled === 'boolean' ? { ...frame, oomKilled } : undefined
-}
-
-/** A non-negative safe integer (`Offset`, call ids). */
-function isCount(v: unknown): v is number {
-  return Number.isSafeInteger(v) && (v as number) >= 0
-}
-
-/** A channel number (`ChannelId`). */
-function isChannel(v: unknown): v is number {
-  return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_CHANNEL
-}
-
-/** A run id (`RunId`) whose UTF-16 length already proves it within bounds. */
-function isRunId(v: unknown): v is string {
-  return typeof v === 'string' && v.length >= 1 && v.length <= MAX_RUN_ID
 }

@@ -13,12 +13,10 @@ import {
   parseJsonFrame,
   type ShellRun,
 } from '@conch/protocol'
+import { isCount, isRunId } from './quick-field-checks.ts'
 
 /** The largest timeout (`TimeoutMs`). */
 const MAX_TIMEOUT_MS = 2_147_483_647
-
-/** The longest run id (`RunId`) the quick check takes by UTF-16 length; zod decides longer ones. */
-const MAX_RUN_ID = 128
 
 /**
  * Parses a client's text frame exactly as `parseJsonFrame(ClientFrame, …)` does: FRAME_TOO_LARGE
@@ -44,16 +42,14 @@ function quickFrame(value: unknown): ClientFrame | undefined {
   const h = value as Record<string, unknown>
   if (h.type === 'shell_run') return quickRun(h)
   if (h.type === 'ack') {
-    return Number.isSafeInteger(h.offset) && (h.offset as number) >= 0
-      ? { type: 'ack', offset: h.offset as number }
-      : undefined
+    return isCount(h.offset) ? { type: 'ack', offset: h.offset } : undefined
   }
   return undefined
 }
 
 function quickRun(h: Record<string, unknown>): ShellRun | undefined {
   const { id, command, timeoutMs, stdin, stdinEncoding, stdinPipe } = h
-  if (typeof id !== 'string' || id.length < 1 || id.length > MAX_RUN_ID) return undefined
+  if (!isRunId(id)) return undefined
   if (typeof command !== 'string') return undefined
   const frame: ShellRun = { type: 'shell_run', id, command }
   if (timeoutMs !== undefined) {
