@@ -115,27 +115,36 @@ function bashOverPipes() {
   }
 }
 
-const results: BenchResult[] = []
-const reference = bashOverPipes()
-{
-  for (let i = 0; i < warmup; i++) await reference.run(1)
+/** Times `runs` awaited calls of `fn` after `warmup` untimed ones; the samples sorted, in ms. */
+async function timed(fn: () => Promise<unknown>): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await fn()
   const times: number[] = []
   for (let i = 0; i < runs; i++) {
     const t = performance.now()
-    await reference.run(1)
+    await fn()
     times.push(performance.now() - t)
   }
-  times.sort((a, b) => a - b)
-  const p50 = percentile(times, 50)
-  results.push({
+  return times.sort((a, b) => a - b)
+}
+
+/** A latency figure from sorted samples: p50 as its value. */
+function latency(name: string, sorted: number[]): BenchResult {
+  const p50 = percentile(sorted, 50)
+  return {
     group: 'agent',
-    name: "reference: bash over pipes run('true')",
+    name,
     unit: 'ms',
     value: p50,
     p50,
-    p90: percentile(times, 90),
-    p99: percentile(times, 99),
-  })
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+  }
+}
+
+const results: BenchResult[] = []
+const reference = bashOverPipes()
+{
+  results.push(latency("reference: bash over pipes run('true')", await timed(() => reference.run(1))))
   const t = performance.now()
   await reference.run(pipelined)
   results.push({
@@ -148,24 +157,7 @@ const reference = bashOverPipes()
 reference.close()
 
 for (const command of ['true', 'echo hi']) {
-  for (let i = 0; i < warmup; i++) await run(command)
-  const times: number[] = []
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now()
-    await run(command)
-    times.push(performance.now() - t)
-  }
-  times.sort((a, b) => a - b)
-  const p50 = percentile(times, 50)
-  results.push({
-    group: 'agent',
-    name: `agent socket run('${command}')`,
-    unit: 'ms',
-    value: p50,
-    p50,
-    p90: percentile(times, 90),
-    p99: percentile(times, 99),
-  })
+  results.push(latency(`agent socket run('${command}')`, await timed(() => run(command))))
 }
 
 {
@@ -202,17 +194,12 @@ for (const command of ['true', 'echo hi']) {
     user: ((after.user - before.user) * 1000) / runs,
     system: ((after.system - before.system) * 1000) / runs,
   }
-  times.sort((a, b) => a - b)
-  const p50 = percentile(times, 50)
-  results.push({
-    group: 'agent',
-    name: "agent socket run('true') to shell_exit",
-    unit: 'ms',
-    value: p50,
-    p50,
-    p90: percentile(times, 90),
-    p99: percentile(times, 99),
-  })
+  results.push(
+    latency(
+      "agent socket run('true') to shell_exit",
+      times.sort((a, b) => a - b),
+    ),
+  )
   client.send({ type: 'close', ch })
   client.onFrame = () => false
 }
