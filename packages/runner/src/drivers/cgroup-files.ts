@@ -3,7 +3,7 @@
 // `cpu.stat`, `memory.stat`, v1's `memory.oom_control`). A file the kernel does not have (an
 // older kernel, a controller that is not enabled) reads as null, never as an error: callers
 // decide whether its absence matters.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
 
@@ -66,4 +66,36 @@ export function readProcs(dir: string): number[] {
     .split('\n')
     .filter((line) => line !== '')
     .map(Number)
+}
+
+/** How often an emptied group's removal is tried again while its last tasks finish exiting. */
+const REMOVE_RETRY_MS = 10
+
+/**
+ * Removes emptied group dirs, leaf first as listed. A group whose cgroup.procs is already empty
+ * can still refuse rmdir with EBUSY for a moment: its last tasks are exiting, or are zombies
+ * whose parent (the runner, for the sandbox's first process) has not reaped them yet. So EBUSY
+ * is tried again, yielding to the event loop, until `timeoutMs`; a dir already gone is fine.
+ */
+export async function removeCgroupDirs(dirs: readonly string[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (const dir of dirs) {
+    for (;;) {
+      try {
+        rmdirSync(dir)
+        break
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code === 'ENOENT') break
+        if (code !== 'EBUSY' || Date.now() >= deadline) {
+          throw new RunnerError(
+            'INTERNAL',
+            `cannot remove the cgroup ${dir} (${code ?? 'error'}); check for processes left in it (cgroup.procs) or stuck exiting (state D)`,
+            { cause: error },
+          )
+        }
+        await new Promise((resolve) => setTimeout(resolve, REMOVE_RETRY_MS))
+      }
+    }
+  }
 }

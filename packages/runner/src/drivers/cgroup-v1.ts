@@ -5,10 +5,10 @@
 // sits above it in the sandbox group), and kill by SIGKILLing every pid in cgroup.procs until
 // the groups are empty (v1 has no cgroup.kill). The driver puts the sandbox's first process in every group before it
 // forks, so everything in the sandbox inherits them.
-import { existsSync, mkdirSync, realpathSync, rmdirSync } from 'node:fs'
+import { existsSync, mkdirSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
-import { readCgroupNumber, readKeyed, readProcs, writeCgroupFile } from './cgroup-files.ts'
+import { readCgroupNumber, readKeyed, readProcs, removeCgroupDirs, writeCgroupFile } from './cgroup-files.ts'
 import {
   type CgroupLimits,
   type CgroupStats,
@@ -165,13 +165,7 @@ export class CgroupsV1 implements Cgroups {
   /** Kills what is left, then removes the work group and every sandbox group. */
   async remove(group: SandboxCgroup): Promise<void> {
     await this.kill(group)
-    for (const dir of group.dirs) {
-      try {
-        rmdirSync(dir)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-      }
-    }
+    await removeCgroupDirs(group.dirs, this.#killTimeoutMs)
   }
 
   /** Memory (usage, max usage), cpuacct time, pids.current and OOM kills of the group and work. */

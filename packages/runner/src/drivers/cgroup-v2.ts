@@ -25,10 +25,17 @@
 //
 // Every path is injected, so tests run against a fake tree in a temp dir and the VM tier runs
 // the same code against a real v2 kernel.
-import { existsSync, mkdirSync, rmdirSync, watch } from 'node:fs'
+import { existsSync, mkdirSync, watch } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import { RunnerError } from '../runner-error.ts'
-import { readCgroupFile, readCgroupNumber, readKeyed, readProcs, writeCgroupFile } from './cgroup-files.ts'
+import {
+  readCgroupFile,
+  readCgroupNumber,
+  readKeyed,
+  readProcs,
+  removeCgroupDirs,
+  writeCgroupFile,
+} from './cgroup-files.ts'
 import {
   type CgroupLimits,
   type CgroupStats,
@@ -200,13 +207,7 @@ export class CgroupsV2 implements Cgroups {
   /** Kills what is left and removes the leaves, then the sandbox group. */
   async remove(group: SandboxCgroup): Promise<void> {
     await this.kill(group)
-    for (const dir of group.dirs) {
-      try {
-        rmdirSync(dir)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-      }
-    }
+    await removeCgroupDirs(group.dirs, this.#killTimeoutMs)
   }
 
   /** memory.current/peak, cpu.stat usage_usec, pids.current and memory.events oom_kill of the sandbox. */
