@@ -11,12 +11,14 @@
 // enter neither. `--network=none` leaves the sandbox only its own loopback.
 //
 // Limits: memory, CPU and a backstop on host tasks are the cgroup resources of the whole sandbox
-// (sentry, gofer and stubs; gvisor-cgroup.ts). gVisor has no OOM killer of its own: a sandbox
-// past its memory cgroup is killed whole by the host. So the sandbox user's processes also get
-// RLIMIT_AS from the preload (gvisor-preload.ts), under which a memory hog is killed alone with
-// SIGKILL and counted, and RLIMIT_NPROC, which stops a fork bomb inside gVisor before the host
-// backstop. The agent is root inside, outside that count: a fork bomb cannot keep it from
-// starting shells. The workspace is a loop-mounted disk when a disk limit is set
+// (sentry, gofer and stubs; gvisor-cgroup.ts). gVisor has no OOM killer of its own. When the
+// sandbox's processes together fill its memory cgroup, either gVisor's allocation fails first,
+// and the process asking is killed as below, or the host's OOM killer acts: on a ptrace stub
+// (that one process dies) or on the sentry (the whole sandbox dies, reported as a memory death).
+// The sandbox user's processes get RLIMIT_AS from the preload (gvisor-preload.ts), under which
+// a memory hog is killed alone with SIGKILL and counted, and RLIMIT_NPROC, which stops a fork
+// bomb inside gVisor before the host backstop. The agent is root inside, outside that count: a
+// fork bomb cannot keep it from starting shells. The workspace is a loop-mounted disk when a disk limit is set
 // (workspace-disk.ts). The bundle is written by gvisor-bundle.ts, runsc is run by runsc-cli.ts.
 //
 // Usage: memory, peak and CPU time from the host cgroup (what the sandbox costs the host,
@@ -113,7 +115,7 @@ export class GvisorDriver implements SandboxDriver {
   readonly isolation = 'vm' as const
   /** What users are told on every sandbox. */
   readonly description =
-    "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit is killed alone, but a sandbox whose processes together exceed the memory cgroup is killed whole"
+    "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit is killed alone, processes that together fill the memory cgroup are killed until the sandbox fits, and a sandbox whose kernel the host must kill for memory dies whole, saying why"
   readonly #stateDir: string
   readonly #uid: number
   readonly #rootfs: string | undefined
