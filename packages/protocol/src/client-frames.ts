@@ -211,6 +211,11 @@ export const ShellExit = z.object({
   offset: Offset,
   /** True when the sandbox's memory limit killed the command (exit code 137); absent otherwise. */
   oomKilled: z.boolean().optional(),
+  /**
+   * Log offset at the start of the run, when this frame also stands for the run's `shell_start`
+   * (capability `start_in_exit`: the runner had both to send at once); absent otherwise.
+   */
+  startOffset: Offset.optional(),
 })
 /** The type `ShellExit` parses to. */
 export type ShellExit = z.infer<typeof ShellExit>

@@ -20,6 +20,7 @@ export const Capability = z.enum([
   'binary_output',
   'stdin_pipe',
   'terminals',
+  'start_in_exit',
 ])
 /** One capability name. */
 export type Capability = z.infer<typeof Capability>

@@ -9,15 +9,22 @@
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
 // and offset. The parts: `shell-client-message.ts` reads a message, `shell-run-requests.ts`
 // makes run requests into agent calls, `shell-client-runs.ts` keeps the client's runs and their
-// ids, `shell-output-relay.ts` forwards output and paces the agent's credit by the client, and
-// `shell-frame-sender.ts` sends frames batched per tick.
+// ids, `shell-output-relay.ts` forwards output and paces the agent's credit by the client,
+// `shell-start-fold.ts` puts a short run's start inside its exit, and `shell-frame-sender.ts`
+// sends frames batched per tick.
 //
 // Every bad frame gets an error frame and the socket stays open; only a frame ws refuses (far
 // too large, broken framing) closes it, after an error frame, with a typed reason. A socket
 // opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
 import type { Duplex } from 'node:stream'
-import { type AgentShellExit, CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
+import {
+  type AgentShellExit,
+  CAPABILITIES,
+  PROTOCOL_VERSION,
+  type ShellExit,
+  type ShellQuery,
+} from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import { parseClientFrame } from './client-frame-parser.ts'
@@ -31,6 +38,7 @@ import { ShellFrameSender } from './shell-frame-sender.ts'
 import { ShellOutputRelay } from './shell-output-relay.ts'
 import { ShellRunRequests } from './shell-run-requests.ts'
 import type { ShellSessionRegistry } from './shell-session-registry.ts'
+import { ShellStartFold } from './shell-start-fold.ts'
 import { ShellWebSocket } from './shell-web-socket.ts'
 
 /** Client frames held while the session attaches; more are refused. */
@@ -72,6 +80,7 @@ export class ShellConnection {
   readonly #output: ShellOutputRelay
   readonly #runs: ShellClientRuns
   readonly #requests: ShellRunRequests
+  readonly #starts: ShellStartFold
   #channel: RunnerChannel | null = null
   #sessionId: string | null = null
   #early: (string | null)[] | null = []
@@ -97,7 +106,9 @@ export class ShellConnection {
       onError: (code) => this.#ctx.metrics.errors.inc({ code }),
       awaitingFlush: () => this.#output.holding,
       onFlushed: () => this.#output.maybeRelease(),
+      beforeUncork: () => this.#starts.flush(),
     })
+    this.#starts = new ShellStartFold(this.#sender)
     this.#output = new ShellOutputRelay(this.#sender, options.query.encoding ?? 'utf8')
     this.#runs = new ShellClientRuns(options.sessions, options.sandbox.id, this)
     this.#requests = new ShellRunRequests({
@@ -233,26 +244,30 @@ export class ShellConnection {
     switch (event.type) {
       case 'shell_out':
       case 'shell_err':
+        this.#starts.flush()
         this.#output.output(event, this.#shownId)
         return
       case 'shell_start': {
         const id = this.#runs.shownId(event.id)
-        if (id) this.#sender.send({ type: 'shell_start', id, offset: event.offset })
+        if (id) this.#starts.start(event.id, id, event.offset)
         return
       }
       case 'shell_exit': {
         this.#output.flushAll()
+        const startOffset = this.#starts.takeFor(event.id)
         const id = this.#runs.shownId(event.id)
         if (id) {
-          this.#sender.send({
+          const exit: ShellExit = {
             type: 'shell_exit',
             id,
             code: event.code,
             timedOut: event.timedOut,
             durationMs: event.durationMs,
             offset: event.offset,
-            ...(event.oomKilled === true ? { oomKilled: true } : {}),
-          })
+          }
+          if (event.oomKilled === true) exit.oomKilled = true
+          if (startOffset !== undefined) exit.startOffset = startOffset
+          this.#sender.send(exit)
         }
         // The sender writes this tick's frames on the next tick, queued before this: the client
         // learns of the exit before the runner frees the run's id and slot and counts it.
@@ -260,9 +275,11 @@ export class ShellConnection {
         return
       }
       case 'scrollback_end':
+        this.#starts.flush()
         this.#sender.send({ type: 'scrollback_end', offset: event.offset })
         return
       case 'shell_closed': {
+        this.#starts.flush()
         this.#output.flushAll()
         this.#requests.closed = {
           code: 'SHELL_CLOSED',
@@ -282,6 +299,7 @@ export class ShellConnection {
       case 'end':
         return
       case 'error': {
+        this.#starts.flush()
         this.#ctx.metrics.errors.inc({ code: event.error.code })
         this.#sender.send({ type: 'error', id: null, ...event.error })
         this.#close(1011, event.error.code)
@@ -342,6 +360,7 @@ export class ShellConnection {
       case 'hello':
         if (frame.capabilities?.includes('output_ack')) this.#output.expectAcks(frame.windowBytes)
         if (frame.capabilities?.includes('binary_output')) this.#output.useBinary()
+        if (frame.capabilities?.includes('start_in_exit')) this.#starts.enable()
         if (frame.protocolVersion > PROTOCOL_VERSION) {
           this.#sender.sendError(
             null,

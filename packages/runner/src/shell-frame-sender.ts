@@ -24,6 +24,8 @@ export interface ShellFrameSenderOptions {
   awaitingFlush: () => boolean
   /** A send the connection waited for completed. */
   onFlushed: () => void
+  /** The tick's frames are about to be written: last chance to add one to the same write. */
+  beforeUncork?: () => void
 }
 
 /** Sends a shell socket's frames, batched per tick; nothing once closed. */
@@ -35,6 +37,7 @@ export class ShellFrameSender {
   #closed = false
   #corked = false
   readonly #uncork = (): void => {
+    this.#options.beforeUncork?.()
     this.#corked = false
     this.#socket?.uncork()
   }

@@ -101,6 +101,8 @@ export class ShellFrameRouter {
         return
       }
       case 'shell_exit': {
+        // With `startOffset` the exit also stands for the run's start (`start_in_exit`): a run
+        // still `sent` ends here, and its start's work (deadline, held stdin) is moot.
         this.#init.resume.advance(frame.offset)
         const run = this.#init.ledger.get(frame.id)
         if (run && run.state !== 'done') this.#init.ledger.finish(run, frame)

@@ -42,6 +42,7 @@ const CLIENT_HELLO = JSON.stringify({
     'pipelining',
     'output_ack',
     'binary_output',
+    'start_in_exit',
   ],
 })
 

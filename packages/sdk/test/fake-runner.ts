@@ -56,6 +56,10 @@ interface Client {
   encoding: 'utf8' | 'base64'
   /** Frames held back while the runner is "silent". */
   live: boolean
+  /** The client listed `start_in_exit`. */
+  foldsStarts?: boolean
+  /** A run start held for its exit (`start_in_exit`). */
+  heldStart?: { id: string; offset: number } | null
 }
 
 /** One fake bash. */
@@ -210,6 +214,10 @@ export class FakeRunner {
   silent = false
   /** Announce `binary_output` and send output as binary frames (a runner that has it). */
   binaryOutput = false
+  /** Put a run's start inside its exit when nothing came between them, for a client that asked (`start_in_exit`). */
+  startInExit = false
+  /** Exits sent with their run's start inside (`startOffset`). */
+  foldedExits = 0
   /** When set, the next shell_run is swallowed and the socket torn down (lost in flight). */
   loseNextRun = false
   /** Connections accepted, for reconnect assertions. */
@@ -267,6 +275,28 @@ export class FakeRunner {
   }
 
   sendEntry(client: Client, e: LogEntry): void {
+    const held = client.heldStart
+    if (held) {
+      client.heldStart = null
+      if (e.kind === 'exit' && e.id === held.id) {
+        const { kind: _, ...rest } = e
+        this.foldedExits++
+        this.send(client, { type: 'shell_exit', ...rest, startOffset: held.offset })
+        return
+      }
+      this.send(client, { type: 'shell_start', ...held })
+    }
+    if (e.kind === 'start' && this.startInExit && client.foldsStarts) {
+      const start = { id: e.id, offset: e.offset }
+      client.heldStart = start
+      // A start with nothing after it in this turn goes alone, as the runner's end of tick sends it.
+      setImmediate(() => {
+        if (client.heldStart !== start) return
+        client.heldStart = null
+        this.send(client, { type: 'shell_start', ...start })
+      })
+      return
+    }
     if ((e.kind === 'out' || e.kind === 'err') && this.binaryOutput) {
       if (this.silent || client.ws.readyState !== 1) return
       client.ws.send(encodeOutputFrame(e.kind === 'out' ? 'stdout' : 'stderr', e.id, e.offset, e.bytes))
@@ -383,6 +413,8 @@ export class FakeRunner {
         this.send(client, { type: 'pong', ...(frame.t === undefined ? {} : { t: frame.t }) })
         return
       case 'hello':
+        client.foldsStarts = frame.capabilities?.includes('start_in_exit') === true
+        return
       case 'pong':
       case 'ack':
         return

@@ -256,6 +256,37 @@ describe('Shell', () => {
     expect(String(err)).toContain('incompatible')
   })
 
+  test('resolves runs whose start comes inside their exit (start_in_exit)', async ({ sb, runner }) => {
+    runner.startInExit = true
+    await using sh = await sb.shell()
+    const results = await Promise.all([sh.run('true'), sh.run('code 3'), sh.run('echo hi'), sh.run('true')])
+    expect(results.map((r) => [r.exitCode, r.stdout])).toEqual([
+      [0, ''],
+      [3, ''],
+      [0, 'hi\n'],
+      [0, ''],
+    ])
+    expect(runner.foldedExits).toBe(3)
+    expect(sh.offset).toBe(3)
+    expect((await sh.run('echo after')).stdout).toBe('after\n')
+  })
+
+  test.for([
+    ['a negative startOffset', '-1'],
+    ['a fractional startOffset', '1.5'],
+    ['a string startOffset', '"0"'],
+    ['a startOffset past 2^53', '9007199254740993'],
+    ['a null startOffset', 'null'],
+  ])('closes with INVALID_FRAME on a shell_exit with %s', async ([_what, value], { sb, runner }) => {
+    await using sh = await sb.shell()
+    const pending = sh.run('hang')
+    await until(() => runner.session(sh.sessionId).running !== null)
+    runner.sendRaw(
+      `{"type":"shell_exit","id":"x","code":0,"timedOut":false,"durationMs":1,"offset":0,"startOffset":${value}}`,
+    )
+    await expect(pending).rejects.toMatchObject({ code: 'INVALID_FRAME' })
+  })
+
   test('interrupts the running command', async ({ sb, runner }) => {
     await using sh = await sb.shell()
     const pending = sh.run('sleep 60000')

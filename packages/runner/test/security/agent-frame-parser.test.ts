@@ -81,7 +81,7 @@ function corpus(): unknown[] {
   const out: unknown[] = [null, 1, 'shell_exit', [], [{ type: 'result' }], {}, { type: 7 }]
   for (const frame of VALID) {
     out.push(frame)
-    for (const key of [...Object.keys(frame), 'oomKilled', 'extra']) {
+    for (const key of [...Object.keys(frame), 'oomKilled', 'startOffset', 'extra']) {
       for (const value of HOSTILE) out.push({ ...frame, [key]: value })
       const without = { ...frame }
       delete without[key]
@@ -97,6 +97,14 @@ function corpus(): unknown[] {
 }
 
 describe('attack: hostile run frames from the agent', () => {
+  it('drops a startOffset an agent puts on an exit: only the runner puts a start inside an exit', () => {
+    const frame = { type: 'shell_exit', ch: 1, id: 'r', code: 0, timedOut: false, durationMs: 1, offset: 9 }
+    for (const startOffset of [0, 9, -1, 'x']) {
+      const parsed = parseAgentFrame({ ...frame, startOffset })
+      expect(parsed).toEqual({ ok: true, value: frame })
+    }
+  })
+
   it('gets exactly the answer zod gives, for every frame of the corpus', () => {
     const frames = corpus()
     let accepted = 0
