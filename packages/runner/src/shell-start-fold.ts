@@ -3,8 +3,9 @@
 // `start_in_exit` in its hello, a run's start is held until the end of the tick, and when the
 // run's exit comes in the same tick the start goes inside it (`startOffset`): one WebSocket
 // message per run instead of two, so one less frame to build, send, parse and check on each
-// side. Any other frame sends a held start first, so the client sees frames in the order they
-// came, and the end of the tick sends it in the same write as the tick's other frames.
+// side. Any other event of the session (output, another run's start or exit, `scrollback_end`,
+// `shell_closed`) sends a held start first, so the client sees them in the order they came; the
+// end of the tick sends it in the same write as the tick's other frames.
 import type { ShellFrameSender } from './shell-frame-sender.ts'
 
 /** Holds one socket's latest run start for its exit; see the file's header. */
