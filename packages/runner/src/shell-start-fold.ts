@@ -8,9 +8,12 @@
 // end of the tick sends it in the same write as the tick's other frames.
 import type { ShellFrameSender } from './shell-frame-sender.ts'
 
+/** Where the fold sends its frames: the socket's frame sender. */
+export type StartSender = Pick<ShellFrameSender, 'send'>
+
 /** Holds one socket's latest run start for its exit; see the file's header. */
 export class ShellStartFold {
-  readonly #sender: ShellFrameSender
+  readonly #sender: StartSender
   #enabled = false
   /** The link id of the run whose start is held; null when none is. */
   #run: string | null = null
@@ -25,7 +28,7 @@ export class ShellStartFold {
   }
 
   /** A fold sending through `sender`; off until `enable()`. */
-  constructor(sender: ShellFrameSender) {
+  constructor(sender: StartSender) {
     this.#sender = sender
   }
 

@@ -26,7 +26,7 @@ function startsOf(frames: Frame[], ids: string[]): Map<string, number> {
 }
 
 describe('start_in_exit (real agent)', () => {
-  it('sends a short run as one shell_exit carrying its start offset', async () => {
+  it('sends short runs as one shell_exit carrying their start offset', async () => {
     await using runner = await startRunner({ listen: true })
     const id = await createSandbox(runner)
     await using c = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
@@ -34,13 +34,16 @@ describe('start_in_exit (real agent)', () => {
     await c.nextOf('scrollback_end')
     await c.run('warm', 'echo warm')
     const from = c.frames.length
-    const exit = await c.run('t', 'true')
-    const mine = c.frames.slice(from).filter((f) => f.id === 't')
-    expect(mine.map((f) => f.type)).toEqual(['shell_exit'])
-    const frame = mine[0] as Frame & { startOffset?: number; offset: number }
-    expect(exit.code).toBe(0)
-    expect(frame.startOffset).toBe(5)
-    expect(frame.offset).toBe(5)
+    const ids = Array.from({ length: 20 }, (_, i) => `t${i}`)
+    for (const run of ids) expect((await c.run(run, 'true')).code).toBe(0)
+    const frames = c.frames.slice(from)
+    const starts = startsOf(frames, ids)
+    for (const run of ids) expect(starts.get(run)).toBe(5)
+    // The agent sends a short run's start with its exit unless bash takes longer than its lazy
+    // wait, which a loaded machine may cause now and then: most runs come as one message.
+    const folded = frames.filter((f) => f.type === 'shell_exit' && f.startOffset === 5)
+    expect(folded.length).toBeGreaterThan(ids.length / 2)
+    for (const f of folded) expect(f).toMatchObject({ code: 0, offset: 5, timedOut: false })
   })
 
   it('keeps shell_start for a client that does not list start_in_exit', async () => {

@@ -91,6 +91,30 @@ describe('against the real runner', () => {
     expect(json).toBe(0)
   })
 
+  test('gets a short run as one message (start_in_exit) and still feeds piped runs once they start', async ({
+    sb,
+    sockets,
+  }) => {
+    await using sh = await sb.shell()
+    const frames: { type: string; startOffset?: number }[] = []
+    sockets.at(-1)?.on('message', (data, isBinary) => {
+      if (!isBinary) frames.push(JSON.parse(String(data)))
+    })
+    for (let i = 0; i < 20; i++) expect((await sh.run('true')).exitCode).toBe(0)
+    const runFrames = frames.filter((f) => f.type.startsWith('shell_'))
+    const folded = runFrames.filter((f) => f.type === 'shell_exit' && f.startOffset === sh.offset)
+    // A start leaves alone only when bash outlasts the agent's lazy wait (a loaded machine).
+    expect(folded.length).toBeGreaterThan(10)
+    expect(runFrames.length - folded.length).toBe(2 * (20 - folded.length))
+    const piped = sh.run('read -r line; echo "got $line"', { stdin: 'pipe' })
+    piped.write('hi\n')
+    expect((await piped).stdout).toBe('got hi\n')
+    const ignored = sh.run('true', { stdin: 'pipe' })
+    ignored.end('never read\n')
+    expect((await ignored).exitCode).toBe(0)
+    expect((await sh.run('echo after')).stdout).toBe('after\n')
+  })
+
   test('runs 100 concurrent commands in call order', async ({ sb }) => {
     await using sh = await sb.shell()
     await sh.run('n=0')
