@@ -115,6 +115,31 @@ describe('start_in_exit (real agent)', () => {
     }
   })
 
+  it('replays earlier runs to a reattaching client with one start each, at their offsets', async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const a = await ShellClient.open(shellUrl(runner, id), runner.apiKey)
+    const ready = await a.nextOf('shell_ready')
+    await a.run('one', 'echo one')
+    await a.run('quiet', 'true')
+    await a.run('two', 'echo two')
+    await a[Symbol.asyncDispose]()
+    await using b = await ShellClient.open(
+      shellUrl(runner, id, `?sessionId=${ready.sessionId}&offset=0`),
+      runner.apiKey,
+    )
+    b.send(HELLO)
+    await b.nextOf('scrollback_end')
+    const starts = startsOf(b.frames, ['one', 'quiet', 'two'])
+    expect(Object.fromEntries(starts)).toEqual({ one: 0, quiet: 4, two: 4 })
+    const out = b.frames.filter((f) => f.type === 'shell_out').map((f) => [f.id, f.data, f.offset])
+    expect(out).toEqual([
+      ['one', 'one\n', 0],
+      ['two', 'two\n', 4],
+    ])
+    expect(await b.run('after', 'echo after')).toMatchObject({ stdout: 'after\n', code: 0 })
+  })
+
   it('answers a client that sends a server frame, folded exit or not, with UNKNOWN_FRAME_TYPE', async () => {
     await using runner = await startRunner({ listen: true })
     const id = await createSandbox(runner)
