@@ -133,6 +133,35 @@ describe('output frames on an attached channel', () => {
     expect(exitA.offset).toBe(start + 6 * 370000)
   })
 
+  test('sends a burst of live output while its run still runs: a frame waits for its turn, not for the run', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    grantAsReceived(c, 6)
+    await c.call('session.attach', { sessionId: 'default', ch: 6 })
+    await c.waitFor((f) => f.type === 'scrollback_end' && f.ch === 6)
+    // Reads of at least JOIN_MIN_BYTES wait for the other reads of their turn; none follow here,
+    // and the run neither ends nor prints again until interrupted, so the join alone sends them.
+    const pending = c.call('session.run', {
+      sessionId: 'default',
+      id: 'burst',
+      command: 'head -c 5000 /dev/zero; head -c 3000 /dev/zero >&2; sleep 30',
+      buffer: false,
+    })
+    pending.catch(() => {})
+    const sent = (type: string): number =>
+      outputFrames(c, 6)
+        .filter((f) => f.type === type && f.id === 'burst')
+        .reduce((n, f) => n + f.payload.byteLength, 0)
+    await vi.waitFor(() => expect([sent('shell_out'), sent('shell_err')]).toEqual([5000, 3000]), {
+      timeout: 10_000,
+    })
+    expect(c.frames.some((f) => f.type === 'shell_exit' && f.id === 'burst')).toBe(false)
+    await c.call('session.interrupt', { sessionId: 'default' })
+    await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'burst')
+    await pending.catch(() => {})
+  })
+
   test('a sandbox flooding output gets no more than the window plus one chunk past the credit', async ({
     agent,
   }) => {
