@@ -82,6 +82,20 @@ describe('MarkerScanner', () => {
     expect(r.markers.map((m) => (m.kind === 'marker' ? m.exitCode : -1))).toEqual([0, 130])
   })
 
+  it('attack: a forgotten nonce, a case-changed nonce and a nonce with high bytes are output', () => {
+    const s = new MarkerScanner('with-code')
+    s.expect(N1)
+    s.expect(N2)
+    s.forget(N1)
+    const upper = N2.toUpperCase()
+    // A byte over 0x7f that a UTF-8 decode would fold into a replacement character.
+    const high = `${N2.slice(0, 31)}\xe2`
+    const spoofs = [outMarker(N1, 0), outMarker(upper, 0), outMarker(high, 0)].join('')
+    const r = scanAll(s, [spoofs, outMarker(N2, 3)])
+    expect(r.text).toBe(spoofs)
+    expect(r.markers).toEqual([{ kind: 'marker', nonce: N2, exitCode: 3 }])
+  })
+
   it('rejects a marker whose exit code is not three digits', () => {
     const s = new MarkerScanner('with-code')
     s.expect(N1)

@@ -36,7 +36,8 @@ export function markerLength(flavor: MarkerFlavor): number {
 export class MarkerScanner {
   readonly #flavor: MarkerFlavor
   readonly #length: number
-  #expected: Buffer[] = []
+  /** Expected nonces: strings, so a marker is one lookup and expecting or forgetting allocates nothing. */
+  readonly #expected = new Set<string>()
   #held: Buffer = Buffer.alloc(0)
 
   /** `flavor` is `with-code` for stdout and `plain` for stderr. */
@@ -52,7 +53,7 @@ export class MarkerScanner {
 
   /** Adds a nonce to look for. */
   expect(nonce: string): void {
-    this.#expected.push(Buffer.from(nonce, 'latin1'))
+    this.#expected.add(nonce)
   }
 
   /**
@@ -60,10 +61,7 @@ export class MarkerScanner {
    * so the caller can deliver them as output.
    */
   forget(nonce: string): Buffer {
-    // Runs end in order, so the nonce is nearly always the first: no copy of the list, no strings.
-    const bytes = Buffer.from(nonce, 'latin1')
-    const at = this.#expected.findIndex((n) => n.equals(bytes))
-    if (at >= 0) this.#expected.splice(at, 1)
+    this.#expected.delete(nonce)
     if (this.#held.length === 0) return this.#held
     if (this.#couldStartMarker(this.#held, 0)) return Buffer.alloc(0)
     const out = this.#held
@@ -86,7 +84,7 @@ export class MarkerScanner {
       this.#held = Buffer.alloc(0)
     }
     const items: ScanItem[] = []
-    if (this.#expected.length === 0) {
+    if (this.#expected.size === 0) {
       if (buf.length > 0) items.push({ kind: 'data', bytes: buf })
       return items
     }
@@ -122,10 +120,9 @@ export class MarkerScanner {
   #matchAt(buf: Buffer, p: number): ScanItem | null {
     if (buf[p + 1] !== MARKER_TAG) return null
     const nonceAt = p + 2
-    const nonce = this.#expected.find(
-      (n) => buf.compare(n, 0, NONCE_LENGTH, nonceAt, nonceAt + NONCE_LENGTH) === 0,
-    )
-    if (nonce === undefined) return null
+    // latin1 maps each byte to one character, so equal strings mean equal bytes.
+    const nonce = buf.toString('latin1', nonceAt, nonceAt + NONCE_LENGTH)
+    if (!this.#expected.has(nonce)) return null
     let at = nonceAt + NONCE_LENGTH
     let exitCode: number | null = null
     if (this.#flavor === 'with-code') {
@@ -139,7 +136,13 @@ export class MarkerScanner {
       at += 4
     }
     if (buf[at] !== MARKER_END) return null
-    return { kind: 'marker', nonce: nonce.toString('latin1'), exitCode }
+    return { kind: 'marker', nonce, exitCode }
+  }
+
+  /** Whether some expected nonce starts with `prefix`. */
+  #couldStartNonce(prefix: string): boolean {
+    for (const nonce of this.#expected) if (nonce.startsWith(prefix)) return true
+    return false
   }
 
   /** Whether the bytes from `p` to the end are a prefix of some expected marker. */
@@ -148,11 +151,7 @@ export class MarkerScanner {
     if (n >= this.#length) return false
     if (n >= 2 && buf[p + 1] !== MARKER_TAG) return false
     const nonceBytes = Math.min(Math.max(n - 2, 0), NONCE_LENGTH)
-    const nonceOk =
-      nonceBytes === 0
-        ? this.#expected.length > 0
-        : this.#expected.some((nonce) => buf.compare(nonce, 0, nonceBytes, p + 2, p + 2 + nonceBytes) === 0)
-    if (!nonceOk) return false
+    if (!this.#couldStartNonce(buf.toString('latin1', p + 2, p + 2 + nonceBytes))) return false
     let at = p + 2 + NONCE_LENGTH
     if (this.#flavor === 'with-code' && at < buf.length) {
       if (buf[at] !== COLON) return false

@@ -8,6 +8,8 @@
 // can miss one SIGINT, so it is repeated while none of the run's markers has arrived; a repeat
 // that aborts the sync line is recovered by a fresh one (a resync). A sync line still
 // unanswered when its run ends stays pending, and nothing new is written until it answers.
+// The stopper owns that pending sync line, recognises sync markers, and holds (and later
+// resets) the lines behind an interrupted run.
 import type { StreamName } from '@conch/protocol'
 import type { Clock } from './clock.ts'
 import { newNonce } from './framing-lines.ts'
@@ -15,6 +17,7 @@ import type { Logger } from './logger.ts'
 import { type ProcessTable, sendSignal } from './process-tree.ts'
 import type { Run, SyncLine } from './session-run.ts'
 
+const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
 const POLL_MS = 20
 /** Interval and count of repeated SIGINTs while an interrupted run has not ended. */
 const INTERRUPT_REPEAT_MS = 100
@@ -31,8 +34,6 @@ export interface StopperHost {
   readonly bashPid: number | undefined
   /** Whether the shell has closed. */
   readonly closed: boolean
-  /** The sync line waiting after its run ended, if any. */
-  readonly pendingSync: SyncLine | null
   readonly processTable: ProcessTable
   readonly clock: Clock
   readonly logger: Logger
@@ -40,10 +41,20 @@ export interface StopperHost {
   readonly killGraceMs: number
   /** Whether `run` is the active run. */
   isActive(run: Run): boolean
-  /** Holds the lines written behind `run`. */
-  holdLinesBehind(run: Run): void
-  /** Expects `nonce` on both streams and writes a sync line for it. */
+  /** The runs whose lines are in bash, oldest first. */
+  readonly windowRuns: readonly Run[]
+  /** Expects markers with `nonce` on both streams. */
+  expect(nonce: string): void
+  /** Replaces the command file of `slot` by a held body printing `nonce`'s markers. */
+  holdCommand(slot: number, nonce: string): void
+  /** Writes a sync line for `nonce` into bash. */
   writeSync(nonce: string): void
+  /** A sync line's marker on `stream`: every line in the window has ended on it. */
+  markAllEnded(stream: StreamName): void
+  /** Stops expecting `nonce` on `stream` (what was kept back as a possible marker is output). */
+  forget(stream: StreamName, nonce: string): void
+  /** Logs output that belongs to no run. */
+  logUnowned(stream: StreamName, bytes: Buffer): void
   /** Ends a stopped run whose markers have arrived, and moves the session on. */
   finishStopped(run: Run): void
   /** Kills bash and closes the session with `reason`. */
@@ -53,10 +64,56 @@ export interface StopperHost {
 /** Interrupts and times out the active run of one session. */
 export class RunStopper {
   readonly #host: StopperHost
+  #pendingSync: SyncLine | null = null
 
   /** A stopper for the session `host`. */
   constructor(host: StopperHost) {
     this.#host = host
+  }
+
+  /** The sync line still unanswered after its run ended: nothing new is written until it answers. */
+  get pendingSync(): SyncLine | null {
+    return this.#pendingSync
+  }
+
+  /** An interrupted run ended: its sync line, if still unanswered, stays pending and watched. */
+  runEnded(sync: SyncLine): void {
+    if (sync.seen.stdout && sync.seen.stderr) {
+      this.#forgetAll(sync.stale)
+      return
+    }
+    // The run is no longer active, so nothing else touches its sync line from here on.
+    this.#pendingSync = sync
+    this.watchSync(sync)
+  }
+
+  /**
+   * A marker that is not a line's: if it is the sync line's of the `active` run or the pending
+   * one, records it and returns true (the caller then moves the window on).
+   */
+  onSyncMarker(active: Run | null, stream: StreamName, nonce: string): boolean {
+    const host = this.#host
+    const runSync = active?.sync ?? null
+    if (runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))) {
+      // The sync line was written behind every line in the window.
+      host.markAllEnded(stream)
+      if (nonce === runSync.nonce) runSync.seen[stream] = true
+      host.forget(stream, nonce)
+      return true
+    }
+    const sync = this.#pendingSync
+    if (sync === null || (nonce !== sync.nonce && !sync.stale.includes(nonce))) return false
+    host.markAllEnded(stream)
+    host.forget(stream, nonce)
+    if (nonce === sync.nonce) {
+      sync.seen[stream] = true
+      if (sync.seen.stdout && sync.seen.stderr) {
+        // bash runs lines in order: an older sync line still unanswered was aborted.
+        this.#forgetAll(sync.stale)
+        this.#pendingSync = null
+      }
+    }
+    return true
   }
 
   /**
@@ -67,7 +124,7 @@ export class RunStopper {
     const host = this.#host
     const pid = host.bashPid
     if (pid === undefined) return
-    if (run.sync === null) host.holdLinesBehind(run)
+    if (run.sync === null) this.#holdLinesBehind(run)
     const table = host.processTable
     const procs = table.sessionMembers(pid, pid, run.startTicks)
     // Like Ctrl-C in a terminal: SIGINT to bash's whole process group, which without job
@@ -84,6 +141,7 @@ export class RunStopper {
       resyncs: 0,
     }
     run.sync = sync
+    host.expect(sync.nonce)
     host.writeSync(sync.nonce)
     const repeat = (): void => {
       if (!host.isActive(run) || run.done.stdout || run.done.stderr || host.closed) return
@@ -102,7 +160,7 @@ export class RunStopper {
   watchSync(sync: SyncLine): void {
     const host = this.#host
     host.clock.setTimer(SYNC_WATCH_MS, () => {
-      if (host.pendingSync !== sync || host.closed || sync.resyncs >= SYNC_RESYNCS) return
+      if (this.#pendingSync !== sync || host.closed || sync.resyncs >= SYNC_RESYNCS) return
       sync.resyncs += 1
       this.#resync(sync)
       this.watchSync(sync)
@@ -147,7 +205,41 @@ export class RunStopper {
     sync.stale.push(sync.nonce)
     sync.nonce = fresh
     sync.seen = { stdout: false, stderr: false } satisfies Record<StreamName, boolean>
+    this.#host.expect(fresh)
     this.#host.writeSync(fresh)
+  }
+
+  /**
+   * Holds the command files of the lines written behind `run`, before any SIGINT: a line bash
+   * has not reached then runs nothing (a SIGINT meant for `run` can no longer stop a later
+   * command) and its run is written again once the interrupt has settled.
+   */
+  #holdLinesBehind(run: Run): void {
+    for (const later of this.#host.windowRuns) {
+      if (later === run || later.held) continue
+      later.heldNonce = newNonce()
+      this.#host.expect(later.heldNonce)
+      this.#host.holdCommand(later.slot, later.heldNonce)
+      later.held = true
+    }
+  }
+
+  /** Returns a held run whose line ran nothing (it left the window) to its queued state. */
+  resetHeld(run: Run): void {
+    this.#forgetAll([run.nonce, run.heldNonce].filter((n) => n !== ''))
+    // Output that came before its held marker was not its own (a background job's, say).
+    if (run.early !== null) for (const s of STREAMS) for (const b of run.early[s]) this.#host.logUnowned(s, b)
+    run.nonce = ''
+    run.done = { stdout: false, stderr: false }
+    run.exitCode = null
+    run.held = false
+    run.heldNonce = ''
+    run.heldSeen = false
+    run.early = null
+  }
+
+  #forgetAll(nonces: readonly string[]): void {
+    for (const nonce of nonces) for (const s of STREAMS) this.#host.forget(s, nonce)
   }
 
   #isSettled(run: Run): boolean {

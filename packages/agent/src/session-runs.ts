@@ -27,7 +27,6 @@ import {
   type Run,
   type RunOutcome,
   type RunRequest,
-  type SyncLine,
 } from './session-run.ts'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
@@ -68,7 +67,6 @@ export class SessionRuns {
   #active: Run | null = null
   /** The active run's stdin pipe, when it asked for one. */
   #stdinPipe: RunStdinPipe | null = null
-  #pendingSync: SyncLine | null = null
   #lastExitCode = 0
   readonly #history = new SessionHistory()
 
@@ -167,7 +165,7 @@ export class SessionRuns {
    * it and unless an interrupt is being settled, and starts the first if nothing is active.
    */
   fill(): void {
-    if (!this.#host.ready || this.#pendingSync !== null || this.#active?.sync) return
+    if (!this.#host.ready || this.#stopper.pendingSync !== null || this.#active?.sync) return
     // Nothing is written behind held lines; writing lines holds none, so one look will do.
     // While bash has half a window left to run, more lines wait, to go in many per write.
     if (this.#queue.size === 0 || !this.#window.wantsLines || this.#window.runs.some((r) => r.held)) return
@@ -247,7 +245,7 @@ export class SessionRuns {
           // A held line that printed nothing and no held marker was aborted before the body.
           if (run.heldSeen || (run.exitCode === null && run.early === null)) {
             this.#window.shift()
-            this.#reset(run)
+            this.#stopper.resetHeld(run)
             this.#heldBack.push(run)
             continue
           }
@@ -267,21 +265,6 @@ export class SessionRuns {
       // Held lines left `$?` 0 in the shell: the next line sets it back first.
       this.#restoreStatus = true
     }
-  }
-
-  /** Returns a run whose line ran nothing to its queued state. */
-  #reset(run: Run): void {
-    this.#forgetAll([run.nonce, run.heldNonce].filter((n) => n !== ''))
-    // Output that came before its held marker was not its own (a background job's, say).
-    if (run.early !== null)
-      for (const s of STREAMS) for (const b of run.early[s]) this.#host.log.appendData(s, null, b)
-    run.nonce = ''
-    run.done = { stdout: false, stderr: false }
-    run.exitCode = null
-    run.held = false
-    run.heldNonce = ''
-    run.heldSeen = false
-    run.early = null
   }
 
   /** Output bytes of one stream, to the run they belong to (or to no run). */
@@ -326,32 +309,7 @@ export class SessionRuns {
       this.#advance()
       return
     }
-    const run = this.#active
-    const runSync = run?.sync ?? null
-    if (run !== null && runSync !== null && (nonce === runSync.nonce || runSync.stale.includes(nonce))) {
-      // The sync line was written behind every line in the window.
-      this.#window.markAllEnded(stream)
-      if (nonce === runSync.nonce) runSync.seen[stream] = true
-      this.#forget(stream, nonce)
-      this.#advance()
-      return
-    }
-    const sync = this.#pendingSync
-    if (sync?.stale.includes(nonce)) {
-      this.#window.markAllEnded(stream)
-      this.#forget(stream, nonce)
-      this.#advance()
-    } else if (sync !== null && nonce === sync.nonce) {
-      this.#window.markAllEnded(stream)
-      sync.seen[stream] = true
-      this.#forget(stream, nonce)
-      if (sync.seen.stdout && sync.seen.stderr) {
-        // bash runs lines in order: an older sync line still unanswered was aborted.
-        this.#forgetAll(sync.stale)
-        this.#pendingSync = null
-      }
-      this.#advance()
-    }
+    if (this.#stopper.onSyncMarker(this.#active, stream, nonce)) this.#advance()
   }
 
   #finish(run: Run): void {
@@ -363,14 +321,7 @@ export class SessionRuns {
     this.#stdinPipe?.close()
     this.#stdinPipe = null
     this.#inFlight.delete(run.req.runId)
-    const sync = run.sync
-    if (sync !== null && !(sync.seen.stdout && sync.seen.stderr)) {
-      // The run is no longer active, so nothing else touches its sync line from here on.
-      this.#pendingSync = sync
-      this.#stopper.watchSync(sync)
-    } else if (sync !== null) {
-      this.#forgetAll(sync.stale)
-    }
+    if (run.sync !== null) this.#stopper.runEnded(run.sync)
     const exitCode = run.exitCode ?? 130
     const oomKilled = this.#host.opts.oomCheck(exitCode)
     this.#lastExitCode = exitCode
@@ -393,53 +344,42 @@ export class SessionRuns {
 
   /** The interrupt and timeout procedures, with what they need of this session. */
   #newStopper(): RunStopper {
-    const session = this
-    const opts = this.#host.opts
+    const host = this.#host
+    const opts = host.opts
+    const window = this.#window
     return new RunStopper({
       get sessionId() {
-        return session.#host.sessionId
+        return host.sessionId
       },
       get bashPid() {
-        return session.#host.bash.pid
+        return host.bash.pid
       },
       get closed() {
-        return session.#host.closed
+        return host.closed
       },
-      get pendingSync() {
-        return session.#pendingSync
+      get windowRuns() {
+        return window.runs
       },
       processTable: opts.processTable,
       clock: opts.clock,
       logger: opts.logger,
       killGraceMs: opts.killGraceMs,
       isActive: (run) => this.#active === run,
-      holdLinesBehind: (run) => this.#holdLinesBehind(run),
-      writeSync: (nonce) => {
-        for (const s of STREAMS) this.#host.scanners[s].expect(nonce)
-        this.#host.bash.write(this.#host.framing.syncLine(nonce))
+      expect: (nonce) => {
+        for (const s of STREAMS) host.scanners[s].expect(nonce)
       },
+      holdCommand: (slot, nonce) => host.files.holdCommand(slot, host.framing.heldBody(nonce)),
+      writeSync: (nonce) => host.bash.write(host.framing.syncLine(nonce)),
+      markAllEnded: (stream) => window.markAllEnded(stream),
+      forget: (stream, nonce) => this.#forget(stream, nonce),
+      logUnowned: (stream, bytes) => host.log.appendData(stream, null, bytes),
       finishStopped: (run) => {
         this.#finish(run)
         this.#advance()
         this.fill()
       },
-      killBash: (reason) => this.#host.close({ code: null, signal: 'SIGKILL', reason }),
+      killBash: (reason) => host.close({ code: null, signal: 'SIGKILL', reason }),
     })
-  }
-
-  /**
-   * Holds the command files of the lines written behind `run`, before any SIGINT: a line bash
-   * has not reached then runs nothing (a SIGINT meant for `run` can no longer stop a later
-   * command) and its run is written again once the interrupt has settled.
-   */
-  #holdLinesBehind(run: Run): void {
-    for (const later of this.#window.runs) {
-      if (later === run || later.held) continue
-      later.heldNonce = newNonce()
-      for (const s of STREAMS) this.#host.scanners[s].expect(later.heldNonce)
-      this.#host.files.holdCommand(later.slot, this.#host.framing.heldBody(later.heldNonce))
-      later.held = true
-    }
   }
 
   #forgetAll(nonces: readonly string[]): void {
