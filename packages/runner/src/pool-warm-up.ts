@@ -1,0 +1,77 @@
+// The warm-up of a pooled sandbox's agent, done before the pool offers the sandbox. A new agent
+// is a new Node process: V8 compiles its run path on first use and optimizes it only once it is
+// hot, so its first few hundred runs cost 2-3x a warmed agent's (measured with
+// `pnpm --filter @conch/agent bench:first-runs`), and those are most of the runs an AI agent's
+// sandbox ever does. A pooled sandbox has time to spare: the pool drives runs through the same
+// path a client's runs take on the agent's side (a session created by a call, a channel attached
+// to it, unbuffered runs whose output and end come back as channel frames), then deletes the
+// session.
+//
+// No trace reaches the client who takes the sandbox: the session has a shape unlike the spare
+// shell's (one extra variable), so the agent starts its own bash for it and keeps the spare; it
+// is deleted (its bash and every process of it killed, its files and scrollback dropped) before
+// the sandbox enters the pool, so it is never listed; its runs are builtins, so they start no
+// process and write no file of the user's. The runner records nothing of it: it calls the agent
+// directly, not through the sandbox manager. tests-e2e/test/pool-warm-up.test.ts attacks this
+// from inside the sandbox a client takes.
+import { randomBytes } from 'node:crypto'
+import type { AgentLink } from './agent-link.ts'
+import type { ChannelEvent } from './runner-channel.ts'
+
+/** Runs of a pooled sandbox's warm-up: past V8's thresholds for the run path's functions. */
+export const POOL_WARM_UP_RUNS = 500
+
+/** The warm-up session's only difference from a default session, which keeps the spare out of it. */
+const WARM_UP_ENV = { CONCH_WARM_UP: '1' }
+
+/**
+ * The commands, in turn: a run without output and one with output on each stream. The word
+ * after `:` names them, so a search of a sandbox for any trace of them has a string to look for.
+ */
+export const WARM_UP_COMMANDS: readonly string[] = [
+  '\\builtin : conch-pool-warm-up',
+  '\\builtin printf .; \\builtin printf . >&2; \\builtin : conch-pool-warm-up',
+]
+
+/**
+ * Warms up the agent behind `link` with `runs` runs of builtins in a session of its own, which
+ * is deleted at the end, also when a run fails; `stop` returning true ends it early (the pool is
+ * closing). Resolves to the number of runs that ended. Rejects when the agent failed a call;
+ * the pool then discards the sandbox as it does one that failed to start.
+ */
+export async function warmUpAgent(
+  link: AgentLink,
+  runs: number = POOL_WARM_UP_RUNS,
+  stop: () => boolean = () => false,
+): Promise<number> {
+  if (runs <= 0 || stop()) return 0
+  let done = 0
+  const sessionId = `warm-up-${randomBytes(8).toString('hex')}`
+  await link.call('session.create', { id: sessionId, env: WARM_UP_ENV })
+  const channel = link.openChannel()
+  try {
+    let ended: ((id: string) => void) | null = null
+    channel.consume((event: ChannelEvent, payload: Uint8Array) => {
+      if (event.type === 'shell_out' || event.type === 'shell_err') {
+        event.lease?.release()
+        channel.release(payload.byteLength)
+      } else if (event.type === 'shell_exit') ended?.(event.id)
+    })
+    await link.call('session.attach', { sessionId, ch: channel.id })
+    for (let i = 0; i < runs && !stop(); i++) {
+      const id = `w${i}`
+      const exited = new Promise<void>((resolve) => {
+        ended = (endedId) => {
+          if (endedId === id) resolve()
+        }
+      })
+      const command = WARM_UP_COMMANDS[i % WARM_UP_COMMANDS.length]!
+      await Promise.all([link.call('session.run', { sessionId, id, command, buffer: false }), exited])
+      done += 1
+    }
+  } finally {
+    channel.close()
+    await link.call('session.delete', { sessionId })
+  }
+  return done
+}
