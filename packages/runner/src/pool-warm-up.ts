@@ -12,7 +12,7 @@
 // is deleted (its bash and every process of it killed, its files and scrollback dropped) before
 // the sandbox enters the pool, so it is never listed; its runs are builtins, so they start no
 // process and write no file of the user's. The runner records nothing of it: it calls the agent
-// directly, not through the sandbox manager. tests-e2e/test/pool-warm-up.test.ts attacks this
+// directly, not through the sandbox manager. test/pool-warm-up.test.ts attacks this
 // from inside the sandbox a client takes.
 import { randomBytes } from 'node:crypto'
 import type { AgentLink } from './agent-link.ts'
@@ -20,6 +20,13 @@ import type { ChannelEvent } from './runner-channel.ts'
 
 /** Runs of a pooled sandbox's warm-up: past V8's thresholds for the run path's functions. */
 export const POOL_WARM_UP_RUNS = 500
+
+/**
+ * Pause between two warm-up runs. Unpaced, a refill's warm-up (which starts when a client takes
+ * a pooled sandbox) took the CPU from that client's first commands; paced, it takes about a
+ * fifth of one core for a second or two.
+ */
+export const POOL_WARM_UP_PAUSE_MS = 2
 
 /** The warm-up session's only difference from a default session, which keeps the spare out of it. */
 const WARM_UP_ENV = { CONCH_WARM_UP: '1' }
@@ -68,6 +75,7 @@ export async function warmUpAgent(
       const command = WARM_UP_COMMANDS[i % WARM_UP_COMMANDS.length]!
       await Promise.all([link.call('session.run', { sessionId, id, command, buffer: false }), exited])
       done += 1
+      await new Promise((resolve) => setTimeout(resolve, POOL_WARM_UP_PAUSE_MS))
     }
   } finally {
     channel.close()
