@@ -12,7 +12,8 @@
 // checkout's built runner:
 //   pnpm --filter @conch/runner build
 //   FIRST_RUNS_BASE=<checkout> node --conditions=source tests-e2e/bench/first-runs.ts
-// FIRST_RUNS_COUNT (1000), FIRST_RUNS_WARM (300) and FIRST_RUNS_ROUNDS (3) size it.
+// FIRST_RUNS_COUNT (1000), FIRST_RUNS_WARM (300) and FIRST_RUNS_ROUNDS (3) size it;
+// FIRST_RUNS_POOL_IDLE_MS (0) is how long a full pool waits before its sandbox is taken.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type CreateSandboxOptions, Sandbox } from '@conch/sdk'
@@ -32,6 +33,9 @@ const BUCKETS: readonly [number, number][] = [
   [501, 1000],
   [1001, 2000],
 ]
+
+/** How long a full pool waits before the pooled sandbox is taken (0: at once). */
+const POOL_IDLE_MS = Number(process.env.FIRST_RUNS_POOL_IDLE_MS ?? 0)
 
 /** CPU time of every thread of `pid` so far, in ns (0 once it is gone). */
 function threadsCpuNs(pid: number): number {
@@ -107,6 +111,9 @@ export async function firstRuns(o: FirstRunsOptions): Promise<void> {
   const prefix = o.label === undefined ? '' : `${o.label}: `
   for (const kind of ['warm pool', 'cold'] as const) {
     await o.poolFull()
+    // A pooled sandbox usually waits a while before it is taken (its agent gives back the memory
+    // its start and warm-up grew once it has been quiet for a while): FIRST_RUNS_POOL_IDLE_MS.
+    if (kind === 'warm pool') await new Promise((resolve) => setTimeout(resolve, POOL_IDLE_MS))
     // The pool holds sandboxes without env: the harness's sweep marker alone makes a create cold.
     const box = await Sandbox.create(
       kind === 'cold'

@@ -5,7 +5,7 @@
 // sandbox ever does. A pooled sandbox has time to spare: the pool drives runs through the same
 // path a client's runs take on the agent's side (a session created by a call, a channel attached
 // to it, unbuffered runs whose output and end come back as channel frames), then deletes the
-// session.
+// session; in rounds of a few tens of runs per session, so the whole of a session's life is warm.
 //
 // No trace reaches the client who takes the sandbox: the session has a shape unlike the spare
 // shell's (one extra variable), so the agent starts its own bash for it and keeps the spare; it
@@ -41,8 +41,15 @@ export const WARM_UP_COMMANDS: readonly string[] = [
 ]
 
 /**
- * Warms up the agent behind `link` with `runs` runs of builtins in a session of its own, which
- * is deleted at the end, also when a run fails; `stop` returning true ends it early (the pool is
+ * Runs per warm-up session. The warm-up is rounds of a session's whole life (create, attach, runs,
+ * detach, delete), not one long session: V8 optimizes the link's call and frame code for what it
+ * has seen, and code that saw only runs was measured to deoptimize on a client's first attach.
+ */
+const RUNS_PER_SESSION = 50
+
+/**
+ * Warms up the agent behind `link` with `runs` runs of builtins in sessions of its own, each
+ * deleted at its end, also when a run fails; `stop` returning true ends it early (the pool is
  * closing). Resolves to the number of runs that ended. Rejects when the agent failed a call;
  * the pool then discards the sandbox as it does one that failed to start.
  */
@@ -51,7 +58,14 @@ export async function warmUpAgent(
   runs: number = POOL_WARM_UP_RUNS,
   stop: () => boolean = () => false,
 ): Promise<number> {
-  if (runs <= 0 || stop()) return 0
+  let done = 0
+  while (done < runs && !stop())
+    done += await warmUpSession(link, Math.min(RUNS_PER_SESSION, runs - done), stop)
+  return done
+}
+
+/** One warm-up session: created, attached, `runs` runs, detached, deleted. */
+async function warmUpSession(link: AgentLink, runs: number, stop: () => boolean): Promise<number> {
   let done = 0
   const sessionId = `warm-up-${randomBytes(8).toString('hex')}`
   await link.call('session.create', { id: sessionId, env: WARM_UP_ENV })
