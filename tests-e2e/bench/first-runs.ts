@@ -60,6 +60,10 @@ interface Curve {
   beforeMs: number
   /** The agent's resident memory before the first run, in MB. */
   rssMb: number
+  /** How long `shell()` took, in ms. */
+  shellMs: number
+  /** Run 1's time, in ms. */
+  firstMs: number
   buckets: { ms: number; cpuUs: number }[]
   warm: { ms: number; cpuUs: number }
 }
@@ -69,7 +73,9 @@ async function curve(runner: RunnerProcess, box: Sandbox, count: number, warm: n
   const agent = sandboxProcesses(runner.sweepTarget, runner.pid, box.id).agent
   const rssMb =
     Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${agent}/status`, 'latin1'))?.[1]) / 1024
+  const s0 = performance.now()
   const sh = await box.shell()
+  const shellMs = performance.now() - s0
   const times: number[] = []
   const cpu: number[] = [threadsCpuNs(agent)]
   for (let i = 0; i < count + warm; i++) {
@@ -86,6 +92,8 @@ async function curve(runner: RunnerProcess, box: Sandbox, count: number, warm: n
   })
   return {
     beforeMs: cpu[0]! / 1e6,
+    firstMs: times[0]!,
+    shellMs,
     rssMb,
     buckets: BUCKETS.filter(([, to]) => to <= count).map(([from, to]) => span(from, to)),
     warm: span(count + 1, count + warm),
@@ -115,13 +123,17 @@ export async function firstRuns(o: FirstRunsOptions): Promise<void> {
     // its start and warm-up grew once it has been quiet for a while): FIRST_RUNS_POOL_IDLE_MS.
     if (kind === 'warm pool') await new Promise((resolve) => setTimeout(resolve, POOL_IDLE_MS))
     // The pool holds sandboxes without env: the harness's sweep marker alone makes a create cold.
+    const t0 = performance.now()
     const box = await Sandbox.create(
       kind === 'cold'
         ? { ...o.connection, env: { ...o.connection.env, CONCH_BENCH_COLD: '1' } }
         : { url: o.connection.url, apiKey: o.connection.apiKey },
     )
+    const createMs = performance.now() - t0
     try {
       const c = await curve(o.runner, box, o.count, o.warm)
+      // The create, shell() and run 1 back to back (the /proc reads between them left out).
+      o.record(`${prefix}${kind}: create to first result`, 'ms', createMs + c.shellMs + c.firstMs)
       const bareTimes: number[] = []
       for (let i = 0; i < 300; i++) {
         const t = performance.now()
@@ -145,6 +157,12 @@ export async function firstRuns(o: FirstRunsOptions): Promise<void> {
       await box.destroy()
     }
   }
+  const status = readFileSync(`/proc/${o.runner.pid}/status`, 'latin1')
+  o.record(
+    `${prefix}runner RSS after the round`,
+    'MB',
+    Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]) / 1024,
+  )
 }
 
 /** The built runner of `checkout`. */
