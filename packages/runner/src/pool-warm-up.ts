@@ -47,31 +47,47 @@ export const WARM_UP_COMMANDS: readonly string[] = [
  */
 const RUNS_PER_SESSION = 50
 
+/** How a warm-up goes. */
+export interface WarmUpOptions {
+  /** Runs in all (default `POOL_WARM_UP_RUNS`). */
+  runs?: number
+  /** Ends the warm-up early when it returns true (the pool is closing). */
+  stop?: () => boolean
+  /** Called after each run that ended. */
+  onRun?: () => void
+}
+
 /**
- * Warms up the agent behind `link` with `runs` runs of builtins in sessions of its own, each
- * deleted at its end, also when a run fails; `stop` returning true ends it early (the pool is
- * closing). Resolves to the number of runs that ended. Rejects when the agent failed a call;
- * the pool then discards the sandbox as it does one that failed to start.
+ * Warms up the agent behind `link` with runs of builtins in sessions of its own, each deleted at
+ * its end, also when a run fails. Resolves to the number of runs that ended. Rejects when the
+ * agent failed a call or the link or a shell closed under a run; the pool then discards the
+ * sandbox as it does one that failed to start.
  */
-export async function warmUpAgent(
-  link: AgentLink,
-  runs: number = POOL_WARM_UP_RUNS,
-  stop: () => boolean = () => false,
-): Promise<number> {
+export async function warmUpAgent(link: AgentLink, options: WarmUpOptions = {}): Promise<number> {
+  const { runs = POOL_WARM_UP_RUNS, stop = () => false, onRun = () => {} } = options
   let done = 0
-  while (done < runs && !stop())
-    done += await warmUpSession(link, Math.min(RUNS_PER_SESSION, runs - done), stop)
+  while (done < runs && !stop()) {
+    done += await warmUpSession(link, Math.min(RUNS_PER_SESSION, runs - done), stop, onRun)
+  }
   return done
 }
 
 /** One warm-up session: created, attached, `runs` runs, detached, deleted. */
-async function warmUpSession(link: AgentLink, runs: number, stop: () => boolean): Promise<number> {
+async function warmUpSession(
+  link: AgentLink,
+  runs: number,
+  stop: () => boolean,
+  onRun: () => void,
+): Promise<number> {
   let done = 0
   const sessionId = `warm-up-${randomBytes(8).toString('hex')}`
   await link.call('session.create', { id: sessionId, env: WARM_UP_ENV })
   const channel = link.openChannel()
   try {
     let ended: ((id: string) => void) | null = null
+    // A channel that ends under a run (the agent died, or the link or the shell closed) fails it.
+    let lost: ((error: Error) => void) | null = null
+    channel.onClose(() => lost?.(new Error('the warm-up channel closed under a run')))
     channel.consume((event: ChannelEvent, payload: Uint8Array) => {
       if (event.type === 'shell_out' || event.type === 'shell_err') {
         event.lease?.release()
@@ -81,14 +97,16 @@ async function warmUpSession(link: AgentLink, runs: number, stop: () => boolean)
     await link.call('session.attach', { sessionId, ch: channel.id })
     for (let i = 0; i < runs && !stop(); i++) {
       const id = `w${i}`
-      const exited = new Promise<void>((resolve) => {
+      const exited = new Promise<void>((resolve, reject) => {
         ended = (endedId) => {
           if (endedId === id) resolve()
         }
+        lost = reject
       })
       const command = WARM_UP_COMMANDS[i % WARM_UP_COMMANDS.length]!
       await Promise.all([link.call('session.run', { sessionId, id, command, buffer: false }), exited])
       done += 1
+      onRun()
       await new Promise((resolve) => setTimeout(resolve, POOL_WARM_UP_PAUSE_MS))
     }
   } finally {

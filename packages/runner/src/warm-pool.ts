@@ -280,11 +280,13 @@ export class WarmPool {
       })
       opened = link
       const sandbox: PooledSandbox = { driver, spec, handle, link }
-      this.#warmUpRuns += await warmUpAgent(
-        link,
-        this.#o.warmUpRuns ?? POOL_WARM_UP_RUNS,
-        () => this.#closing,
-      )
+      await warmUpAgent(link, {
+        runs: this.#o.warmUpRuns ?? POOL_WARM_UP_RUNS,
+        stop: () => this.#closing,
+        onRun: () => {
+          this.#warmUpRuns += 1
+        },
+      })
       const overfull = this.#o.hooks.liveCount() + this.total > this.#o.maxSandboxes
       if (this.#closing || overfull) {
         await this.#discard(sandbox)

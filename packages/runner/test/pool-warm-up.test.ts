@@ -7,6 +7,7 @@ import { dirname } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { POOL_WARM_UP_RUNS } from '../src/pool-warm-up.ts'
+import { WARM_POOL_META_KEY } from '../src/warm-pool.ts'
 import { startRunner, type TestRunner } from './runner-fixture.ts'
 
 const WAIT = { timeout: 60_000, interval: 50 }
@@ -109,5 +110,26 @@ describe('the warm-up of a pooled sandbox', () => {
       ].join('\n'),
     )
     expect(found).toBe('none\n')
+  })
+
+  it('never offers a sandbox whose agent died during its warm-up: it is destroyed and replaced', async () => {
+    await using runner = await startRunner({ warmPool: 1 })
+    const { pool } = runner.app.conch.manager
+    // The warm-up is under way: runs have ended, and the sandbox is not ready yet.
+    await vi.waitFor(() => {
+      expect(pool.warmUpRuns).toBeGreaterThan(0)
+      expect(pool.readyIds()).toEqual([])
+    }, WAIT)
+    const recorded = JSON.parse(runner.app.conch.store.getMeta(WARM_POOL_META_KEY) ?? '[]') as {
+      handle: { id: string; state: { pid?: number } }
+    }[]
+    expect(recorded).toHaveLength(1)
+    const victim = recorded[0]!.handle
+    process.kill(victim.state.pid!, 'SIGKILL')
+    await vi.waitFor(() => expect(pool.readyIds()).toHaveLength(1), WAIT)
+    expect(pool.readyIds()).not.toContain(victim.id)
+    const taken = await takePooled(runner)
+    expect(taken.id).not.toBe(victim.id)
+    expect(await run(runner, taken.id, 'echo ok')).toBe('ok\n')
   })
 })
