@@ -120,6 +120,8 @@ export class WarmPool {
   readonly #fills = new Set<Promise<void>>()
   #closing = false
   #warmUpRuns = 0
+  /** Creates waiting in `makeRoom` for a fill to end. */
+  #roomWanted = 0
 
   /** Creates the pool; nothing starts until `start`. */
   constructor(options: WarmPoolOptions) {
@@ -196,8 +198,13 @@ export class WarmPool {
       const pool = [...this.#pools.values()].find((p) => p.ready.length > 0)
       const victim = pool?.ready.pop()
       if (victim) await this.#discard(victim)
-      else if (this.#fills.size > 0) await Promise.race([...this.#fills])
-      else return
+      else if (this.#fills.size > 0) {
+        // A fill's warm-up stops at its next run, so the create does not wait for all of it.
+        this.#roomWanted += 1
+        await Promise.race([...this.#fills]).finally(() => {
+          this.#roomWanted -= 1
+        })
+      } else return
     }
   }
 
@@ -247,7 +254,8 @@ export class WarmPool {
 
   /** Starts one fill when the pool is short, there is room under `maxSandboxes`, and memory. */
   #refill(pool: DriverPool): void {
-    if (this.#closing || pool.timer || pool.filling > 0) return
+    // A create waiting for room (`makeRoom`) gets it before the pool starts another.
+    if (this.#closing || this.#roomWanted > 0 || pool.timer || pool.filling > 0) return
     if (pool.ready.length >= this.#o.size) return
     if (this.#o.hooks.liveCount() + this.total >= this.#o.maxSandboxes) return
     const spec = this.#o.hooks.spec(pool.driver)
@@ -282,13 +290,13 @@ export class WarmPool {
       const sandbox: PooledSandbox = { driver, spec, handle, link }
       await warmUpAgent(link, {
         runs: this.#o.warmUpRuns ?? POOL_WARM_UP_RUNS,
-        stop: () => this.#closing,
+        stop: () => this.#closing || this.#roomWanted > 0,
         onRun: () => {
           this.#warmUpRuns += 1
         },
       })
       const overfull = this.#o.hooks.liveCount() + this.total > this.#o.maxSandboxes
-      if (this.#closing || overfull) {
+      if (this.#closing || overfull || this.#roomWanted > 0) {
         await this.#discard(sandbox)
         return
       }

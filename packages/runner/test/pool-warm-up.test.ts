@@ -132,4 +132,22 @@ describe('the warm-up of a pooled sandbox', () => {
     expect(taken.id).not.toBe(victim.id)
     expect(await run(runner, taken.id, 'echo ok')).toBe('ok\n')
   })
+
+  it('lets a create that needs the room of a warming sandbox have it without waiting for the warm-up', async () => {
+    await using runner = await startRunner({ warmPool: 1, limits: { maxSandboxes: 1 } })
+    const { pool } = runner.app.conch.manager
+    await vi.waitFor(() => expect(pool.warmUpRuns).toBeGreaterThan(0), WAIT)
+    const res = await runner.app.inject({
+      method: 'POST',
+      url: '/v1/sandboxes',
+      headers: runner.auth,
+      payload: { env: { COLD: '1' } },
+    })
+    expect(res.statusCode).toBe(200)
+    const info = SandboxInfo.parse(res.json())
+    expect(await run(runner, info.id, 'echo $COLD')).toBe('1\n')
+    // The warm-up stopped at its next run and its sandbox gave up its room.
+    expect(pool.warmUpRuns).toBeLessThan(POOL_WARM_UP_RUNS)
+    expect(pool.total).toBe(0)
+  })
 })
