@@ -7,7 +7,10 @@
 // reports the median client-observed latency and the agent's CPU per run (every thread's
 // `schedstat`, in ns), each as a ratio to the same agent's warm runs (the last `FIRST_RUNS_WARM`)
 // and to bash over pipes (`true; echo`) measured in the same round. Variants (`FIRST_RUNS_VARIANTS`,
-// `name=flags;name=flags`) add Node flags after `AGENT_NODE_FLAGS` (and `NAME=value` words to the agent's environment; `ENTRY=<file>` runs another agent file); rounds interleave them.
+// `name=words;name=words`, rounds interleaved) are made of words: `--flag`s added after
+// `AGENT_NODE_FLAGS`; `NAME=value`, added to the agent's environment; `ENTRY=<file>`, another
+// agent file (e.g. another checkout's bundle); `LINKWARM=<n>`, n runs in a session of their own,
+// deleted before the idle time (what the runner's warm pool does, pool-warm-up.ts).
 //
 //   pnpm --filter @conch/runner build
 //   pnpm --filter @conch/agent bench:first-runs [packages/runner/dist/conch-agent.mjs]
