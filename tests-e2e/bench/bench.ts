@@ -23,6 +23,7 @@ import {
   writeReport,
 } from './bench-report.ts'
 import { density } from './density.ts'
+import { firstRuns } from './first-runs.ts'
 import { startPackagedRunner } from './packaged-runner.ts'
 import { PipeShell } from './pipe-shell.ts'
 import { cpuMs } from './proc-cpu.ts'
@@ -73,7 +74,7 @@ const CONFIG = {
 /** Phases to run (comma-separated names); all when unset. */
 const PHASES = new Set((process.env.BENCH_PHASES ?? '').split(',').filter((p) => p !== ''))
 /** Phases that run only when BENCH_PHASES names them (slow). */
-const OPT_IN_PHASES = new Set(['density'])
+const OPT_IN_PHASES = new Set(['density', 'first-runs'])
 /** When set, the runner and the agents write V8 CPU profiles into this directory. */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR
 
@@ -617,6 +618,19 @@ async function main(): Promise<void> {
         ),
       )
     }
+
+    // A new sandbox's first runs against its own warm runs (first-runs.ts); opt-in (slow).
+    await phase('first-runs', round, () =>
+      firstRuns({
+        runner,
+        connection,
+        poolFull: () => poolFull(runner, sb.info.driver),
+        bare,
+        count: CONFIG.sequentialRuns,
+        warm: CONFIG.warmupRuns * 3,
+        record: (name, unit, value, ref) => recordValue('first-runs', name, unit, value, ref),
+      }),
+    )
 
     await phase('startup', round, async () => {
       const runs = Math.max(1, Math.round(CONFIG.startupRounds / CONFIG.rounds))

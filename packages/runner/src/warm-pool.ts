@@ -6,6 +6,10 @@
 // created cold. The default driver's pool fills at start; another driver's fills after its
 // first request.
 //
+// Before a pooled sandbox is offered, its agent is warmed up (pool-warm-up.ts): runs through the
+// link in a session of its own, deleted afterwards, so a client's first commands on it run at
+// the agent's warm speed. A sandbox is ready only once that is done, so a take never waits for it.
+//
 // Safety: a pooled sandbox was never given to a client, so it carries nobody's state. `take` is
 // synchronous, so two concurrent requests never get the same one, and a taken sandbox leaves
 // the pool for good (destroying it never returns it). Each has its own id and link secret,
@@ -20,6 +24,7 @@ import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits } from '@conch/protocol'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
+import { POOL_WARM_UP_RUNS, warmUpAgent } from './pool-warm-up.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { StateStore } from './state-store.ts'
 
@@ -81,6 +86,8 @@ export interface WarmPoolOptions {
   availableMemoryBytes: () => number
   /** The manager's side. */
   hooks: WarmPoolHooks
+  /** Warm-up runs of each pooled sandbox's agent before it is offered (default `POOL_WARM_UP_RUNS`; 0: none). */
+  warmUpRuns?: number
 }
 
 /** One driver's part of the pool. */
@@ -112,6 +119,9 @@ export class WarmPool {
   readonly #recorded = new Map<string, RecordedHandle>()
   readonly #fills = new Set<Promise<void>>()
   #closing = false
+  #warmUpRuns = 0
+  /** Creates waiting in `makeRoom` for a fill to end. */
+  #roomWanted = 0
 
   /** Creates the pool; nothing starts until `start`. */
   constructor(options: WarmPoolOptions) {
@@ -128,6 +138,11 @@ export class WarmPool {
     let n = 0
     for (const p of this.#pools.values()) n += p.ready.length + p.filling
     return n
+  }
+
+  /** Warm-up runs ended so far, across the sandboxes this pool started (pool-warm-up.ts). */
+  get warmUpRuns(): number {
+    return this.#warmUpRuns
   }
 
   /** Ready sandboxes per driver, for metrics. */
@@ -183,8 +198,13 @@ export class WarmPool {
       const pool = [...this.#pools.values()].find((p) => p.ready.length > 0)
       const victim = pool?.ready.pop()
       if (victim) await this.#discard(victim)
-      else if (this.#fills.size > 0) await Promise.race([...this.#fills])
-      else return
+      else if (this.#fills.size > 0) {
+        // A fill's warm-up stops at its next run, so the create does not wait for all of it.
+        this.#roomWanted += 1
+        await Promise.race([...this.#fills]).finally(() => {
+          this.#roomWanted -= 1
+        })
+      } else return
     }
   }
 
@@ -234,7 +254,8 @@ export class WarmPool {
 
   /** Starts one fill when the pool is short, there is room under `maxSandboxes`, and memory. */
   #refill(pool: DriverPool): void {
-    if (this.#closing || pool.timer || pool.filling > 0) return
+    // A create waiting for room (`makeRoom`) gets it before the pool starts another.
+    if (this.#closing || this.#roomWanted > 0 || pool.timer || pool.filling > 0) return
     if (pool.ready.length >= this.#o.size) return
     if (this.#o.hooks.liveCount() + this.total >= this.#o.maxSandboxes) return
     const spec = this.#o.hooks.spec(pool.driver)
@@ -259,14 +280,23 @@ export class WarmPool {
   async #fill(pool: DriverPool, spec: SandboxSpec): Promise<void> {
     const { driver } = pool
     let last: DriverSandbox | null = null
+    let opened: AgentLink | null = null
     try {
       const { handle, link } = await this.#o.hooks.launch(driver, spec, (h) => {
         last = h
         this.#record(spec.id, driver.name, h)
       })
+      opened = link
       const sandbox: PooledSandbox = { driver, spec, handle, link }
+      await warmUpAgent(link, {
+        runs: this.#o.warmUpRuns ?? POOL_WARM_UP_RUNS,
+        stop: () => this.#closing || this.#roomWanted > 0,
+        onRun: () => {
+          this.#warmUpRuns += 1
+        },
+      })
       const overfull = this.#o.hooks.liveCount() + this.total > this.#o.maxSandboxes
-      if (this.#closing || overfull) {
+      if (this.#closing || overfull || this.#roomWanted > 0) {
         await this.#discard(sandbox)
         return
       }
@@ -286,6 +316,7 @@ export class WarmPool {
         { err: error, driver: driver.name, retryInMs: pool.retryMs },
         'warm pool could not start a sandbox',
       )
+      opened?.close()
       if (last !== null) await driver.destroy(last).catch(() => {})
       this.#forget(spec.id)
       this.#later(pool, pool.retryMs)
