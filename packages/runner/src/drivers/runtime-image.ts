@@ -212,6 +212,12 @@ export class RuntimeImage {
     }
   }
 
+  /** Whether the mount point holds another filesystem than the cache dir (two lstats, not a mountinfo read). */
+  #mounted(): boolean {
+    const mountPoint = entryAt(join(this.#cacheDir, this.key))
+    return mountPoint?.isDirectory() === true && mountPoint.dev !== entryAt(this.#cacheDir)?.dev
+  }
+
   /**
    * Makes sure the image is mounted and marks it used now; returns the runtime with its mounts
    * on the image. Call it before every sandbox start that binds the image: a sweep releases no
@@ -221,7 +227,7 @@ export class RuntimeImage {
     const at = (suffix: string): string => join(this.#cacheDir, `${this.key}${suffix}`)
     // Touching the stamp before looking at the mount: a sweep renames the stamp before it
     // unmounts, and keeps an image whose stamp it finds young after the rename.
-    if (entryAt(at('.used'))?.isFile() && touch(at('.used')) && isMountPoint(at(''))) {
+    if (entryAt(at('.used'))?.isFile() && touch(at('.used')) && this.#mounted()) {
       hold(this.#cacheDir, this.key)
       return this.#onImage
     }
