@@ -71,7 +71,10 @@ export function entryAt(path: string): Stats | null {
 /** Whether `path` is a mount point in this process's mount namespace. */
 export function isMountPoint(path: string): boolean {
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-  return mounts.split('\n').some((line) => line.split(' ')[4] === path)
+  // mountinfo writes a space, tab, newline or backslash in a path as a three-digit octal escape.
+  const decoded = (field: string): string =>
+    field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)))
+  return mounts.split('\n').some((line) => decoded(line.split(' ')[4] ?? '') === path)
 }
 
 /** Lazily unmounts every mount stacked on the directory `path` (never through a symlink). */
@@ -161,6 +164,12 @@ function releaseKey(
         report.ignored.push(name)
     }
     unmountAll(at(''))
+    if (isMountPoint(at(''))) {
+      // umount refused: the image stays whole, to be tried again by the next sweep.
+      if (entryAt(at('.used.sweeping'))?.isFile()) renameSync(at('.used.sweeping'), at('.used'))
+      report.kept.push(key)
+      return
+    }
     if (entryAt(at(''))?.isSymbolicLink()) report.ignored.push(key)
     removeDir(at(''))
     if (removeFile(at('.img'))) report.ignored.push(`${key}.img`)
