@@ -47,7 +47,7 @@ import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { releaseWorkspaceOverlay } from '../snapshots/workspace-overlay.ts'
 import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
-import { type AgentRuntime, locateAgentRuntime } from './agent-runtime.ts'
+import { locateAgentRuntime } from './agent-runtime.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { GUEST_WORKSPACE, oomEventsFile, writeGvisorBundle } from './gvisor-bundle.ts'
 import {
@@ -58,7 +58,7 @@ import {
 } from './gvisor-cgroup.ts'
 import { buildPreload, findCompiler } from './gvisor-preload.ts'
 import { findRunsc, RUNSC_DIRS, RunscCli } from './runsc-cli.ts'
-import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
+import { DEFAULT_RUNTIME_CACHE, RuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
@@ -123,7 +123,7 @@ export class GvisorDriver implements SandboxDriver {
   readonly #nodePath: string
   readonly #runtimeCache: string
   readonly #runsc: string | null
-  #runtime: Promise<AgentRuntime> | undefined
+  #runtime: Promise<RuntimeImage> | undefined
   #version: string | null | undefined
 
   /** Creates the driver; nothing is checked or started until `create`. */
@@ -240,16 +240,17 @@ export class GvisorDriver implements SandboxDriver {
 
   async #start(sandbox: DriverSandbox, spec: SandboxSpec, imageDir: string | null): Promise<DriverSandbox> {
     const state = GvisorState.parse(sandbox.state)
-    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
-      mountRuntimeImage(runtime, this.#runtimeCache),
+    this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then(
+      (runtime) => new RuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
     })
+    // Acquired for every start and restore: the gofer binds the image's mount as it starts.
     const bundle = writeGvisorBundle({
       paths: state,
       spec,
-      runtime: await this.#runtime,
+      runtime: await (await this.#runtime).acquire(),
       preload: buildPreload(this.#runtimeCache),
       uid: this.#uid,
       rootfs: this.#rootfs,

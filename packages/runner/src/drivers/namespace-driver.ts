@@ -45,7 +45,7 @@ import { GUEST_WORKSPACE, NamespaceState } from './namespace-state.ts'
 import { childrenOf, procStat } from './proc-stat.ts'
 import { type RootlessLimits, runsRootless } from './rootless-host.ts'
 import { removeOwnTree } from './rootless-workspace.ts'
-import { DEFAULT_RUNTIME_CACHE, mountRuntimeImage } from './runtime-image.ts'
+import { DEFAULT_RUNTIME_CACHE, RuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { type DiskFormat, diskReady, endLaunch, feedArgs, type Launch, release } from './sandbox-launch.ts'
@@ -96,7 +96,7 @@ export class NamespaceDriver implements SandboxDriver {
   readonly #host: NamespaceHost
   readonly #exits = new ChainExits()
   readonly #runtimeCache: string
-  #runtime: Promise<AgentRuntime> | undefined
+  #runtime: Promise<AgentRuntime | RuntimeImage> | undefined
   /** bwrap's seccomp filter, built on first use. */
   #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
   /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
@@ -220,16 +220,17 @@ export class NamespaceDriver implements SandboxDriver {
     }
   }
 
-  /** The agent's runtime, located (and as root put on its image) on first use. */
-  #agentRuntime(rootless: boolean): Promise<AgentRuntime> {
+  /** The agent's runtime, located on first use and (as root) on its image, acquired for each start. */
+  async #agentRuntime(rootless: boolean): Promise<AgentRuntime> {
     // Rootless, nothing can be loop-mounted: the runtime is bound from its host paths.
     this.#runtime ??= locateAgentRuntime(this.#nodePath, this.#agentEntry).then((runtime) =>
-      rootless ? runtime : mountRuntimeImage(runtime, this.#runtimeCache),
+      rootless ? runtime : new RuntimeImage(runtime, this.#runtimeCache),
     )
     this.#runtime.catch(() => {
       this.#runtime = undefined
     })
-    return this.#runtime
+    const located = await this.#runtime
+    return located instanceof RuntimeImage ? located.acquire() : located
   }
 
   /** Starts the agent: releases the chain `create` started (or starts one, on a restart) with bwrap's options. */

@@ -1,27 +1,38 @@
 // The agent's runtime (the Node binary and the agent bundle) on a read-only ext4 image of its
-// own, so a sandbox binds it from a filesystem whose paths name nothing of the host: `/proc/self/mountinfo` inside shows `/node` on a loop device, not the checkout's path.
+// own, so a sandbox binds it from a filesystem whose paths name nothing of the host:
+// `/proc/self/mountinfo` inside shows `/node` on a loop device, not the checkout's path.
 // One image per runtime content (keyed by the files' paths, sizes and mtimes), built once and
-// shared by every sandbox of every runner on the host; it stays mounted like a package cache,
-// because agents outlive their runner. Builders on the same key serialise on a lock directory.
+// shared by every sandbox of every runner on the host. In the cache dir, per key:
+//   <key>.img    the image file;          <key>/      its mount point (`mount -o loop`: autoclear);
+//   <key>.used   its use stamp (mtime);   <key>.lock  the lock dir builders and sweepers take.
+// Lifecycle: a driver calls `acquire` before every sandbox start that binds the image. It touches
+// the stamp and, when the image is mounted, is done (no lock); otherwise it takes the key's lock,
+// builds the image if its file is missing and mounts it. A process refreshes the stamps of the
+// images it acquired every minute while it lives. A sweep (runtime-image-sweep.ts) releases an
+// image whose stamp is older than IMAGE_IDLE_MS: lazy unmount (live sandboxes keep their binds,
+// and the loop device goes with the last of them), file deleted. Sweeps run when a process first
+// acquires from a cache dir (a runner's start), after it builds a new key (an upgrade), and
+// every ten minutes; each spares the keys its own process holds.
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   closeSync,
   cpSync,
-  existsSync,
   ftruncateSync,
+  lutimesSync,
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
-  rmSync,
+  rmdirSync,
   statSync,
+  writeFileSync,
 } from 'node:fs'
 import { join } from 'node:path'
 import { AGENT_NODE_FLAGS, compileCacheFlag } from '@conch/protocol'
 import { RunnerError } from '../runner-error.ts'
 import { type AgentRuntime, GUEST_RUNTIME_DIR } from './agent-runtime.ts'
+import { entryAt, isMountPoint, sweepRuntimeImages, tryLock } from './runtime-image-sweep.ts'
 
 /** The image's folder holding V8's compile cache of the agent bundle (portable: keyed relative to it). */
 const COMPILE_CACHE_DIR = 'compile-cache'
@@ -62,11 +73,6 @@ function run(cmd: string, args: string[]): void {
   }
 }
 
-function isMountPoint(path: string): boolean {
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
-  return mounts.split('\n').some((line) => line.split(' ')[4] === path)
-}
-
 /**
  * Compiles the agent bundle into the image's compile cache: the bundle is loaded from the image
  * with the agent's own flags and stops at its usage check (exit 2) before it starts anything.
@@ -84,69 +90,175 @@ function fillCompileCache(runtime: AgentRuntime, staging: string): void {
   })
 }
 
+/** Builds the image file of `runtime` at `image` (a temp file renamed into place when whole). */
+function buildImage(runtime: AgentRuntime, image: string, staging: string, lock: string): void {
+  const temp = `${image}.${process.pid}`
+  const bytes = runtime.mounts.reduce((n, m) => n + treeBytes(m.host), 0)
+  const fd = openSync(temp, 'w', 0o644)
+  try {
+    ftruncateSync(fd, Math.ceil(bytes * 1.25) + 64 * 1024 * 1024)
+  } finally {
+    closeSync(fd)
+  }
+  run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', temp])
+  mkdirSync(staging, { recursive: true })
+  run('mount', ['-o', 'loop', temp, staging])
+  try {
+    // A fresh lock mtime tells sweepers and waiters that this builder is alive.
+    touch(lock)
+    for (const m of runtime.mounts) {
+      cpSync(m.host, join(staging, m.guest.slice(GUEST_RUNTIME_DIR.length)), {
+        recursive: true,
+        dereference: true,
+      })
+    }
+    touch(lock)
+    fillCompileCache(runtime, staging)
+  } finally {
+    run('umount', [staging])
+    rmdirSync(staging)
+  }
+  renameSync(temp, image)
+}
+
+/** Sets `path`'s times to now without following a symlink; false when it is not there. */
+function touch(path: string): boolean {
+  const now = new Date()
+  try {
+    lutimesSync(path, now, now)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The stamps this process holds, by cache dir, refreshed every minute while the process lives. */
+const held = new Map<string, Set<string>>()
+let heartbeat: NodeJS.Timeout | undefined
+let ticks = 0
+
+/** Stamps are refreshed this often (ms), well inside IMAGE_IDLE_MS. */
+const HEARTBEAT_MS = 60_000
+
+/** Every this many heartbeats the process sweeps the cache dirs it uses. */
+const SWEEP_EVERY_TICKS = 10
+
+/** Sweeps `cacheDir` soon, sparing the keys this process holds; never fails its caller. */
+function sweepSoon(cacheDir: string): void {
+  setTimeout(() => {
+    try {
+      sweepRuntimeImages(cacheDir, {}, [...(held.get(cacheDir) ?? [])])
+    } catch {}
+  }, 1_000).unref()
+}
+
+/** Marks `key` as held by this process: its stamp is refreshed until the process ends. */
+function hold(cacheDir: string, key: string): void {
+  let keys = held.get(cacheDir)
+  if (!keys) {
+    keys = new Set()
+    held.set(cacheDir, keys)
+    // The first image a process uses from a cache dir: the runner's start sweeps what is left.
+    sweepSoon(cacheDir)
+  }
+  keys.add(key)
+  if (heartbeat) return
+  heartbeat = setInterval(() => {
+    ticks++
+    for (const [dir, keys] of held) {
+      for (const k of keys) touch(join(dir, `${k}.used`))
+      if (ticks % SWEEP_EVERY_TICKS === 0) sweepSoon(dir)
+    }
+  }, HEARTBEAT_MS).unref()
+}
+
+/** Refuses an entry of an image's name that is of the wrong kind (a symlink, a dir for a file). */
+function expectKind(path: string, kind: 'file' | 'dir'): void {
+  const entry = entryAt(path)
+  if (!entry || (kind === 'file' ? entry.isFile() : entry.isDirectory())) return
+  throw new RunnerError(
+    'AGENT_UNAVAILABLE',
+    `${path} should be a ${kind === 'file' ? 'regular file' : 'directory'} of the runtime image cache but is not; remove it and try again`,
+  )
+}
+
+/**
+ * The agent's runtime image for one runtime content: built once per host, mounted under the
+ * cache dir and released by a sweep (runtime-image-sweep.ts) once no runner wants it.
+ */
+export class RuntimeImage {
+  /** The content key: the image's name in the cache dir. */
+  readonly key: string
+  readonly #cacheDir: string
+  readonly #runtime: AgentRuntime
+  readonly #onImage: AgentRuntime
+
+  /** Computes the key of `runtime`'s files; nothing is built or mounted until `acquire`. */
+  constructor(runtime: AgentRuntime, cacheDir: string) {
+    this.key = contentKey(runtime)
+    this.#cacheDir = cacheDir
+    this.#runtime = runtime
+    const mountPoint = join(cacheDir, this.key)
+    this.#onImage = {
+      ...runtime,
+      mounts: [
+        ...runtime.mounts.map((m) => ({
+          host: join(mountPoint, m.guest.slice(GUEST_RUNTIME_DIR.length)),
+          guest: m.guest,
+        })),
+        { host: join(mountPoint, COMPILE_CACHE_DIR), guest: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}` },
+      ],
+      compileCache: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}`,
+    }
+  }
+
+  /** Whether the mount point holds another filesystem than the cache dir (two lstats, not a mountinfo read). */
+  #mounted(): boolean {
+    const mountPoint = entryAt(join(this.#cacheDir, this.key))
+    return mountPoint?.isDirectory() === true && mountPoint.dev !== entryAt(this.#cacheDir)?.dev
+  }
+
+  /**
+   * Makes sure the image is mounted and marks it used now; returns the runtime with its mounts
+   * on the image. Call it before every sandbox start that binds the image: a sweep releases no
+   * image within IMAGE_IDLE_MS of its last acquire, and one that raced this acquire made it mount again.
+   */
+  async acquire(): Promise<AgentRuntime> {
+    const at = (suffix: string): string => join(this.#cacheDir, `${this.key}${suffix}`)
+    // Touching the stamp before looking at the mount: a sweep renames the stamp before it
+    // unmounts, and keeps an image whose stamp it finds young after the rename.
+    if (entryAt(at('.used'))?.isFile() && touch(at('.used')) && this.#mounted()) {
+      hold(this.#cacheDir, this.key)
+      return this.#onImage
+    }
+    mkdirSync(this.#cacheDir, { recursive: true, mode: 0o755 })
+    const lock = at('.lock')
+    while (!tryLock(lock)) await new Promise((r) => setTimeout(r, 50))
+    let built = false
+    try {
+      expectKind(at('.used'), 'file')
+      expectKind(at('.img'), 'file')
+      expectKind(at(''), 'dir')
+      writeFileSync(at('.used'), '', { mode: 0o644 })
+      if (!isMountPoint(at(''))) {
+        if (!entryAt(at('.img'))) {
+          buildImage(this.#runtime, at('.img'), at('.staging'), lock)
+          built = true
+        }
+        mkdirSync(at(''), { recursive: true, mode: 0o755 })
+        run('mount', ['-o', 'loop,ro,nodev,nosuid', at('.img'), at('')])
+      }
+    } finally {
+      rmdirSync(lock)
+    }
+    hold(this.#cacheDir, this.key)
+    // A new image usually means a new runner version: the old one's images may be unwanted now.
+    if (built) sweepSoon(this.#cacheDir)
+    return this.#onImage
+  }
+}
+
 /** Builds (once) and mounts the runtime image; returns the runtime with its mounts on the image. */
 export async function mountRuntimeImage(runtime: AgentRuntime, cacheDir: string): Promise<AgentRuntime> {
-  const key = contentKey(runtime)
-  const mountPoint = join(cacheDir, key)
-  const onImage: AgentRuntime = {
-    ...runtime,
-    mounts: [
-      ...runtime.mounts.map((m) => ({
-        host: join(mountPoint, m.guest.slice(GUEST_RUNTIME_DIR.length)),
-        guest: m.guest,
-      })),
-      { host: join(mountPoint, COMPILE_CACHE_DIR), guest: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}` },
-    ],
-    compileCache: `${GUEST_RUNTIME_DIR}/${COMPILE_CACHE_DIR}`,
-  }
-  if (isMountPoint(mountPoint)) return onImage
-  mkdirSync(cacheDir, { recursive: true, mode: 0o755 })
-  const lock = join(cacheDir, `${key}.lock`)
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    try {
-      mkdirSync(lock)
-      break
-    } catch {
-      if (isMountPoint(mountPoint)) return onImage
-      if (Date.now() > deadline) rmSync(lock, { recursive: true, force: true })
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
-  try {
-    if (isMountPoint(mountPoint)) return onImage
-    const image = join(cacheDir, `${key}.img`)
-    if (!existsSync(image)) {
-      const temp = `${image}.${process.pid}`
-      const bytes = runtime.mounts.reduce((n, m) => n + treeBytes(m.host), 0)
-      const fd = openSync(temp, 'w', 0o644)
-      try {
-        ftruncateSync(fd, Math.ceil(bytes * 1.25) + 64 * 1024 * 1024)
-      } finally {
-        closeSync(fd)
-      }
-      run('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', temp])
-      const staging = `${mountPoint}.staging`
-      mkdirSync(staging, { recursive: true })
-      run('mount', ['-o', 'loop', temp, staging])
-      try {
-        for (const m of runtime.mounts) {
-          cpSync(m.host, join(staging, m.guest.slice(GUEST_RUNTIME_DIR.length)), {
-            recursive: true,
-            dereference: true,
-          })
-        }
-        fillCompileCache(runtime, staging)
-      } finally {
-        run('umount', [staging])
-        rmSync(staging, { recursive: true, force: true })
-      }
-      renameSync(temp, image)
-    }
-    mkdirSync(mountPoint, { recursive: true, mode: 0o755 })
-    run('mount', ['-o', 'loop,ro,nodev,nosuid', image, mountPoint])
-    return onImage
-  } finally {
-    rmSync(lock, { recursive: true, force: true })
-  }
+  return new RuntimeImage(runtime, cacheDir).acquire()
 }
