@@ -9,7 +9,7 @@ import type { AgentRuntime } from '../src/drivers/agent-runtime.ts'
 import { LEGACY_IDLE_MS, sweepRuntimeImages } from '../src/drivers/runtime-image-sweep.ts'
 
 /** A temp cache dir that is swept, unmounted and removed at dispose. */
-export interface ImageCache extends Disposable {
+export interface ImageCache extends AsyncDisposable {
   /** Its path. */
   dir: string
 }
@@ -46,8 +46,8 @@ export function imageCache(): ImageCache {
   const dir = mkdtempSync(join(tmpdir(), 'conch-images-'))
   return {
     dir,
-    [Symbol.dispose]() {
-      sweepRuntimeImages(dir, { now: farFuture() })
+    async [Symbol.asyncDispose]() {
+      await sweepRuntimeImages(dir, { now: farFuture() })
       for (const point of mountsUnder(dir)) spawnSync('umount', ['-l', point])
       rmSync(dir, { recursive: true, force: true })
     },

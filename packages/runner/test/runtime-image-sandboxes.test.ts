@@ -33,7 +33,7 @@ async function sweepUnderLiveSandbox(
   make: (stateDir: string, runtimeCacheDir: string) => NamespaceDriver | GvisorDriver,
   readsAgentBinary: boolean,
 ): Promise<void> {
-  using cache = imageCache()
+  await using cache = imageCache()
   const stateDir = mkdtempSync(join(tmpdir(), 'conch-image-'))
   const driver = make(stateDir, cache.dir)
   const problem = driver.problem({ limits: { memoryBytes: 1, cpus: 1 } })
@@ -48,7 +48,7 @@ async function sweepUnderLiveSandbox(
   if (readsAgentBinary) expect(agents).toHaveLength(1)
 
   // No runner has used the image for a day, as the sweep sees it: it is released.
-  expect(sweepRuntimeImages(cache.dir, { now: farFuture() }).released).toEqual([key])
+  expect((await sweepRuntimeImages(cache.dir, { now: farFuture() })).released).toEqual([key])
   expect(isMountPoint(join(cache.dir, `${key}`))).toBe(false)
   expect(existsSync(image)).toBe(false)
   expect(loopDevicesOf(image)).toHaveLength(1)

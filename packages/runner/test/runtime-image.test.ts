@@ -59,8 +59,23 @@ function backdateIfThere(path: string, ms: number): boolean {
 }
 
 describe('runtime image lifecycle', () => {
+  it('a sweep waits for umount without holding the event loop: the runner keeps serving meanwhile', async () => {
+    await using cache = imageCache()
+    const image = new RuntimeImage(tinyRuntime(sourceDir(cache.dir)), cache.dir)
+    await image.acquire()
+    let sweepEnded = false
+    const sweeping = sweepRuntimeImages(cache.dir, { now: Date.now() + IMAGE_IDLE_MS + 1 }).then((report) => {
+      sweepEnded = true
+      return report
+    })
+    // A sweep that ran umount synchronously would have ended before the loop's next turn.
+    const turnDuringSweep = await new Promise<boolean>((resolve) => setImmediate(() => resolve(!sweepEnded)))
+    expect(turnDuringSweep).toBe(true)
+    expect((await sweeping).released).toEqual([image.key])
+  })
+
   it('keeps an image acquired within the idle limit and releases it fully once idle', async () => {
-    using cache = imageCache()
+    await using cache = imageCache()
     const image = new RuntimeImage(tinyRuntime(sourceDir(cache.dir)), cache.dir)
     const runtime = await image.acquire()
     const at = (suffix: string): string => join(cache.dir, `${image.key}${suffix}`)
@@ -68,10 +83,10 @@ describe('runtime image lifecycle', () => {
     expect(readFileSync(runtime.mounts[0]?.host ?? '', 'utf8')).toMatch(/exit 2/)
     expect(loopDevicesOf(at('.img'))).toHaveLength(1)
 
-    expect(sweepRuntimeImages(cache.dir).kept).toContain(image.key)
+    expect((await sweepRuntimeImages(cache.dir)).kept).toContain(image.key)
     expect(isMountPoint(at(''))).toBe(true)
 
-    const report = sweepRuntimeImages(cache.dir, { now: Date.now() + IMAGE_IDLE_MS + 1 })
+    const report = await sweepRuntimeImages(cache.dir, { now: Date.now() + IMAGE_IDLE_MS + 1 })
     expect(report.released).toEqual([image.key])
     expect(isMountPoint(at(''))).toBe(false)
     expect(await eventually(() => loopDevicesOf(at('.img')).length === 0)).toBe(true)
@@ -83,7 +98,7 @@ describe('runtime image lifecycle', () => {
   })
 
   it('never lets a sweep in another process unmount an image between its acquire and a bind of it', async () => {
-    using cache = imageCache()
+    await using cache = imageCache()
     const image = new RuntimeImage(tinyRuntime(sourceDir(cache.dir), 'race'), cache.dir)
     const used = join(cache.dir, `${image.key}.used`)
     const stop = join(cache.dir, 'stop')
@@ -96,7 +111,7 @@ describe('runtime image lifecycle', () => {
         `import { existsSync } from 'node:fs'
          import { sweepRuntimeImages } from ${JSON.stringify(SWEEP_MODULE)}
          let released = 0
-         while (!existsSync(${JSON.stringify(stop)})) released += sweepRuntimeImages(${JSON.stringify(cache.dir)}, { idleMs: 60_000 }).released.length
+         while (!existsSync(${JSON.stringify(stop)})) released += (await sweepRuntimeImages(${JSON.stringify(cache.dir)}, { idleMs: 60_000 })).released.length
          process.stdout.write(String(released))`,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
@@ -136,8 +151,8 @@ describe('runtime image lifecycle', () => {
   }, 180_000)
 
   it('never follows, unmounts or deletes anything outside the cache dir for hostile entries', async () => {
-    using cache = imageCache()
-    using outside = imageCache()
+    await using cache = imageCache()
+    await using outside = imageCache()
     const secret = join(outside.dir, 'secret')
     writeFileSync(secret, 'keep me')
     backdate(secret, 60_000)
@@ -158,7 +173,7 @@ describe('runtime image lifecycle', () => {
     symlinkSync(outside.dir, c('0000000000000000.lock'))
     writeFileSync(c('not-an-image'), 'x')
 
-    const report = sweepRuntimeImages(cache.dir, { now: farFuture() })
+    const report = await sweepRuntimeImages(cache.dir, { now: farFuture() })
     expect(readFileSync(secret, 'utf8')).toBe('keep me')
     expect(statSync(secret).mtimeMs).toBe(secretTime)
     expect(isMountPoint(mnt)).toBe(true)
@@ -192,7 +207,7 @@ describe('runtime image lifecycle', () => {
   })
 
   it('repairs what a sweep that crashed between its steps left, at the next acquire and sweep', async () => {
-    using cache = imageCache()
+    await using cache = imageCache()
     const image = new RuntimeImage(tinyRuntime(sourceDir(cache.dir)), cache.dir)
     const at = (suffix: string): string => join(cache.dir, `${image.key}${suffix}`)
     await image.acquire()
@@ -205,7 +220,7 @@ describe('runtime image lifecycle', () => {
     await image.acquire()
     expect(isMountPoint(at(''))).toBe(true)
     expect(existsSync(at('.lock'))).toBe(false)
-    expect(sweepRuntimeImages(cache.dir).kept).toEqual([image.key])
+    expect((await sweepRuntimeImages(cache.dir)).kept).toEqual([image.key])
     expect(existsSync(at('.used.sweeping'))).toBe(false)
 
     // A sweeper died after deleting the file: an orphan mount point and its stale lock.
@@ -217,13 +232,13 @@ describe('runtime image lifecycle', () => {
     expect(loops).toHaveLength(1)
     spawnSync('umount', ['-l', at('')])
     spawnSync('rm', [at('.img')])
-    expect(sweepRuntimeImages(cache.dir).released).toEqual([image.key])
+    expect((await sweepRuntimeImages(cache.dir)).released).toEqual([image.key])
     expect(readdirSync(cache.dir).filter((name) => name.startsWith(image.key))).toEqual([])
     expect(await eventually(() => loopDevicesOf(at('.img')).length === 0)).toBe(true)
   })
 
   it('releases the staging mount, loop device and temp file of a build that crashed', async () => {
-    using cache = imageCache()
+    await using cache = imageCache()
     const key = '1234567890abcdef'
     const at = (suffix: string): string => join(cache.dir, `${key}${suffix}`)
     const temp = at('.img.99999')
@@ -233,25 +248,27 @@ describe('runtime image lifecycle', () => {
     expect(spawnSync('mount', ['-o', 'loop', temp, at('.staging')]).status).toBe(0)
     mkdirSync(at('.lock'))
     backdate(at('.lock'), LOCK_STALE_MS + 60_000)
-    expect(sweepRuntimeImages(cache.dir).released).toEqual([key])
+    expect((await sweepRuntimeImages(cache.dir)).released).toEqual([key])
     expect(mountsUnder(cache.dir)).toEqual([])
     expect(readdirSync(cache.dir)).toEqual([])
     expect(await eventually(() => loopDevicesOf(temp).length === 0)).toBe(true)
   })
 
   it('keeps an image another builder holds locked, and one made before stamps until it is a day old', async () => {
-    using cache = imageCache()
+    await using cache = imageCache()
     const image = new RuntimeImage(tinyRuntime(sourceDir(cache.dir)), cache.dir)
     const at = (suffix: string): string => join(cache.dir, `${image.key}${suffix}`)
     await image.acquire()
     mkdirSync(at('.lock'))
-    expect(sweepRuntimeImages(cache.dir, { now: farFuture() }).kept).toEqual([image.key])
+    expect((await sweepRuntimeImages(cache.dir, { now: farFuture() })).kept).toEqual([image.key])
     expect(isMountPoint(at(''))).toBe(true)
     spawnSync('rmdir', [at('.lock')])
     // Made by a runner before stamps existed: only the file's age says when it was made.
     spawnSync('rm', [at('.used')])
-    expect(sweepRuntimeImages(cache.dir, { now: Date.now() + IMAGE_IDLE_MS * 2 }).kept).toEqual([image.key])
-    expect(sweepRuntimeImages(cache.dir, { now: farFuture() }).released).toEqual([image.key])
+    expect((await sweepRuntimeImages(cache.dir, { now: Date.now() + IMAGE_IDLE_MS * 2 })).kept).toEqual([
+      image.key,
+    ])
+    expect((await sweepRuntimeImages(cache.dir, { now: farFuture() })).released).toEqual([image.key])
     expect(isMountPoint(at(''))).toBe(false)
   })
 })

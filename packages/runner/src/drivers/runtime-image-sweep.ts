@@ -14,7 +14,7 @@
 // Images with no stamp were made before stamps existed: they are released when their file is
 // older than LEGACY_IDLE_MS. Entries are only ever lstat'ed, unlinked or rmdir'ed, never followed:
 // a symlink or a file of the wrong kind under an image's name is left where it is.
-import { spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import {
   lstatSync,
   mkdirSync,
@@ -77,11 +77,22 @@ export function isMountPoint(path: string): boolean {
   return mounts.split('\n').some((line) => decoded(line.split(' ')[4] ?? '') === path)
 }
 
+/**
+ * `umount -l -c path`; true when it succeeded. A child process the event loop waits on, not a
+ * synchronous one: a sweep runs inside a live runner, whose sockets must not stall on umount.
+ */
+function unmountLazily(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn('umount', ['-l', '-c', path], { stdio: 'ignore' })
+    child.once('error', () => resolve(false))
+    child.once('exit', (code) => resolve(code === 0))
+  })
+}
+
 /** Lazily unmounts every mount stacked on the directory `path` (never through a symlink). */
-export function unmountAll(path: string): void {
+export async function unmountAll(path: string): Promise<void> {
   for (let i = 0; i < 16 && entryAt(path)?.isDirectory() && isMountPoint(path); i++) {
-    const result = spawnSync('umount', ['-l', '-c', path], { stdio: 'ignore' })
-    if (result.status !== 0) return
+    if (!(await unmountLazily(path))) return
   }
 }
 
@@ -123,12 +134,12 @@ export function tryLock(lock: string, now = Date.now()): boolean {
 }
 
 /** Releases the key's image under its lock; see the header for the steps. */
-function releaseKey(
+async function releaseKey(
   cacheDir: string,
   key: string,
   options: Required<SweepOptions>,
   report: SweepReport,
-): void {
+): Promise<void> {
   const at = (suffix: string): string => join(cacheDir, `${key}${suffix}`)
   const lock = at('.lock')
   if (!tryLock(lock)) {
@@ -157,13 +168,13 @@ function releaseKey(
       return
     }
     // A builder that crashed left its staging mount and temp file; nobody builds while we hold the lock.
-    unmountAll(at('.staging'))
+    await unmountAll(at('.staging'))
     removeDir(at('.staging'))
     for (const name of readdirSync(cacheDir)) {
       if (name.startsWith(`${key}.img.`) && ENTRY.test(name) && removeFile(join(cacheDir, name)))
         report.ignored.push(name)
     }
-    unmountAll(at(''))
+    await unmountAll(at(''))
     if (isMountPoint(at(''))) {
       // umount refused: the image stays whole, to be tried again by the next sweep.
       if (entryAt(at('.used.sweeping'))?.isFile()) renameSync(at('.used.sweeping'), at('.used'))
@@ -185,11 +196,11 @@ function releaseKey(
  * theirs), its loop device freed with its last mount, its file deleted. Keys another process
  * holds locked are kept for a later sweep; `keep` keys are never looked at.
  */
-export function sweepRuntimeImages(
+export async function sweepRuntimeImages(
   cacheDir: string,
   options: SweepOptions = {},
   keep: string[] = [],
-): SweepReport {
+): Promise<SweepReport> {
   const resolved: Required<SweepOptions> = {
     idleMs: options.idleMs ?? IMAGE_IDLE_MS,
     legacyIdleMs: options.legacyIdleMs ?? LEGACY_IDLE_MS,
@@ -204,7 +215,7 @@ export function sweepRuntimeImages(
   }
   for (const key of [...keys].sort()) {
     try {
-      releaseKey(cacheDir, key, resolved, report)
+      await releaseKey(cacheDir, key, resolved, report)
     } catch {
       report.kept.push(key)
     }

@@ -146,9 +146,7 @@ const SWEEP_EVERY_TICKS = 10
 /** Sweeps `cacheDir` soon, sparing the keys this process holds; never fails its caller. */
 function sweepSoon(cacheDir: string): void {
   setTimeout(() => {
-    try {
-      sweepRuntimeImages(cacheDir, {}, [...(held.get(cacheDir) ?? [])])
-    } catch {}
+    sweepRuntimeImages(cacheDir, {}, [...(held.get(cacheDir) ?? [])]).catch(() => {})
   }, 1_000).unref()
 }
 
