@@ -226,10 +226,8 @@ export class ShellConnection {
   /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
   readonly #afterExit = (event: AgentShellExit): void => {
     const own = this.#runs.forget(event.id)
-    if (own) {
-      this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
-      this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
-    } else this.#runs.releaseForeign(event.id)
+    if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
+    else this.#runs.releaseForeign(event.id)
   }
 
   /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
