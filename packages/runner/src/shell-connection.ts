@@ -33,7 +33,7 @@ import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
 import { readClientMessage, refusedMessage } from './shell-client-message.ts'
-import { ShellClientRuns } from './shell-client-runs.ts'
+import { type OwnRun, ShellClientRuns } from './shell-client-runs.ts'
 import { ShellFrameSender } from './shell-frame-sender.ts'
 import { ShellOutputRelay } from './shell-output-relay.ts'
 import { ShellRunRequests } from './shell-run-requests.ts'
@@ -224,8 +224,8 @@ export class ShellConnection {
   }
 
   /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
-  readonly #afterExit = (event: AgentShellExit): void => {
-    const own = this.#runs.forget(event.id)
+  readonly #afterExit = (event: AgentShellExit, run: OwnRun | undefined): void => {
+    const own = this.#runs.forget(event.id, run)
     if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
     else this.#runs.releaseForeign(event.id)
   }
@@ -253,7 +253,8 @@ export class ShellConnection {
       case 'shell_exit': {
         this.#output.flushAll()
         const startOffset = this.#starts.takeFor(event.id)
-        const id = this.#runs.shownId(event.id)
+        const own = this.#runs.own(event.id)
+        const id = own ? own.clientId : this.#runs.shownId(event.id)
         if (id) {
           const exit: ShellExit = {
             type: 'shell_exit',
@@ -269,7 +270,7 @@ export class ShellConnection {
         }
         // The sender writes this tick's frames on the next tick, queued before this: the client
         // learns of the exit before the runner frees the run's id and slot and counts it.
-        process.nextTick(this.#afterExit, event)
+        process.nextTick(this.#afterExit, event, own)
         return
       }
       case 'scrollback_end':
