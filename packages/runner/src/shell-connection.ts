@@ -372,6 +372,8 @@ export class ShellConnection {
   }
 
   #close(code: number, reason: string): void {
+    // The frames sent before (the error that explains the close) go before the close frame.
+    this.#sender.flush()
     if (this.#ws.readyState === 1) this.#ws.close(code, reason)
     this.#teardown()
   }
@@ -399,6 +401,7 @@ export class ShellConnection {
   #onBadFrame(closeCode: number): string {
     const refused = refusedMessage(closeCode, this.#ctx.limits.maxClientFrameBytes)
     this.#sender.sendError(null, refused.code, refused.message, refused.details)
+    this.#sender.flush()
     return refused.code
   }
 
