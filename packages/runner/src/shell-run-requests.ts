@@ -14,16 +14,8 @@ import type { SandboxRuntime } from './sandbox-manager.ts'
 import type { ShellClientRuns } from './shell-client-runs.ts'
 import type { ShellFrameSender } from './shell-frame-sender.ts'
 
-/**
- * A streamed run's call answers `{}` once queued. The answer is dropped, so it is only checked
- * to be what `z.object({})` accepts (any object that is not an array), without building the
- * stripped copy zod's object schema would: that parse was 2-3% of the runner's CPU per run.
- */
-export const STREAMED_RUN = {
-  result: z.custom<Record<string, never>>(
-    (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
-  ),
-}
+/** A streamed run's call answers `{}` once queued; parsing only that keeps the hot path lean. */
+const STREAMED_RUN = { result: z.object({}) }
 
 /** What the requests of one socket go through. */
 export interface ShellRunRequestsOptions {
