@@ -34,6 +34,7 @@ import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
 import { readClientMessage, refusedMessage } from './shell-client-message.ts'
 import { type OwnRun, ShellClientRuns } from './shell-client-runs.ts'
+import { shellExitJson } from './shell-exit-json.ts'
 import { ShellFrameSender } from './shell-frame-sender.ts'
 import { ShellOutputRelay } from './shell-output-relay.ts'
 import { ShellRunRequests } from './shell-run-requests.ts'
@@ -266,7 +267,7 @@ export class ShellConnection {
           }
           if (event.oomKilled === true) exit.oomKilled = true
           if (startOffset !== undefined) exit.startOffset = startOffset
-          this.#sender.send(exit)
+          this.#sender.sendData(shellExitJson(exit))
         }
         // The sender writes this tick's frames on the next tick, queued before this: the client
         // learns of the exit before the runner frees the run's id and slot and counts it.
