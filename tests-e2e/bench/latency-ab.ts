@@ -26,12 +26,13 @@
 
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
 import { startRunner } from '../harness/runner-process.ts'
 import { BareTwoHop } from './bare-two-hop.ts'
+import { cpuMs as procCpuMs } from './proc-cpu.ts'
 import { sandboxProcesses } from './proc-memory.ts'
 import { median, percentile } from './stats.ts'
 
@@ -125,18 +126,17 @@ async function productSide(name: string, root: string): Promise<Side> {
   }
 }
 
-/** CPU time (user + system, ms) a process and its reaped children used so far. */
+/**
+ * CPU time a process used so far, in ms: the scheduler's nanoseconds summed over its threads
+ * (proc-cpu.ts); /proc's 10 ms ticks are too coarse for a few us per run.
+ */
 function cpuMs(pid: number): number {
   if (pid === process.pid) {
     const u = process.cpuUsage()
     return (u.user + u.system) / 1000
   }
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
-  } catch {
-    return Number.NaN
-  }
+  if (!existsSync(`/proc/${pid}`)) return Number.NaN
+  return procCpuMs(pid)
 }
 
 /**
@@ -235,6 +235,8 @@ for (let round = 0; round < ROUNDS; round++) {
   const productSamples = new Map<number, number[]>()
   /** Each side's agent CPU per run in this round (us): shows how far the agent is from warm. */
   const agentRound = new Map<number, number>()
+  /** Each side's runner CPU per run in this round (us). */
+  const runnerRound = new Map<number, number>()
   await sequential(30, () => bare.run(COMMAND))
   bareSamples.push(
     await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
@@ -245,11 +247,13 @@ for (let round = 0; round < ROUNDS; round++) {
     const side = sides[i]!
     await sequential(30, side.run)
     const agentBefore = side.cpu.agent ?? 0
+    const runnerBefore = side.cpu.runner ?? 0
     productSamples.set(
       i,
       await measured(side.pids, side.cpu, side.io, RUNS_PER_LOAD, () => load(RUNS, side.run)),
     )
     agentRound.set(i, ((side.cpu.agent ?? 0) - agentBefore) * 1000)
+    runnerRound.set(i, ((side.cpu.runner ?? 0) - runnerBefore) * 1000)
   }
   bareSamples.push(
     await measured(barePids, bareCpu, bareIo, BARE_RUNS_PER_LOAD, () =>
@@ -266,7 +270,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const p90 = percentile(samples, 90)
     sides[i]!.rounds.push({ p50, p90, r50: p50 / b50, r90: p90 / b90 })
     line.push(
-      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x) agent ${agentRound.get(i)!.toFixed(0)} us`,
+      `${sides[i]!.name} p50 ${p50.toFixed(3)} (${(p50 / b50).toFixed(2)}x) p90 ${p90.toFixed(3)} (${(p90 / b90).toFixed(2)}x) agent ${agentRound.get(i)!.toFixed(0)} us runner ${runnerRound.get(i)!.toFixed(1)} us`,
     )
   }
   if (PIPELINED > 0)

@@ -1,5 +1,6 @@
 import type { SandboxUsage } from '@conch/protocol'
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, type Histogram, Registry } from 'prom-client'
+import { RunDurationHistogram } from './run-duration-histogram.ts'
 
 /** One sandbox's usage, as `/metrics` reports it. */
 export interface SandboxUsageSample {
@@ -8,6 +9,9 @@ export interface SandboxUsageSample {
   /** Its usage. */
   usage: SandboxUsage
 }
+
+/** The labels of runs on shell sockets. */
+const SHELL = { via: 'shell' }
 
 /** The runner's Prometheus metrics, on a registry of its own (one per app). */
 export class RunnerMetrics {
@@ -20,7 +24,7 @@ export class RunnerMetrics {
   /** Runs finished, by transport and outcome. */
   readonly runs: Counter<'via' | 'outcome'>
   /** Wall time of runs as the runner sees them. */
-  readonly runDuration: Histogram<'via'>
+  readonly runDuration: RunDurationHistogram
   /** Output bytes streamed from agents to clients. */
   readonly bytesStreamed: Counter
   /** Errors answered, by code. */
@@ -45,6 +49,9 @@ export class RunnerMetrics {
   readonly warmPoolMisses: Counter<'driver'>
   /** Sandboxes ready in the warm pool, by driver. */
   readonly warmPoolReady: Gauge<'driver'>
+  /** Runs on shell sockets that ended since the last scrape, by outcome, not yet in `runs`. */
+  #shellExits = 0
+  #shellTimeouts = 0
 
   /** Creates the metrics; `collect` callbacks read live counts when scraped. */
   constructor(collect: {
@@ -76,14 +83,15 @@ export class RunnerMetrics {
       help: 'Runs finished',
       labelNames: ['via', 'outcome'],
       registers,
+      collect: () => this.#foldShellRuns(),
     })
-    this.runDuration = new Histogram({
-      name: 'conch_run_duration_seconds',
-      help: 'Run latency from request to exit, as seen by the runner',
-      labelNames: ['via'],
-      buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300],
-      registers,
-    })
+    this.runDuration = new RunDurationHistogram(
+      'conch_run_duration_seconds',
+      'Run latency from request to exit, as seen by the runner',
+      [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300],
+    )
+    // The registry reads it as it reads prom-client's own metrics (`get()`).
+    this.registry.registerMetric(this.runDuration as unknown as Histogram)
     this.bytesStreamed = new Counter({
       name: 'conch_bytes_streamed_total',
       help: 'Output bytes received from agents',
@@ -137,6 +145,24 @@ export class RunnerMetrics {
         for (const [driver, n] of Object.entries(collect.warmPool?.() ?? {})) this.set({ driver }, n)
       },
     })
+  }
+
+  /**
+   * A run on a shell socket ended (`timedOut`: by its timeout) after `seconds`. Every run
+   * passes here, so it only adds to plain counts; `runs` takes them in when scraped.
+   */
+  shellRunEnded(timedOut: boolean, seconds: number): void {
+    if (timedOut) this.#shellTimeouts += 1
+    else this.#shellExits += 1
+    this.runDuration.observe(SHELL, seconds)
+  }
+
+  #foldShellRuns(): void {
+    const runs = this.runs
+    if (this.#shellExits > 0) runs.inc({ via: 'shell', outcome: 'exit' }, this.#shellExits)
+    if (this.#shellTimeouts > 0) runs.inc({ via: 'shell', outcome: 'timeout' }, this.#shellTimeouts)
+    this.#shellExits = 0
+    this.#shellTimeouts = 0
   }
 
   /** Replaces the per-sandbox gauges with these samples, so destroyed sandboxes drop out. */

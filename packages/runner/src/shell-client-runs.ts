@@ -23,8 +23,12 @@ export class ShellClientRuns {
   sessionId: string | null = null
   /** This client's runs in flight, by their id on the agent link. */
   readonly #runs = new Map<string, OwnRun>()
-  /** The agent-link id of each of this client's runs in flight, by the client's id. */
-  readonly #clientRuns = new Map<string, string>()
+  /**
+   * The link id of each of this client's runs in flight whose link id is not its own id (the
+   * registry gave it another), by the client's id. A run keeps its client's id almost always,
+   * so the common run costs one map entry, not two.
+   */
+  readonly #renamed = new Map<string, string>()
 
   /** The runs of `owner` (the connection) on a session of sandbox `sandboxId`. */
   constructor(sessions: ShellSessionRegistry, sandboxId: string, owner: object) {
@@ -35,15 +39,21 @@ export class ShellClientRuns {
 
   /** The link id of the client's run `clientId` in flight, if it is. */
   linkId(clientId: string): string | undefined {
-    return this.#clientRuns.get(clientId)
+    if (this.#runs.get(clientId)?.clientId === clientId) return clientId
+    return this.#renamed.size === 0 ? undefined : this.#renamed.get(clientId)
   }
 
   /** Claims a link id for the client's new run `clientId` and records it. */
   claim(clientId: string, release: () => void): string {
     const runId = this.#sessions.claimRun(this.#sandboxId, this.sessionId!, clientId, this.#owner)
     this.#runs.set(runId, { clientId, release, started: performance.now() })
-    this.#clientRuns.set(clientId, runId)
+    if (runId !== clientId) this.#renamed.set(clientId, runId)
     return runId
+  }
+
+  /** This client's run whose link id is `run`, if it is one of its runs in flight. */
+  own(run: string): OwnRun | undefined {
+    return this.#runs.get(run)
   }
 
   /**
@@ -55,15 +65,17 @@ export class ShellClientRuns {
     if (run === null) return null
     const own = this.#runs.get(run)
     if (own) return own.clientId
-    return this.#clientRuns.has(run) ? null : run
+    // A run in flight under client id `run` has link id `run` (found above) or is renamed.
+    return this.#renamed.size !== 0 && this.#renamed.has(run) ? null : run
   }
 
-  /** Ends this client's run `runId` (link id): frees its queue slot and its id; undefined if not its own. */
-  forget(runId: string): OwnRun | undefined {
-    const own = this.#runs.get(runId)
-    if (!own) return undefined
-    this.#runs.delete(runId)
-    this.#clientRuns.delete(own.clientId)
+  /**
+   * Ends this client's run `runId` (link id): frees its queue slot and its id; undefined if not
+   * its own. `own` is the run when the caller already looked it up (`own(runId)`).
+   */
+  forget(runId: string, own: OwnRun | undefined = this.#runs.get(runId)): OwnRun | undefined {
+    if (!own || !this.#runs.delete(runId)) return undefined
+    if (own.clientId !== runId) this.#renamed.delete(own.clientId)
     own.release()
     if (this.sessionId) this.#sessions.releaseRun(this.#sandboxId, this.sessionId, runId, this.#owner)
     return own
@@ -93,6 +105,6 @@ export class ShellClientRuns {
       each()
     }
     this.#runs.clear()
-    this.#clientRuns.clear()
+    this.#renamed.clear()
   }
 }

@@ -33,7 +33,8 @@ import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
 import { readClientMessage, refusedMessage } from './shell-client-message.ts'
-import { ShellClientRuns } from './shell-client-runs.ts'
+import { type OwnRun, ShellClientRuns } from './shell-client-runs.ts'
+import { shellExitJson } from './shell-exit-json.ts'
 import { ShellFrameSender } from './shell-frame-sender.ts'
 import { ShellOutputRelay } from './shell-output-relay.ts'
 import { ShellRunRequests } from './shell-run-requests.ts'
@@ -224,12 +225,10 @@ export class ShellConnection {
   }
 
   /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
-  readonly #afterExit = (event: AgentShellExit): void => {
-    const own = this.#runs.forget(event.id)
-    if (own) {
-      this.#ctx.metrics.runs.inc({ via: 'shell', outcome: event.timedOut ? 'timeout' : 'exit' })
-      this.#ctx.metrics.runDuration.observe({ via: 'shell' }, (performance.now() - own.started) / 1000)
-    } else this.#runs.releaseForeign(event.id)
+  readonly #afterExit = (event: AgentShellExit, run: OwnRun | undefined): void => {
+    const own = this.#runs.forget(event.id, run)
+    if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
+    else this.#runs.releaseForeign(event.id)
   }
 
   /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
@@ -255,7 +254,8 @@ export class ShellConnection {
       case 'shell_exit': {
         this.#output.flushAll()
         const startOffset = this.#starts.takeFor(event.id)
-        const id = this.#runs.shownId(event.id)
+        const own = this.#runs.own(event.id)
+        const id = own ? own.clientId : this.#runs.shownId(event.id)
         if (id) {
           const exit: ShellExit = {
             type: 'shell_exit',
@@ -267,11 +267,11 @@ export class ShellConnection {
           }
           if (event.oomKilled === true) exit.oomKilled = true
           if (startOffset !== undefined) exit.startOffset = startOffset
-          this.#sender.send(exit)
+          this.#sender.sendData(shellExitJson(exit))
         }
         // The sender writes this tick's frames on the next tick, queued before this: the client
         // learns of the exit before the runner frees the run's id and slot and counts it.
-        process.nextTick(this.#afterExit, event)
+        process.nextTick(this.#afterExit, event, own)
         return
       }
       case 'scrollback_end':
@@ -373,6 +373,8 @@ export class ShellConnection {
   }
 
   #close(code: number, reason: string): void {
+    // The frames sent before (the error that explains the close) go before the close frame.
+    this.#sender.flush()
     if (this.#ws.readyState === 1) this.#ws.close(code, reason)
     this.#teardown()
   }
@@ -400,6 +402,7 @@ export class ShellConnection {
   #onBadFrame(closeCode: number): string {
     const refused = refusedMessage(closeCode, this.#ctx.limits.maxClientFrameBytes)
     this.#sender.sendError(null, refused.code, refused.message, refused.details)
+    this.#sender.flush()
     return refused.code
   }
 

@@ -20,10 +20,18 @@ afterEach(() => {
 async function connected(awaiting: boolean) {
   const wss = new WebSocketServer({ noServer: true })
   const flushed: number[] = []
+  const writes: unknown[] = []
+  let serverWs: WebSocket | undefined
   server = createServer()
   const sender = new Promise<ShellFrameSender>((resolve) => {
     server!.on('upgrade', (request, socket, head) => {
+      const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+      socket.write = ((...args: unknown[]) => {
+        writes.push(args[0])
+        return write(...args)
+      }) as typeof socket.write
       wss.handleUpgrade(request, socket, head, (ws) => {
+        serverWs = ws
         resolve(
           new ShellFrameSender({
             ws,
@@ -46,7 +54,9 @@ async function connected(awaiting: boolean) {
   )
   client.on('error', (e) => errors.push(e))
   await once(client, 'open')
-  return { sender: await sender, client, received, errors, flushed }
+  const ready = await sender
+  writes.length = 0
+  return { sender: ready, ws: serverWs!, client, received, errors, flushed, writes }
 }
 
 /** Texts at each boundary of the header's length encoding, in ASCII and multi-byte UTF-8. */
@@ -91,6 +101,39 @@ describe('ShellFrameSender', () => {
       client.close()
     })
   }
+
+  it("writes a tick's text frames in one socket write, whole and in order", async () => {
+    const { sender, client, received, errors, writes } = await connected(false)
+    for (let i = 0; i < 200; i++) sender.send({ type: 'pong', t: i })
+    sender.sendData('中'.repeat(30_000))
+    await vi.waitFor(() => expect(received).toHaveLength(201), { timeout: 10_000, interval: 5 })
+    expect(errors).toEqual([])
+    expect(writes).toHaveLength(1)
+    expect(received.slice(0, 200).map((m) => JSON.parse(m.text!).t)).toEqual([...Array(200).keys()])
+    expect(received[200]!.text).toBe('中'.repeat(30_000))
+    client.close()
+  })
+
+  it('puts the text sent before a close ahead of the close frame once flushed', async () => {
+    const { sender, ws, client, received, errors } = await connected(false)
+    sender.send({ type: 'pong', t: 1 })
+    sender.flush()
+    ws.close(4401, 'UNAUTHORIZED')
+    const [code, reason] = await once(client, 'close')
+    expect([code, String(reason)]).toEqual([4401, 'UNAUTHORIZED'])
+    expect(received.map((m) => m.text)).toEqual([JSON.stringify({ type: 'pong', t: 1 })])
+    expect(errors).toEqual([])
+  })
+
+  it('never writes held text after a close frame ws wrote first', async () => {
+    const { sender, ws, client, received, errors } = await connected(false)
+    sender.send({ type: 'pong', t: 1 })
+    ws.close(1000, 'bye')
+    const [code] = await once(client, 'close')
+    expect(code).toBe(1000)
+    expect(received).toEqual([])
+    expect(errors).toEqual([])
+  })
 
   it('sends nothing once the socket is closing', async () => {
     const { sender, client, received } = await connected(false)

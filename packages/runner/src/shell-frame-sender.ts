@@ -1,13 +1,17 @@
 // What one shell WebSocket sends: server frames as JSON text (framed here, see
-// web-socket-text-frame.ts), binary output messages, and error frames. Frames produced in one tick leave in one write: the raw TCP socket under the WebSocket
-// is corked on the first and uncorked on the next tick (a short run's `shell_start`, output and
-// `shell_exit` go out together). While the connection holds output credit back, each send asks
-// ws to report its completion, which lets the connection grant the credit once the socket drains.
+// web-socket-text-frame.ts), binary output messages, and error frames. Frames produced in one
+// tick leave in one write: the raw TCP socket under the WebSocket is corked on the first and
+// uncorked on the next tick (a short run's `shell_start`, output and `shell_exit` go out
+// together), and the tick's text frames are held and framed into one buffer just before (one
+// stream write for a burst of pipelined exits, not one each). Anything else this sender writes
+// first writes the held text, and so must the connection before ws writes a close frame
+// (`flush`). While the connection holds output credit back, each send asks ws to report its
+// completion, which lets the connection grant the credit once the socket drains.
 import type { Duplex } from 'node:stream'
 import type { PayloadLease } from '@conch/link'
 import type { ServerFrame, WireError } from '@conch/protocol'
 import type { WebSocket } from 'ws'
-import { textFrame } from './web-socket-text-frame.ts'
+import { textFrame, textFrames } from './web-socket-text-frame.ts'
 
 /** What a frame sender writes to and reports to. */
 export interface ShellFrameSenderOptions {
@@ -36,8 +40,11 @@ export class ShellFrameSender {
   readonly #onFlushed: () => void
   #closed = false
   #corked = false
+  /** Text messages of this tick not yet framed: they leave together, in one write, at its end. */
+  #texts: string[] = []
   readonly #uncork = (): void => {
     this.#options.beforeUncork?.()
+    this.flush()
     this.#corked = false
     this.#socket?.uncork()
   }
@@ -77,8 +84,9 @@ export class ShellFrameSender {
   }
 
   /**
-   * Sends a text frame (a string) or a binary one (a Buffer). With the raw socket, a text frame
-   * is framed here and written to it directly (web-socket-text-frame.ts): ws writes whole
+   * Sends a text frame (a string) or a binary one (a Buffer). With the raw socket, text frames
+   * are framed here and written to it directly (web-socket-text-frame.ts), the tick's together
+   * in one buffer at its end, or before anything else this sender writes: ws writes whole
    * frames to that socket too, so frames never interleave, and they leave in the order sent.
    */
   sendData(data: string | Buffer): void {
@@ -86,6 +94,11 @@ export class ShellFrameSender {
     this.#cork()
     const awaiting = this.#options.awaitingFlush()
     const socket = this.#socket
+    if (socket !== null && typeof data === 'string' && !awaiting) {
+      this.#texts.push(data)
+      return
+    }
+    this.flush()
     if (socket === null || typeof data !== 'string') {
       if (awaiting) this.#ws.send(data, this.#onFlushed)
       else this.#ws.send(data)
@@ -116,6 +129,7 @@ export class ShellFrameSender {
       return
     }
     this.#cork()
+    this.flush()
     const awaiting = this.#options.awaitingFlush()
     if (lease === undefined) {
       this.#ws.send(header, { binary: true, fin: false })
@@ -136,6 +150,19 @@ export class ShellFrameSender {
     }
     this.#ws.send(header, { binary: true, fin: false })
     this.#ws.send(payload, { binary: true, fin: true }, flushed)
+  }
+
+  /**
+   * Writes the text messages held for the end of the tick now, in one buffer; call it before
+   * anything else writes to the socket (ws's close frame). Nothing is written once ws is
+   * closing: a text frame after a close frame would break the WebSocket framing.
+   */
+  flush(): void {
+    const texts = this.#texts
+    if (texts.length === 0) return
+    this.#texts = []
+    if (this.#ws.readyState !== 1) return
+    this.#socket!.write(textFrames(texts))
   }
 
   /** Frames produced in one tick leave in one write: corks the socket until the next tick. */

@@ -121,9 +121,9 @@ export class ShellSessionRegistry {
    */
   releaseRun(sandboxId: string, sessionId: string, runId: string, by: object): void {
     const entry = this.#sessions.get(this.#key(sandboxId, sessionId))
-    if (!entry?.claims.has(runId)) return
-    const owner = entry.claims.get(runId)
-    if (owner !== by && owner !== null) return
+    // A claim holds an owner or null; undefined is no claim.
+    const owner = entry?.claims.get(runId)
+    if (entry === undefined || owner === undefined || (owner !== by && owner !== null)) return
     entry.claims.delete(runId)
     this.#prune(sandboxId, sessionId, entry)
   }

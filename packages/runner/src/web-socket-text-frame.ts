@@ -28,9 +28,36 @@ export function textFrame(text: string): Buffer | [Buffer, string] {
   return buffer
 }
 
+/**
+ * The bytes of one text frame per string of `texts`, back to back in one buffer: a tick's
+ * messages leave in one socket write, one allocation and one encoding pass per string.
+ */
+export function textFrames(texts: readonly string[]): Buffer {
+  const lengths = new Array<number>(texts.length)
+  let total = 0
+  for (let i = 0; i < texts.length; i++) {
+    const n = Buffer.byteLength(texts[i]!, 'utf8')
+    lengths[i] = n
+    total += headBytes(n) + n
+  }
+  const buffer = Buffer.allocUnsafe(total)
+  let at = 0
+  for (let i = 0; i < texts.length; i++) {
+    const n = lengths[i]!
+    writeHead(buffer, at, n)
+    at += headBytes(n)
+    at += buffer.write(texts[i]!, at, 'utf8')
+  }
+  return buffer
+}
+
+function headBytes(length: number): number {
+  return length < 126 ? 2 : length < 65536 ? 4 : MAX_HEAD
+}
+
 /** The header of a text frame whose payload is `length` bytes. */
 export function textFrameHead(length: number): Buffer {
-  const head = Buffer.allocUnsafe(length < 126 ? 2 : length < 65536 ? 4 : MAX_HEAD)
+  const head = Buffer.allocUnsafe(headBytes(length))
   writeHead(head, 0, length)
   return head
 }

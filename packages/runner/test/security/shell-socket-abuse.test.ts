@@ -52,6 +52,52 @@ describe('attack: reuse another client run id on the same session', () => {
     expect(second.frames.filter((f) => f.id === 'r1' && f.type === 'shell_exit')).toHaveLength(1)
   })
 
+  it("keeps a client's own ids apart when one of them is the id the runner gave its other run", async () => {
+    await using runner = await startRunner({ listen: true })
+    const id = await createSandbox(runner)
+    const a = await openShell(runner, id)
+    await using first = a.client
+    await using second = (await openShell(runner, id, `?sessionId=${a.sessionId}`)).client
+
+    const fromA = first.run('r1', 'while [ ! -e go ]; do sleep 0.02; done; echo from-a')
+    await first.nextOf('shell_start', 'r1')
+    // r1 is taken in the session, so the runner gives B's r1 an id of its own (`~r1` in a
+    // fresh runner); B then uses that very id for a second run, which must get another one.
+    second.send({ type: 'shell_run', id: 'r1', command: 'echo b-one; (exit 4)' })
+    second.send({ type: 'shell_run', id: '~r1', command: 'echo b-two; (exit 5)' })
+    await vi.waitFor(async () => expect(await queuedRuns(runner, id, a.sessionId)).toBe(2))
+    // Both are in flight under B's ids.
+    second.send({ type: 'shell_run', id: 'r1', command: 'echo again' })
+    second.send({ type: 'shell_run', id: '~r1', command: 'echo again' })
+    await vi.waitFor(() =>
+      expect(second.frames.filter((f) => f.type === 'error' && f.code === 'BAD_REQUEST')).toHaveLength(2),
+    )
+    await runner.app.inject({
+      method: 'POST',
+      url: `/v1/sandboxes/${id}/exec`,
+      headers: runner.auth,
+      payload: { command: 'touch go' },
+    })
+    expect(await fromA).toEqual({ stdout: 'from-a\n', stderr: '', code: 0 })
+    const exits = () => second.frames.filter((f) => f.type === 'shell_exit')
+    await vi.waitFor(() => expect(exits()).toHaveLength(2))
+    expect(exits().map((f) => [f.id, f.code])).toEqual([
+      ['r1', 4],
+      ['~r1', 5],
+    ])
+    const out = (runId: string) =>
+      second.frames
+        .filter((f) => f.type === 'shell_out' && f.id === runId)
+        .map((f) => String(f.data))
+        .join('')
+    expect([out('r1'), out('~r1')]).toEqual(['b-one\n', 'b-two\n'])
+    // A does not see B's runs under its own id, and both of B's ids are free again.
+    await second.nextOf('shell_exit', '~r1')
+    expect(first.frames.filter((f) => f.id === 'r1' && f.type === 'shell_exit')).toHaveLength(1)
+    expect(await second.run('~r1', 'echo free')).toEqual({ stdout: 'free\n', stderr: '', code: 0 })
+    expect(await second.run('r1', 'echo free')).toEqual({ stdout: 'free\n', stderr: '', code: 0 })
+  })
+
   it('answers a run id already in flight on the same socket with BAD_REQUEST', async () => {
     await using runner = await startRunner({ listen: true })
     const id = await createSandbox(runner)
