@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { vi } from 'vitest'
 import type { AgentRuntime } from '../src/drivers/agent-runtime.ts'
 import { LEGACY_IDLE_MS, sweepRuntimeImages } from '../src/drivers/runtime-image-sweep.ts'
 
@@ -74,9 +75,15 @@ export function tinyRuntime(dir: string, content = `${Date.now()}-${Math.random(
 
 /** Waits (up to 30 s) until `check` holds; false when it never did. */
 export async function eventually(check: () => boolean): Promise<boolean> {
-  for (let i = 0; i < 600; i++) {
-    if (check()) return true
-    await new Promise((r) => setTimeout(r, 50))
+  try {
+    await vi.waitFor(
+      () => {
+        if (!check()) throw new Error('not yet')
+      },
+      { timeout: 30_000, interval: 50 },
+    )
+    return true
+  } catch {
+    return check()
   }
-  return check()
 }
