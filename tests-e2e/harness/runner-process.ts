@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type SweepTarget, sweepProcesses } from './process-sweep.ts'
+import { unmountUnder } from './state-dir-mounts.ts'
 
 /** The repository root, resolved from this file. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -92,6 +93,12 @@ function runnerEnv(apiKey: string, marker: string): NodeJS.ProcessEnv {
   return env
 }
 
+/** Removes a state directory the harness created, with the disks its sandboxes left mounted. */
+function removeStateDir(stateDir: string): void {
+  unmountUnder(stateDir)
+  rmSync(stateDir, { recursive: true, force: true, maxRetries: 5 })
+}
+
 /** Starts the runner CLI and waits until it listens. */
 export async function startRunner(options: RunnerOptions = {}): Promise<RunnerProcess> {
   const ownsStateDir = options.stateDir === undefined
@@ -158,7 +165,7 @@ export async function startRunner(options: RunnerOptions = {}): Promise<RunnerPr
   }).catch(async (error: unknown) => {
     child.kill('SIGKILL')
     await sweepProcesses(target)
-    if (ownsStateDir) rmSync(stateDir, { recursive: true, force: true })
+    if (ownsStateDir) removeStateDir(stateDir)
     throw error
   })
 
@@ -183,7 +190,7 @@ export async function startRunner(options: RunnerOptions = {}): Promise<RunnerPr
     async [Symbol.asyncDispose]() {
       await kill('SIGKILL')
       await sweepProcesses(target)
-      if (ownsStateDir) rmSync(stateDir, { recursive: true, force: true, maxRetries: 5 })
+      if (ownsStateDir) removeStateDir(stateDir)
     },
   }
 }
