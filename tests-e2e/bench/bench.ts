@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { BenchGoal, BenchResult } from '@conch/protocol'
 import { Sandbox, type Shell } from '@conch/sdk'
-import { REPO_ROOT, startRunner } from '../harness/runner-process.ts'
+import { REPO_ROOT, type RunnerProcess, startRunner } from '../harness/runner-process.ts'
 import { BareTwoHop } from './bare-two-hop.ts'
 import {
   type FullBenchReport,
@@ -25,6 +25,7 @@ import {
 import { density } from './density.ts'
 import { firstRuns } from './first-runs.ts'
 import { startPackagedRunner } from './packaged-runner.ts'
+import { childPids, perRunShares } from './per-run-cost.ts'
 import { PipeShell } from './pipe-shell.ts'
 import { cpuMs } from './proc-cpu.ts'
 import { peakRssBytes, pssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from './proc-memory.ts'
@@ -211,6 +212,49 @@ async function poolMetric(
   return line === undefined ? 0 : Number(line.split(' ').at(-1))
 }
 
+/**
+ * Each process's CPU and wakeups per sequential `run('true')`, the product's beside the bare
+ * two-hop's counterpart (per-run-cost.ts): which hop a latency ratio comes from.
+ */
+async function recordRunShares(
+  runner: RunnerProcess,
+  sb: Sandbox,
+  sh: Shell,
+  bare: BareTwoHop,
+): Promise<void> {
+  const runs = CONFIG.sequentialRuns
+  const bareShares = await perRunShares(
+    {
+      client: [process.pid],
+      relay: [bare.relayPid],
+      holder: [bare.holderPid],
+      bash: childPids(bare.holderPid),
+    },
+    runs,
+    () => bare.run('true'),
+  )
+  const { agent, bashes } = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
+  const shares = await perRunShares(
+    { client: [process.pid], runner: [runner.pid], agent: [agent], bash: bashes },
+    runs,
+    () => sh.run('true'),
+  )
+  const pairs = [
+    ['client (SDK)', shares.client, 'bare two-hop client', bareShares.client],
+    ['runner', shares.runner, 'bare two-hop relay', bareShares.relay],
+    ['agent', shares.agent, 'bare two-hop holder', bareShares.holder],
+    ["the session's bash", shares.bash, "bare two-hop's bash", bareShares.bash],
+  ] as const
+  for (const [name, share, refName, ref] of pairs) {
+    const cpuRef = `${refName}: CPU per run('true')`
+    recordValue('reference', cpuRef, 'µs', ref.cpuUs)
+    recordValue('per-run', `${name}: CPU per run('true')`, 'µs', share.cpuUs, cpuRef)
+    const wakeRef = `${refName}: wakeups per run('true')`
+    recordValue('reference', wakeRef, 'count', ref.wakeups)
+    recordValue('per-run', `${name}: wakeups per run('true')`, 'count', share.wakeups, wakeRef)
+  }
+}
+
 /** Waits until the runner's warm pool for `driver` is full (no refill under way). */
 async function poolFull(runner: { url: string; apiKey: string }, driver: string): Promise<void> {
   const until = Date.now() + 60_000
@@ -338,6 +382,7 @@ async function main(): Promise<void> {
           const name = `shell.run('${command}') vs bare two-hop`
           recordLatency('goals', name, shellSamples, twoHop)
           setGoal(name, { bound: 'max', of: 'ratio', limit: 1 })
+          await recordRunShares(runner, sb, sh, bare)
         }
         recordLatency(
           'reference',
