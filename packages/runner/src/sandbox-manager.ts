@@ -189,7 +189,32 @@ export class SandboxManager {
     void Promise.all(attempts).then(() => {
       this.#ready = true
     })
+    await this.#reapUnrecorded()
     void this.pool.start(this.#o.defaultDriver)
+  }
+
+  /**
+   * Destroys what a runner killed inside a create left behind (unrecorded-sandboxes.ts): before
+   * the pool starts and before the first request, so no create of this runner is under way.
+   */
+  async #reapUnrecorded(): Promise<void> {
+    const known = new Set([...this.#sandboxes.keys(), ...this.pool.recordedIds()])
+    for (const driver of this.#o.drivers.values()) {
+      if (!driver.reapUnrecorded) continue
+      try {
+        const reaped = await driver.reapUnrecorded(known)
+        if (reaped.length > 0)
+          this.#o.logger.warn(
+            { driver: driver.name, sandboxIds: reaped },
+            'destroyed sandboxes a previous run created but never recorded (it was killed while creating them)',
+          )
+      } catch (error) {
+        this.#o.logger.warn(
+          { err: error, driver: driver.name },
+          'could not destroy the sandboxes a previous run left unrecorded',
+        )
+      }
+    }
   }
 
   /** Creates a sandbox and starts its agent (sandbox-creator.ts); resolves once the agent answered hello. */

@@ -348,17 +348,28 @@ export class WarmPool {
     this.#o.store.setMeta(WARM_POOL_META_KEY, value)
   }
 
-  /** Destroys what a previous run recorded; a driver no longer allowed leaves its entry (logged). */
-  async #reapOrphans(): Promise<void> {
+  /** The ids of the pooled sandboxes a previous run recorded (its orphans, which `start` destroys). */
+  recordedIds(): string[] {
+    return this.#readRecord().map((entry) => entry.handle.id)
+  }
+
+  /** The pooled sandboxes a previous run recorded; none when the record is absent or unreadable. */
+  #readRecord(): RecordedHandle[] {
     const raw = this.#o.store.getMeta(WARM_POOL_META_KEY)
-    if (raw === undefined) return
-    let entries: RecordedHandle[] = []
+    if (raw === undefined) return []
     try {
       const parsed: unknown = JSON.parse(raw)
-      if (Array.isArray(parsed)) entries = parsed as RecordedHandle[]
+      if (Array.isArray(parsed)) return parsed as RecordedHandle[]
     } catch {
       // An unreadable record has nothing to destroy.
     }
+    return []
+  }
+
+  /** Destroys what a previous run recorded; a driver no longer allowed leaves its entry (logged). */
+  async #reapOrphans(): Promise<void> {
+    if (this.#o.store.getMeta(WARM_POOL_META_KEY) === undefined) return
+    const entries = this.#readRecord()
     const kept: RecordedHandle[] = []
     await Promise.all(
       entries.map(async (entry) => {

@@ -60,6 +60,7 @@ import { buildPreload, findCompiler } from './gvisor-preload.ts'
 import { findRunsc, RUNSC_DIRS, RunscCli } from './runsc-cli.ts'
 import { DEFAULT_RUNTIME_CACHE, RuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
+import { reapUnrecorded } from './unrecorded-sandboxes.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The marker a suspended agent writes in its link dir (the agent's link-suspend.ts). */
@@ -118,6 +119,8 @@ export class GvisorDriver implements SandboxDriver {
     "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit is killed alone, processes that together fill the memory cgroup are killed until the sandbox fits, and a sandbox whose kernel the host must kill for memory dies whole, saying why"
   readonly #stateDir: string
   readonly #uid: number
+  /** Ids inside `create` now, which `reapUnrecorded` never touches. */
+  readonly #creating = new Set<string>()
   readonly #rootfs: string | undefined
   readonly #agentEntry: string | undefined
   readonly #nodePath: string
@@ -168,10 +171,34 @@ export class GvisorDriver implements SandboxDriver {
     return limits.diskBytes === undefined ? null : diskProblem()
   }
 
+  /**
+   * Removes the folders (and disks) a killed runner left unrecorded (unrecorded-sandboxes.ts).
+   * A create here starts no process and makes no cgroup, so a folder without a handle is all
+   * there is to remove.
+   */
+  reapUnrecorded(known: ReadonlySet<string>): Promise<string[]> {
+    return reapUnrecorded({
+      stateDir: this.#stateDir,
+      driver: this.name,
+      known,
+      creating: this.#creating,
+      destroy: (sandbox) => this.destroy(sandbox),
+    })
+  }
+
   /** Prepares the sandbox folder: workspace (on its disk when limited), link dir and /etc files. */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
+    this.#creating.add(spec.id)
+    try {
+      return await this.#create(spec)
+    } finally {
+      this.#creating.delete(spec.id)
+    }
+  }
+
+  async #create(spec: SandboxSpec): Promise<DriverSandbox> {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const socketDir = join(dir, 'link')
@@ -324,12 +351,12 @@ export class GvisorDriver implements SandboxDriver {
     removeGvisorCgroups(sandbox.id)
   }
 
-  /** Stops the container and deletes its folder, disk and cgroups. */
   /** The workspace on the host: its folder, or the folder on its disk. */
   hostWorkspace(sandbox: DriverSandbox): string {
     return GvisorState.parse(sandbox.state).workspace
   }
 
+  /** Stops the container and deletes its folder, disk and cgroups. */
   async destroy(sandbox: DriverSandbox): Promise<void> {
     await this.stop(sandbox)
     const state = GvisorState.parse(sandbox.state)

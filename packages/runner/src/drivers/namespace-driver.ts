@@ -50,6 +50,7 @@ import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sand
 import { sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { type DiskFormat, diskReady, endLaunch, feedArgs, type Launch, release } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
+import { reapUnrecorded, recordCreated } from './unrecorded-sandboxes.ts'
 import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
 import {
   diskFormat,
@@ -101,6 +102,8 @@ export class NamespaceDriver implements SandboxDriver {
   #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
   /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
   readonly #launches = new Map<string, Launch>()
+  /** Ids inside `create` now, which `reapUnrecorded` never touches. */
+  readonly #creating = new Set<string>()
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -148,6 +151,26 @@ export class NamespaceDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
+    this.#creating.add(spec.id)
+    try {
+      return await this.#create(spec)
+    } finally {
+      this.#creating.delete(spec.id)
+    }
+  }
+
+  /** Destroys the sandboxes a killed runner left unrecorded (unrecorded-sandboxes.ts). */
+  reapUnrecorded(known: ReadonlySet<string>): Promise<string[]> {
+    return reapUnrecorded({
+      stateDir: this.#stateDir,
+      driver: this.name,
+      known,
+      creating: this.#creating,
+      destroy: (sandbox) => this.destroy(sandbox),
+    })
+  }
+
+  async #create(spec: SandboxSpec): Promise<DriverSandbox> {
     const dir = join(this.#stateDir, 'sandboxes', spec.id)
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     ensurePrivateDir(join(dir, 'link'))
@@ -177,6 +200,8 @@ export class NamespaceDriver implements SandboxDriver {
         cgroup,
         rootless: this.rootless,
       }
+      // From here on the cgroups, the disk and the chain exist before the runner has a handle.
+      recordCreated(dir, this.name, state)
       if (spec.limits.diskBytes !== undefined) {
         const bytes = spec.limits.diskBytes
         const spares = join(this.#stateDir, 'disk-spares')

@@ -88,6 +88,12 @@ export interface SandboxDriver {
   enforceableDefaults?(defaults: SandboxLimits): SandboxLimits
   /** One line for the startup log when this driver gives less on this host than usual (limits not enforced); null otherwise. */
   hostWarning?(): string | null
+  /**
+   * Destroys what a runner killed inside `create` left of sandboxes it never recorded (see
+   * unrecorded-sandboxes.ts); ids in `known` (stored or pooled) are kept. Called once at start,
+   * before any create. Returns the ids destroyed.
+   */
+  reapUnrecorded?(known: ReadonlySet<string>): Promise<string[]>
   /** Prepares a sandbox (workspace, cgroup, VM image) without starting its agent. */
   create(spec: SandboxSpec): Promise<DriverSandbox>
   /** Starts the agent, detached from the runner; resolves with the updated handle. */
