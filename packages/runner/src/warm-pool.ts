@@ -24,12 +24,10 @@ import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits } from '@conch/protocol'
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { AgentLink } from './agent-link.ts'
 import type { DriverSandbox, SandboxDriver, SandboxSpec } from './drivers/sandbox-driver.ts'
+import { PoolRecord, type RecordedHandle } from './pool-record.ts'
 import { POOL_WARM_UP_RUNS, warmUpAgent } from './pool-warm-up.ts'
 import type { RunnerMetrics } from './runner-metrics.ts'
 import type { StateStore } from './state-store.ts'
-
-/** The state store key under which pooled sandboxes' handles are recorded. */
-export const WARM_POOL_META_KEY = 'warm-pool'
 
 /** Memory a pooled sandbox without a memory limit is assumed to need (its agent's share). */
 const MIN_MEMORY_BYTES = 256 * 1024 * 1024
@@ -99,12 +97,6 @@ interface DriverPool {
   retryMs: number
 }
 
-/** A recorded pooled sandbox: enough for its driver to destroy it after a crash. */
-interface RecordedHandle {
-  driver: string
-  handle: DriverSandbox
-}
-
 /** Two limit sets are equal when they name the same values (absent and undefined alike). */
 function sameLimits(a: SandboxLimits, b: SandboxLimits): boolean {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof SandboxLimits>
@@ -116,7 +108,7 @@ function sameLimits(a: SandboxLimits, b: SandboxLimits): boolean {
 export class WarmPool {
   readonly #o: WarmPoolOptions
   readonly #pools = new Map<string, DriverPool>()
-  readonly #recorded = new Map<string, RecordedHandle>()
+  readonly #record: PoolRecord
   readonly #fills = new Set<Promise<void>>()
   #closing = false
   #warmUpRuns = 0
@@ -126,6 +118,7 @@ export class WarmPool {
   /** Creates the pool; nothing starts until `start`. */
   constructor(options: WarmPoolOptions) {
     this.#o = options
+    this.#record = new PoolRecord(options.store)
   }
 
   /** Whether the pool is on (size above 0). */
@@ -179,7 +172,7 @@ export class WarmPool {
       if (at !== -1) {
         const [taken] = pool.ready.splice(at, 1)
         if (taken) {
-          this.#forget(taken.spec.id)
+          this.#record.forget(taken.spec.id)
           this.#o.metrics.warmPoolHits.inc({ driver: driverName })
           return taken
         }
@@ -284,7 +277,7 @@ export class WarmPool {
     try {
       const { handle, link } = await this.#o.hooks.launch(driver, spec, (h) => {
         last = h
-        this.#record(spec.id, driver.name, h)
+        this.#record.add(spec.id, driver.name, h)
       })
       opened = link
       const sandbox: PooledSandbox = { driver, spec, handle, link }
@@ -318,7 +311,7 @@ export class WarmPool {
       )
       opened?.close()
       if (last !== null) await driver.destroy(last).catch(() => {})
-      this.#forget(spec.id)
+      this.#record.forget(spec.id)
       this.#later(pool, pool.retryMs)
       pool.retryMs = Math.min(pool.retryMs * 2, RETRY_MAX_MS)
     }
@@ -331,45 +324,18 @@ export class WarmPool {
     } catch (error) {
       this.#o.logger.warn({ err: error, sandboxId: sandbox.spec.id }, 'could not destroy a pooled sandbox')
     }
-    this.#forget(sandbox.spec.id)
-  }
-
-  #record(id: string, driver: string, handle: DriverSandbox): void {
-    this.#recorded.set(id, { driver, handle })
-    this.#save()
-  }
-
-  #forget(id: string): void {
-    if (this.#recorded.delete(id)) this.#save()
-  }
-
-  #save(): void {
-    const value = this.#recorded.size === 0 ? null : JSON.stringify([...this.#recorded.values()])
-    this.#o.store.setMeta(WARM_POOL_META_KEY, value)
+    this.#record.forget(sandbox.spec.id)
   }
 
   /** The ids of the pooled sandboxes a previous run recorded (its orphans, which `start` destroys). */
   recordedIds(): string[] {
-    return this.#readRecord().map((entry) => entry.handle.id)
-  }
-
-  /** The pooled sandboxes a previous run recorded; none when the record is absent or unreadable. */
-  #readRecord(): RecordedHandle[] {
-    const raw = this.#o.store.getMeta(WARM_POOL_META_KEY)
-    if (raw === undefined) return []
-    try {
-      const parsed: unknown = JSON.parse(raw)
-      if (Array.isArray(parsed)) return parsed as RecordedHandle[]
-    } catch {
-      // An unreadable record has nothing to destroy.
-    }
-    return []
+    return this.#record.previous().map((entry) => entry.handle.id)
   }
 
   /** Destroys what a previous run recorded; a driver no longer allowed leaves its entry (logged). */
   async #reapOrphans(): Promise<void> {
-    if (this.#o.store.getMeta(WARM_POOL_META_KEY) === undefined) return
-    const entries = this.#readRecord()
+    const entries = this.#record.previous()
+    if (entries.length === 0) return
     const kept: RecordedHandle[] = []
     await Promise.all(
       entries.map(async (entry) => {
@@ -394,8 +360,7 @@ export class WarmPool {
         )
       }),
     )
-    for (const entry of kept) this.#recorded.set(entry.handle.id, entry)
-    this.#save()
+    this.#record.keep(kept)
   }
 }
 

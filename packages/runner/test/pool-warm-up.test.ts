@@ -6,8 +6,8 @@ import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { SandboxInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
+import { WARM_POOL_META_KEY } from '../src/pool-record.ts'
 import { POOL_WARM_UP_RUNS } from '../src/pool-warm-up.ts'
-import { WARM_POOL_META_KEY } from '../src/warm-pool.ts'
 import { startRunner, type TestRunner } from './runner-fixture.ts'
 
 const WAIT = { timeout: 60_000, interval: 50 }

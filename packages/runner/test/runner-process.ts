@@ -95,7 +95,7 @@ export async function destroyStateDir(stateDir: string): Promise<void> {
     await driver.destroy({ id: s.id, workdir: s.workdir, state: s.driverState })
   }
   // A runner killed with a warm pool leaves its pooled sandboxes recorded beside them.
-  const { WARM_POOL_META_KEY } = await import('../src/warm-pool.ts')
+  const { WARM_POOL_META_KEY } = await import('../src/pool-record.ts')
   const pooled = JSON.parse(store.getMeta(WARM_POOL_META_KEY) ?? '[]') as {
     driver: string
     handle: { id: string; workdir: string; state: Record<string, unknown> }
