@@ -33,6 +33,9 @@ import { join } from 'node:path'
 /** Open flags of a new command file: write-only, created here, never through a symlink. */
 const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW
 
+/** Times a command file's creation is tried when something else keeps taking its name. */
+const OPEN_ATTEMPTS = 5
+
 /** One slot's open command file. */
 interface CommandFile {
   fd: number
@@ -136,8 +139,17 @@ export class SessionFiles {
   #openCommandFile(slot: number): CommandFile {
     this.#forgetCommandFile(slot)
     const path = this.commandPath(slot)
-    rmSync(path, { force: true })
-    const file = { fd: openSync(path, CREATE_NEW, 0o600), bytes: 0 }
+    let fd = -1
+    for (let attempt = 1; fd < 0; attempt++) {
+      rmSync(path, { force: true })
+      try {
+        fd = openSync(path, CREATE_NEW, 0o600)
+      } catch (error) {
+        // Something took the name between the removal and the open: remove it again.
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt === OPEN_ATTEMPTS) throw error
+      }
+    }
+    const file = { fd, bytes: 0 }
     this.#commands.set(slot, file)
     this.#share(path, 0o640)
     return file
