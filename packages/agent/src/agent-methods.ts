@@ -5,6 +5,7 @@
 // TCP relays, snapshots, link suspend) has its handler here, typed by method so a handler's
 // params and result are the protocol's. The link itself (sockets, handshake, channels) is
 // runner-connection.ts's and agent-server.ts's; this file only needs a call's `MethodContext`.
+import type { CallAnswer } from '@conch/link'
 import type { AgentMethod, AgentParams, AgentResultOf } from '@conch/protocol'
 import { WORKSPACE_PATH } from '@conch/protocol/zod-free'
 import { AgentError, toWireError } from './agent-error.ts'
@@ -83,14 +84,14 @@ export class AgentMethods {
   }
 
   /**
-   * Dispatches one call whose params were parsed against the method's schema. It returns the
-   * handler's promise as is; a handler that throws before returning one throws here.
+   * Dispatches one call whose params were parsed against the method's schema. It returns what
+   * the handler returns (its result, or a promise of it) as is; a handler that throws throws here.
    */
   dispatch<M extends AgentMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
-  ): Promise<AgentResultOf<M>> {
+  ): CallAnswer<AgentResultOf<M>> {
     if (isSessionMethod(method))
       return this.#options.sessions.handle(method, params as AgentParams<typeof method>, context)
     if (isTerminalMethod(method))

@@ -11,6 +11,7 @@
 // call does is the method table's (agent-methods.ts).
 import { chmodSync, rmSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
+import type { CallAnswer } from '@conch/link'
 import type { AgentMethod, AgentParams, AgentResultOf } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { AgentMethods, type AgentMethodsOptions } from './agent-methods.ts'
@@ -193,7 +194,7 @@ export class AgentServer implements ConnectionHost {
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
-  ): Promise<AgentResultOf<M>> {
+  ): CallAnswer<AgentResultOf<M>> {
     return this.#methods.dispatch(method, params, context)
   }
 

@@ -159,6 +159,17 @@ export class BashSession {
   }
 
   /**
+   * Queues a run without a promise: `resolve` gets its buffered result, `reject` the error that
+   * ends it (the shell closing). A closed shell or an invalid request throws its typed error
+   * here, and nothing is queued.
+   */
+  enqueue(req: RunRequest, resolve: (outcome: RunOutcome) => void, reject: (err: Error) => void): void {
+    if (this.#closedInfo !== null || this.#closing)
+      throw new ShellClosedError(this.id, this.#closedInfo ?? describeExit(null, 'SIGKILL'))
+    this.#runs.enqueue(req, resolve, reject)
+  }
+
+  /**
    * Does what Ctrl-C does to the active run (optionally only if it is `runId`): SIGINT to
    * bash and to the run's processes. Returns whether a run was interrupted.
    */

@@ -11,7 +11,14 @@
 // id) and the agent keeps serving. The link is hostile input: user code runs next to the agent.
 // Which connection is the live one, and what the calls do, is the server's (agent-server.ts).
 import type { Socket } from 'node:net'
-import { answerCall, type CallFrame, type CallParser, LinkEndpoint, type Payload } from '@conch/link'
+import {
+  answerCall,
+  type CallAnswer,
+  type CallFrame,
+  type CallParser,
+  LinkEndpoint,
+  type Payload,
+} from '@conch/link'
 import type {
   AGENT_METHODS,
   AgentFrame,
@@ -39,12 +46,12 @@ import type { MethodContext } from './session-service.ts'
 export interface ConnectionHost {
   /** Logs a failed handshake; called by a connection before it drops itself. */
   rejected(reason: string): void
-  /** Runs one call whose params were parsed against the method's schema. */
+  /** Runs one call whose params were parsed against the method's schema (its result, or a promise of it). */
   dispatch<M extends AgentMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
-  ): Promise<AgentResultOf<M>>
+  ): CallAnswer<AgentResultOf<M>>
 }
 
 /** One runner connection: the handshake, calls and channels, over a link endpoint. */
@@ -184,7 +191,7 @@ export class RunnerConnection {
         })
         break
       case 'call':
-        void this.#call(frame)
+        this.#call(frame)
         break
       case 'credit':
       case 'close':
@@ -199,11 +206,11 @@ export class RunnerConnection {
     }
   }
 
-  #call(frame: CallFrame): Promise<void> {
+  #call(frame: CallFrame): void {
     // A streamed run's `{}` only says it was queued; nobody waits for it (a failure still
     // leaves at once).
     const run = this.#pacing.called(frame)
-    return answerCall(
+    answerCall(
       CALLS,
       frame,
       (method, params) => this.#host.dispatch(method, params, this.#context),

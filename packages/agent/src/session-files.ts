@@ -5,10 +5,20 @@
 // replaces the file by rename, so bash sources either the whole command or the whole held
 // body. When bash runs as the sandbox user, each file is shared with that user's group,
 // read-only.
+//
+// Whether a slot's open file is still the one bash sources by name: holding it (rename) is
+// this file's own doing, so it drops the slot's descriptor then. Anything else that could
+// unlink or replace it needs write access to the directory: when bash runs as the sandbox user,
+// nothing the sandbox runs has it (the directory is the agent's, 0750, the group read-only), so
+// a write needs no check; when bash runs as the agent's own user, a command may remove or
+// replace its file, so each write first checks that the open file is still linked. A file is
+// (re)created by name only after removing what is there and with O_EXCL | O_NOFOLLOW, so a
+// symlink or file planted in between is never written through.
 import {
   chmodSync,
   chownSync,
   closeSync,
+  constants,
   fstatSync,
   ftruncateSync,
   mkdtempSync,
@@ -19,6 +29,12 @@ import {
   writeSync,
 } from 'node:fs'
 import { join } from 'node:path'
+
+/** Open flags of a new command file: write-only, created here, never through a symlink. */
+const CREATE_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW
+
+/** Times a command file's creation is tried when something else keeps taking its name. */
+const OPEN_ATTEMPTS = 5
 
 /** One slot's open command file. */
 interface CommandFile {
@@ -33,11 +49,14 @@ export class SessionFiles {
   /** The session's private directory. */
   readonly dir: string
   readonly #sandboxGid: number | undefined
+  /** Whether the shell runs as the agent's own user, so its commands can unlink these files. */
+  readonly #shellCanUnlink: boolean
   readonly #commands = new Map<number, CommandFile>()
 
   /** Creates the session's directory under `tempRoot`. */
   constructor(tempRoot: string, sandboxGid: number | undefined) {
     this.#sandboxGid = sandboxGid
+    this.#shellCanUnlink = sandboxGid === undefined
     this.dir = mkdtempSync(join(tempRoot, 'conch-'))
     this.#share(this.dir, 0o750)
     this.commandPrefix = join(this.dir, 'cmd')
@@ -60,18 +79,24 @@ export class SessionFiles {
 
   /**
    * Replaces the contents of `slot`'s command file through its open descriptor: a positioned
-   * write, and a truncate only when the new text is shorter. If the file was unlinked or
-   * replaced (a command removed it, or it was held), it is created again by name first, so
-   * bash always sources what this run wrote.
+   * write, and a truncate only when the new text is shorter. If the file was held, or (when the
+   * shell runs as the agent's user) a command unlinked it, it is created again by name first,
+   * so bash always sources what this run wrote.
    */
   writeCommand(slot: number, text: string): void {
     let file = this.#commands.get(slot)
-    if (file === undefined || fstatSync(file.fd).nlink === 0) file = this.#openCommandFile(slot)
-    const bytes = Buffer.from(text)
-    let at = 0
-    while (at < bytes.length) at += writeSync(file.fd, bytes, at, bytes.length - at, at)
-    if (bytes.length < file.bytes) ftruncateSync(file.fd, bytes.length)
-    file.bytes = bytes.length
+    if (file === undefined || (this.#shellCanUnlink && fstatSync(file.fd).nlink === 0))
+      file = this.#openCommandFile(slot)
+    // The string goes to the kernel without a Buffer of our own; a short write (never seen on
+    // a tmpfs for a small file) finishes from a Buffer.
+    let length = writeSync(file.fd, text, 0, 'utf8')
+    const total = Buffer.byteLength(text)
+    if (length < total) {
+      const bytes = Buffer.from(text)
+      while (length < total) length += writeSync(file.fd, bytes, length, total - length, length)
+    }
+    if (total < file.bytes) ftruncateSync(file.fd, total)
+    file.bytes = total
   }
 
   /**
@@ -81,6 +106,8 @@ export class SessionFiles {
   holdCommand(slot: number, body: string): void {
     const tmp = this.#writeFile(`held${slot}`, body)
     renameSync(tmp, this.commandPath(slot))
+    // The open file is no longer the one bash finds by name: the next write creates it again.
+    this.#forgetCommandFile(slot)
   }
 
   /** Closes the command files and removes the directory with everything in it. */
@@ -97,14 +124,32 @@ export class SessionFiles {
     return path
   }
 
-  /** Opens (creating or emptying) a slot's command file, which then stays open. */
-  #openCommandFile(slot: number): CommandFile {
+  /** Closes a slot's open command file, if any. */
+  #forgetCommandFile(slot: number): void {
     const old = this.#commands.get(slot)
     if (old !== undefined) closeSync(old.fd)
     this.#commands.delete(slot)
+  }
+
+  /**
+   * Creates a slot's command file anew, which then stays open: whatever is at its name (the
+   * held body, or what a command put there) is removed, and the open refuses to follow a
+   * symlink or reuse a file that appears in between.
+   */
+  #openCommandFile(slot: number): CommandFile {
+    this.#forgetCommandFile(slot)
     const path = this.commandPath(slot)
-    rmSync(path, { force: true })
-    const file = { fd: openSync(path, 'w', 0o600), bytes: 0 }
+    let fd = -1
+    for (let attempt = 1; fd < 0; attempt++) {
+      rmSync(path, { force: true })
+      try {
+        fd = openSync(path, CREATE_NEW, 0o600)
+      } catch (error) {
+        // Something took the name between the removal and the open: remove it again.
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt === OPEN_ATTEMPTS) throw error
+      }
+    }
+    const file = { fd, bytes: 0 }
     this.#commands.set(slot, file)
     this.#share(path, 0o640)
     return file

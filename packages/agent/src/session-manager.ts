@@ -8,6 +8,7 @@
 // State queries (env, aliases, cwd) are internal runs: queued like any run, kept out of the
 // output log and the history, and they leave `$?` as it was.
 import { randomBytes } from 'node:crypto'
+import type { CallAnswer } from '@conch/link'
 import type { AgentParams, AgentResultOf, RunResult, SessionInfo, SessionOptions } from '@conch/protocol'
 import { clampTimeout, DEFAULT_SESSION_ID, LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
@@ -20,7 +21,7 @@ import type { ProcessTable } from './process-tree.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import { attachChannel } from './session-attach.ts'
 import { buildSessionEnv } from './session-env.ts'
-import type { RunOutcome } from './session-run.ts'
+import { type RunOutcome, runRequest } from './session-run.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
 import { type ShellShape, SpareShell } from './spare-shell.ts'
 import type { Spawn } from './spawner.ts'
@@ -61,11 +62,17 @@ export interface SessionManagerOptions {
   oomCheck?: OomCheck
 }
 
-/** Handles one `session.*` method: params parsed against its schema, result typed by it. */
+/**
+ * Handles one `session.*` method: params parsed against its schema, result typed by it (or a
+ * promise of it, when the handler has to wait).
+ */
 type SessionHandler<M extends SessionMethod> = (
   params: AgentParams<M>,
   context: MethodContext,
-) => Promise<AgentResultOf<M>>
+) => CallAnswer<AgentResultOf<M>>
+
+/** What a queued streamed run's settlement does: its output and exit flow on attached channels. */
+const IGNORE = (): void => {}
 
 /** Every shell session of the sandbox. */
 export class SessionManager implements SessionService {
@@ -140,12 +147,12 @@ export class SessionManager implements SessionService {
     return session
   }
 
-  /** Handles one `session.*` call with parsed params. */
+  /** Handles one `session.*` call with parsed params: its result, or a promise of it. */
   handle<M extends SessionMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
-  ): Promise<AgentResultOf<M>> {
+  ): CallAnswer<AgentResultOf<M>> {
     const handler = this.#handlers[method] as unknown as SessionHandler<M>
     return handler(params, context)
   }
@@ -162,23 +169,16 @@ export class SessionManager implements SessionService {
       await this.delete(p.sessionId)
       return {}
     },
-    'session.run': async (p) => {
-      const session = this.#sessions.get(p.sessionId) ?? (await this.get(p.sessionId, true))
-      // An unbuffered run's result is dropped, so it keeps none of its output in memory.
-      const outputCapBytes = p.buffer ? p.outputCapBytes : 0
-      const running = session.run({
-        runId: p.id,
-        command: p.command,
-        ...(p.timeoutMs === undefined ? {} : { timeoutMs: p.timeoutMs }),
-        ...(p.stdin === undefined ? {} : { stdin: Buffer.from(p.stdin, 'base64') }),
-        ...(p.stdinPipe === true ? { stdinPipe: true } : {}),
-        ...(outputCapBytes === undefined ? {} : { outputCapBytes }),
-      })
-      if (p.buffer) return toRunResult(await running)
-      // Unbuffered: the run is queued; its output and exit flow on attached channels.
-      running.catch(() => {})
-      if (session.closedInfo !== null) await running
-      return {}
+    'session.run': (p) => {
+      const session = this.#sessions.get(p.sessionId)
+      // A streamed run of an existing session is queued (its line written into bash) and
+      // answered in this turn, with no promise on the way; its output and exit flow on attached
+      // channels, and a run the shell cannot take (closed, invalid) fails the call.
+      if (session !== undefined && !p.buffer) {
+        session.enqueue(runRequest(p, 0), IGNORE, IGNORE)
+        return {}
+      }
+      return this.#runBuffered(p, session)
     },
     'session.attach': async (p, context) => {
       const session = await this.get(p.sessionId)
@@ -262,6 +262,22 @@ export class SessionManager implements SessionService {
         }),
       )
     },
+  }
+
+  /**
+   * A `session.run` that waits: a buffered run (resolves with its result), or a streamed run of a
+   * session that does not exist yet (created with defaults first).
+   */
+  async #runBuffered(
+    p: AgentParams<'session.run'>,
+    found: BashSession | undefined,
+  ): Promise<AgentResultOf<'session.run'>> {
+    const session = found ?? (await this.get(p.sessionId, true))
+    if (!p.buffer) {
+      session.enqueue(runRequest(p, 0), IGNORE, IGNORE)
+      return {}
+    }
+    return toRunResult(await session.run(runRequest(p, p.outputCapBytes)))
   }
 
   /** Deletes a session and kills its processes; `default` only once its shell has closed. */

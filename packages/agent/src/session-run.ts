@@ -1,6 +1,6 @@
 // One run of a session's shell: what the caller asks for, what it gets back, and the record
 // the session keeps of it while it is queued, written ahead and running, including its sync line.
-import type { HistoryEntry, StreamName } from '@conch/protocol'
+import type { AgentParams, HistoryEntry, StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import { CappedBytes } from './capped-bytes.ts'
 
@@ -20,6 +20,19 @@ export interface RunRequest {
   outputCapBytes?: number
   /** Internal runs (state queries) are kept out of the output log and the history. */
   internal?: boolean
+}
+
+/**
+ * The run a `session.run` call asks for, keeping at most `outputCapBytes` per stream of its
+ * result (0 for a streamed run, whose result is dropped; absent: the session's default).
+ */
+export function runRequest(p: AgentParams<'session.run'>, outputCapBytes: number | undefined): RunRequest {
+  const req: RunRequest = { runId: p.id, command: p.command }
+  if (p.timeoutMs !== undefined) req.timeoutMs = p.timeoutMs
+  if (p.stdin !== undefined) req.stdin = Buffer.from(p.stdin, 'base64')
+  if (p.stdinPipe === true) req.stdinPipe = true
+  if (outputCapBytes !== undefined) req.outputCapBytes = outputCapBytes
+  return req
 }
 
 /** The buffered result of one run. */

@@ -96,19 +96,26 @@ export class SessionRuns {
 
   /** Queues a run of an open shell; resolves with its buffered result. */
   add(req: RunRequest): Promise<RunOutcome> {
+    return new Promise<RunOutcome>((resolve, reject) => this.enqueue(req, resolve, reject))
+  }
+
+  /**
+   * Queues a run of an open shell without a promise (its line goes into bash at once when the
+   * window has room): `resolve` gets its buffered result, `reject` the error that ends it. An
+   * invalid request throws its typed error, and nothing is queued.
+   */
+  enqueue(req: RunRequest, resolve: (outcome: RunOutcome) => void, reject: (err: Error) => void): void {
     const invalid = checkRunRequest(
       this.#host.sessionId,
       req,
       this.#host.opts.maxCommandBytes,
       this.#inFlight,
     )
-    if (invalid !== null) return Promise.reject(invalid)
+    if (invalid !== null) throw invalid
     this.#inFlight.add(req.runId)
-    return new Promise<RunOutcome>((resolve, reject) => {
-      const cap = req.outputCapBytes ?? this.#host.opts.outputCapBytes
-      this.#queue.push(newRun(req, cap, resolve, reject))
-      this.fill()
-    })
+    const cap = req.outputCapBytes ?? this.#host.opts.outputCapBytes
+    this.#queue.push(newRun(req, cap, resolve, reject))
+    this.fill()
   }
 
   /**

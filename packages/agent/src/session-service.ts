@@ -1,3 +1,4 @@
+import type { CallAnswer } from '@conch/link'
 import type { AgentFrame, AgentMethod, AgentParams, AgentResultOf } from '@conch/protocol'
 import type { AgentChannel } from './agent-channel.ts'
 
@@ -19,12 +20,12 @@ export type Broadcast = (frame: AgentFrame) => void
  * background process starts "in a session".
  */
 export interface SessionService {
-  /** Handles one `session.*` call. */
+  /** Handles one `session.*` call: its result, or a promise of it when it has to wait. */
   handle<M extends SessionMethod>(
     method: M,
     params: AgentParams<M>,
     context: MethodContext,
-  ): Promise<AgentResultOf<M>>
+  ): CallAnswer<AgentResultOf<M>>
   /** The current cwd and exported variables of a session's shell. */
   shellState(sessionId: string): Promise<{ cwd: string; env: Record<string, string> }>
   /** Where to send link-wide frames. */

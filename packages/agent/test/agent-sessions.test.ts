@@ -144,6 +144,62 @@ describe('sessions over the agent socket', () => {
     expect((await run(c2, 'default', 'echo $exit_after')).out).toBe('1\n')
   })
 
+  test('a streamed run the shell cannot take fails its call with a typed error and changes nothing else', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    await c.call('session.attach', { sessionId: 'default', ch: 1 })
+    const streamed = (params: Record<string, unknown>) =>
+      c.call('session.run', { sessionId: 'default', buffer: false, ...params })
+    const refused = (params: unknown) =>
+      c.call('session.run', params).then(
+        () => ({ code: 'ANSWERED' }),
+        (e: { code: string; message: string }) => e,
+      )
+    // A run that stays in flight until its stdin pipe ends.
+    await expect(streamed({ id: 'held', command: 'cat', stdinPipe: true })).resolves.toEqual({})
+    await c.waitFor((f) => f.type === 'shell_start' && f.id === 'held')
+    expect(
+      await refused({ sessionId: 'default', id: 'held', command: 'echo dup', buffer: false }),
+    ).toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('already in flight'),
+    })
+    expect(
+      await refused({ sessionId: 'default', id: 'nul', command: 'echo a\0b', buffer: false }),
+    ).toMatchObject({
+      code: 'INVALID_COMMAND',
+    })
+    for (const hostile of [
+      [],
+      'session.run',
+      { sessionId: 'default', id: 'x', command: 42, buffer: false },
+      { sessionId: 'default', id: 'x', command: 'true', buffer: 'no' },
+      { sessionId: 'default', id: 'x', command: 'true', buffer: false, stdinPipe: 'yes' },
+      { sessionId: 'default', id: 'x', command: 'true', buffer: false, timeoutMs: -1 },
+      { sessionId: 'default', id: { toString: 'x' }, command: 'true', buffer: false },
+    ]) {
+      expect(await refused(hostile), JSON.stringify(hostile)).toMatchObject({ code: 'BAD_REQUEST' })
+    }
+    // The run in flight is unaffected: its pipe still takes input, and it ends as it should.
+    await c.call('session.stdin', {
+      sessionId: 'default',
+      id: 'held',
+      data: Buffer.from('fed\n').toString('base64'),
+      end: true,
+    })
+    expect(await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'held')).toMatchObject({ code: 0 })
+    await expect(streamed({ id: 'after', command: 'echo after' })).resolves.toEqual({})
+    expect(await c.waitFor((f) => f.type === 'shell_exit' && f.id === 'after')).toMatchObject({ code: 0 })
+    const starts = c.frames.filter((f) => f.type === 'shell_start').map((f) => (f as { id: string }).id)
+    expect(starts).toEqual(['held', 'after'])
+    const out = c.frames.filter((f) => f.type === 'shell_out' && f.ch === 1)
+    expect(Buffer.concat(out.map((f) => f.payload)).toString()).toBe('fed\nafter\n')
+    // A streamed run naming a session that does not exist yet creates it, as before.
+    await expect(streamed({ sessionId: 'fresh', id: 'f1', command: 'x=1' })).resolves.toEqual({})
+    expect((await run(c, 'fresh', 'echo $x')).out).toBe('1\n')
+  })
+
   test('answers an evicted offset with OUTPUT_LOST', async ({ agent }) => {
     const c = await agent.connect()
     await run(c, 'default', 'head -c 9000000 /dev/zero')

@@ -11,6 +11,7 @@ export {
 export {
   type AnswerFrame,
   answerCall,
+  type CallAnswer,
   type CallErrors,
   type CallFrame,
   type CallOptions,

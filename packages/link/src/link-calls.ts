@@ -173,9 +173,16 @@ export class LinkCalls<T extends MethodTable> {
   }
 }
 
-/** One handler per method of `T`, typed by its schemas; `C` is what the role hands each call. */
+/** What a handler gives back: its result, or a promise of it when it has to wait. */
+export type CallAnswer<R> = R | Promise<R>
+
+/**
+ * One handler per method of `T`, typed by its schemas; `C` is what the role hands each call. A
+ * handler that needs nothing asynchronous may return its result as is: the answer then leaves
+ * in the same turn, without a promise.
+ */
 export type HandlerTable<T extends MethodTable, C> = {
-  [M in keyof T]: (params: ParamsOf<T, M>, context: C) => Promise<ResultOf<T, M>>
+  [M in keyof T]: (params: ParamsOf<T, M>, context: C) => CallAnswer<ResultOf<T, M>>
 }
 
 /**
@@ -210,15 +217,16 @@ export function schemaCallParser<T extends MethodTable>(methods: T): CallParser<
 /**
  * Answers one call: checks its method and params with `parser`, runs `handle`, and sends
  * `result` or `fail`. An unknown method or bad params fail with BAD_REQUEST naming the fields;
- * a thrown error becomes the `fail` that `toWire` makes of it.
+ * a thrown error (or a rejected promise) becomes the `fail` that `toWire` makes of it. A result
+ * `handle` returns as is is answered at once, in the call's turn; a promise, once it settles.
  */
-export async function answerCall<T extends MethodTable>(
+export function answerCall<T extends MethodTable>(
   parser: CallParser<T>,
   frame: CallFrame,
-  handle: <M extends keyof T & string>(method: M, params: ParamsOf<T, M>) => Promise<ResultOf<T, M>>,
+  handle: <M extends keyof T & string>(method: M, params: ParamsOf<T, M>) => CallAnswer<ResultOf<T, M>>,
   reply: (frame: AnswerFrame) => void,
   toWire: (error: unknown) => WireError,
-): Promise<void> {
+): void {
   const { id, method } = frame
   if (!parser.has(method)) {
     const name: string = frame.method
@@ -234,8 +242,31 @@ export async function answerCall<T extends MethodTable>(
     reply({ type: 'fail', id, error: parsed.error })
     return
   }
+  let answer: CallAnswer<unknown>
   try {
-    const result = await handle(method, parsed.value)
+    answer = handle(method, parsed.value)
+  } catch (err) {
+    reply({ type: 'fail', id, error: toWire(err) })
+    return
+  }
+  if (answer instanceof Promise) {
+    answer.then(
+      (result: unknown) => replyResult(id, result, reply, toWire),
+      (err: unknown) => reply({ type: 'fail', id, error: toWire(err) }),
+    )
+    return
+  }
+  replyResult(id, answer, reply, toWire)
+}
+
+/** Sends a call's result; a result that cannot be sent (not JSON) fails the call instead. */
+function replyResult(
+  id: number,
+  result: unknown,
+  reply: (frame: AnswerFrame) => void,
+  toWire: (error: unknown) => WireError,
+): void {
+  try {
     reply({ type: 'result', id, result })
   } catch (err) {
     reply({ type: 'fail', id, error: toWire(err) })

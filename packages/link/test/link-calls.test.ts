@@ -11,7 +11,14 @@ import {
 } from '@conch/protocol'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
-import { answerCall, type HandlerTable, LinkCalls, schemaCallParser } from '../src/link-calls.ts'
+import {
+  type AnswerFrame,
+  answerCall,
+  type CallFrame,
+  type HandlerTable,
+  LinkCalls,
+  schemaCallParser,
+} from '../src/link-calls.ts'
 import { LinkEndpoint } from '../src/link-endpoint.ts'
 import { type SocketPair, socketPair } from './socket-pair.ts'
 
@@ -161,5 +168,82 @@ describe('calls over the link', () => {
     calls.callUnawaited('add', { a: 1, b: 1 }, onFail)
     expect(failures).toHaveLength(3)
     expect(failures[2]).toMatch(/^CONNECTION_LOST/)
+  })
+})
+
+describe('answerCall with handlers that answer at once', () => {
+  const parser = schemaCallParser(METHODS)
+  const toWire = (error: unknown): WireError => ({ code: 'INTERNAL', message: (error as Error).message })
+  /** Answers `frame` with `handle`; returns what was replied before answerCall returned. */
+  function answerNow(frame: CallFrame, handle: (method: string, params: unknown) => unknown): AnswerFrame[] {
+    const replies: AnswerFrame[] = []
+    answerCall(parser, frame, handle as never, (a) => replies.push(a), toWire)
+    return [...replies]
+  }
+  const call = (method: string, params: unknown, id = 1): CallFrame => ({ type: 'call', id, method, params })
+
+  it('replies in the same turn to a handler that returns its result as is', () => {
+    expect(answerNow(call('add', { a: 2, b: 3 }), (_m, p) => ({ sum: (p as { a: number }).a + 1 }))).toEqual([
+      { type: 'result', id: 1, result: { sum: 3 } },
+    ])
+  })
+
+  it('fails a handler that throws, and one whose result cannot be sent, with its typed error', () => {
+    expect(
+      answerNow(call('boom', {}, 2), () => {
+        throw new Error('sync break')
+      }),
+    ).toEqual([{ type: 'fail', id: 2, error: { code: 'INTERNAL', message: 'sync break' } }])
+    const replies: AnswerFrame[] = []
+    answerCall(
+      parser,
+      call('add', { a: 1, b: 1 }, 3),
+      (() => ({ sum: 1n })) as never,
+      (a) => {
+        // The link's send encodes the frame; a BigInt cannot be, and throws as JSON.stringify does.
+        JSON.stringify(a)
+        replies.push(a)
+      },
+      toWire,
+    )
+    expect(replies).toEqual([
+      { type: 'fail', id: 3, error: { code: 'INTERNAL', message: expect.stringMatching(/BigInt/) } },
+    ])
+  })
+
+  it('checks method and params before any handler runs, and answers a promise once it settles', async () => {
+    let ran = 0
+    const handle = () => {
+      ran += 1
+      return { sum: 0 }
+    }
+    expect(answerNow(call('__proto__', {}), handle)).toEqual([
+      { type: 'fail', id: 1, error: { code: 'BAD_REQUEST', message: 'unknown method "__proto__"' } },
+    ])
+    expect(answerNow(call('add', { a: 'x' }), handle)[0]).toMatchObject({
+      type: 'fail',
+      error: { code: 'BAD_REQUEST' },
+    })
+    expect(ran).toBe(0)
+    const replies: AnswerFrame[] = []
+    answerCall(
+      parser,
+      call('add', { a: 1, b: 1 }, 4),
+      (async () => ({ sum: 2 })) as never,
+      (a) => replies.push(a),
+      toWire,
+    )
+    expect(replies).toEqual([])
+    await vi.waitFor(() => expect(replies).toEqual([{ type: 'result', id: 4, result: { sum: 2 } }]))
+    answerCall(
+      parser,
+      call('boom', {}, 5),
+      (async () => Promise.reject(new Error('late'))) as never,
+      (a) => replies.push(a),
+      toWire,
+    )
+    await vi.waitFor(() =>
+      expect(replies[1]).toEqual({ type: 'fail', id: 5, error: { code: 'INTERNAL', message: 'late' } }),
+    )
   })
 })
