@@ -77,6 +77,32 @@ const fastCheck = (v: Record<string, unknown>): unknown =>
   v.type === 'shell_exit' ? fastShellExit(v) : v.type === 'shell_start' ? fastShellStart(v) : undefined
 
 describe('fast checks of the per-run frames', () => {
+  it('were written against the schemas the protocol generates today (update them with it)', () => {
+    // A field added to or changed in either frame must be added to server-frame-fast.ts too:
+    // the fast checks build their result from the fields they know.
+    const int = { type: 'integer', minimum: 0 }
+    const runId = { type: 'string', minLength: 1, maxLength: 128 }
+    expect(SERVER_FRAME_SCHEMAS.shell_exit).toStrictEqual({
+      type: 'object',
+      properties: {
+        type: { type: 'string', const: 'shell_exit' },
+        id: runId,
+        code: { type: 'integer', minimum: 0, maximum: 255 },
+        timedOut: { type: 'boolean' },
+        durationMs: { type: 'number', minimum: 0 },
+        offset: int,
+        oomKilled: { type: 'boolean' },
+        startOffset: int,
+      },
+      required: ['type', 'id', 'code', 'timedOut', 'durationMs', 'offset'],
+    })
+    expect(SERVER_FRAME_SCHEMAS.shell_start).toStrictEqual({
+      type: 'object',
+      properties: { type: { type: 'string', const: 'shell_start' }, id: runId, offset: int },
+      required: ['type', 'id', 'offset'],
+    })
+  })
+
   it('take the golden frames, so runs do use them', () => {
     for (const frame of golden) expect(fastCheck(frame as Record<string, unknown>)).toEqual(frame)
   })
