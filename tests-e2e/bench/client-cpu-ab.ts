@@ -4,7 +4,8 @@
 // same rounds. The figure is this process's CPU (every thread's scheduler nanoseconds from
 // /proc/self/task/*/schedstat) per run, over many interleaved rounds, as a ratio to the bare
 // client's of the same round. CLIENT_CPU_AB_PIPELINED=<n> measures bursts of n pipelined runs
-// instead of sequential ones. CLIENT_CPU_AB_WS=1 adds a side with this SDK over the `ws` package.
+// instead of sequential ones. CLIENT_CPU_AB_UNDICI=1 adds a side with this SDK over Node's global
+// WebSocket (undici) instead of its default on Node, the `ws` package.
 //
 //   CLIENT_CPU_AB_BASE=<checkout> pnpm --filter @conch/tests-e2e exec node --conditions=source bench/client-cpu-ab.ts
 
@@ -53,11 +54,11 @@ const runner = await startRunner({ args: ['--log-level', 'warn', '--max-queued-r
 const bare = await BareTwoHop.start()
 const disposers: (() => Promise<void>)[] = []
 
-async function sdkSide(name: string, root: string, ws: boolean): Promise<Side> {
+async function sdkSide(name: string, root: string, undici: boolean): Promise<Side> {
   const sdk = (await import(
     pathToFileURL(join(root, 'packages/sdk/src/index.ts')).href
   )) as typeof import('@conch/sdk')
-  const WebSocket = ws ? (await import('ws')).WebSocket : undefined
+  const WebSocket = undici ? globalThis.WebSocket : undefined
   const sb = await sdk.Sandbox.create({
     url: runner.url,
     apiKey: runner.apiKey,
@@ -83,8 +84,8 @@ async function sdkSide(name: string, root: string, ws: boolean): Promise<Side> {
 const sides: Side[] = []
 if (BASE) sides.push(await sdkSide('base', BASE, false))
 sides.push(await sdkSide('this', join(import.meta.dirname, '../..'), false))
-if (process.env.CLIENT_CPU_AB_WS === '1')
-  sides.push(await sdkSide('this+ws', join(import.meta.dirname, '../..'), true))
+if (process.env.CLIENT_CPU_AB_UNDICI === '1')
+  sides.push(await sdkSide('this+undici', join(import.meta.dirname, '../..'), true))
 const bareUs: number[] = []
 
 async function measure(fn: () => Promise<unknown>): Promise<number> {
