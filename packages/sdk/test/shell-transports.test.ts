@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { promisify } from 'node:util'
 import { encodeOutputFrame } from '@conch/protocol'
 import { describe, expect, test } from 'vitest'
 import { WebSocket as WsWebSocket } from 'ws'
@@ -9,6 +13,8 @@ import { FakeRunner } from './fake-runner.ts'
 // sockets) sends frames that break the protocol at each layer: a frame the SDK cannot read must
 // close the shell with a typed INVALID_FRAME, and bytes that break the WebSocket framing itself
 // must drop the socket, which the shell dials again; neither may crash the client.
+
+const execFileAsync = promisify(execFile)
 
 const transports: [string, WebSocketConstructor][] = [
   ['ws', WsWebSocket],
@@ -107,5 +113,36 @@ describe.for(transports)('a shell over %s', ([_name, WebSocket]) => {
     await sh.interrupt()
     expect((await pending).exitCode).toBe(130)
     expect((await sh.run('echo after')).stdout).toBe('after\n')
+  })
+})
+
+describe('a runtime with no WebSocket at all', () => {
+  test('still works over REST, and its first shell says what to install', async () => {
+    await using runner = await FakeRunner.start()
+    // A child Node whose resolver hides `ws` and which has no global WebSocket: the handle
+    // resolves its WebSocket when it is made, and that failure must not surface as an
+    // unhandled rejection (which would end the process) before a shell asks for it.
+    const script = `
+      import { registerHooks } from 'node:module'
+      registerHooks({ resolve(s, c, next) {
+        if (s === 'ws') throw Object.assign(new Error('no ws'), { code: 'ERR_MODULE_NOT_FOUND' })
+        return next(s, c)
+      } })
+      delete globalThis.WebSocket
+      const { Sandbox } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, '../src/index.ts')).href)})
+      const sb = await Sandbox.connect(process.env.SB, { url: process.env.RUNNER_URL, apiKey: process.env.KEY })
+      await new Promise((r) => setTimeout(r, 50))
+      console.log('rest', sb.id === process.env.SB)
+      await sb.shell().then(() => console.log('opened'), (e) => console.log('shell', e.code, e.message))
+    `
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      ['--conditions=source', '--input-type=module', '-e', script],
+      {
+        env: { ...process.env, SB: runner.sandboxId, RUNNER_URL: runner.url, KEY: runner.apiKey },
+        encoding: 'utf8',
+      },
+    )
+    expect(stdout).toMatch(/^rest true\nshell CONNECTION_\w+ no WebSocket implementation: .*npm install ws/)
   })
 })
