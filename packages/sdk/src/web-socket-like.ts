@@ -10,7 +10,7 @@ import { ConnectionError } from './conch-error.ts'
 // `CLIENT_CPU_AB_UNDICI=1`, 20 and 24 interleaved rounds, each against the bare client of the
 // same round); undici's path per message (a stream parser, a `MessageEvent` and an
 // `EventTarget` dispatch, a `TextDecoder`) and per send (its own queue over the socket's
-// `Writable`) is longer. The choice costs 128 bytes of the gzipped bundle. Only Node takes it:
+// `Writable`) is longer. The choice costs about 130 bytes of the gzipped bundle. Only Node takes it:
 // Bun's and Deno's globals are native, and a browser bundle never imports `ws` (the specifier
 // is a variable behind a runtime check). An injected constructor always wins, so
 // `{ WebSocket: globalThis.WebSocket }` keeps undici on Node.
