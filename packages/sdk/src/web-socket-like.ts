@@ -12,8 +12,8 @@ import { ConnectionError } from './conch-error.ts'
 // `EventTarget` dispatch, a `TextDecoder`) and per send (its own queue over the socket's
 // `Writable`) is longer. The choice costs about 130 bytes of the gzipped bundle. Only Node
 // takes it: Bun's and Deno's globals are native, and a browser bundle never imports `ws` (the
-// specifier is a variable behind a runtime check). An injected constructor always wins, so `{
-// WebSocket: globalThis.WebSocket }` keeps undici on Node.
+// specifier is a variable behind a runtime check). An injected constructor always wins, so
+// `{ WebSocket: globalThis.WebSocket }` keeps undici on Node.
 
 /**
  * A WebSocket as the SDK uses it: the standard browser API, or `ws`.
