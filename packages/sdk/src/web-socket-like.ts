@@ -5,15 +5,15 @@ import { ConnectionError } from './conch-error.ts'
 // every implementation's own event types fit; the SDK reads events defensively.
 //
 // On Node the SDK prefers `ws` (≥ 8, an optional peer) when it can be imported, and uses the
-// global (undici) otherwise: per sequential `shell.run('true')` the client spent 0.82x and
-// 0.89x the CPU over `ws` that it spent over undici (tests-e2e `bench/client-cpu-ab.ts` with
-// `CLIENT_CPU_AB_UNDICI=1`, 20 and 24 interleaved rounds, each against the bare client of the
-// same round); undici's path per message (a stream parser, a `MessageEvent` and an
-// `EventTarget` dispatch, a `TextDecoder`) and per send (its own queue over the socket's
-// `Writable`) is longer. The choice costs about 130 bytes of the gzipped bundle. Only Node
-// takes it: Bun's and Deno's globals are native, and a browser bundle never imports `ws` (the
-// specifier is a variable behind a runtime check). An injected constructor always wins, so
-// `{ WebSocket: globalThis.WebSocket }` keeps undici on Node.
+// global (undici) otherwise: per sequential `shell.run('true')` the client spent a median 0.93x
+// (0.82-1.04x over six runs) the CPU over `ws` that it spent over undici (tests-e2e
+// `bench/client-cpu-ab.ts` with `CLIENT_CPU_AB_UNDICI=1`, 20-24 interleaved rounds each, every
+// round against the bare client of the same round); undici's path per message (a stream parser,
+// a `MessageEvent` and an `EventTarget` dispatch, a `TextDecoder`) and per send (its own queue
+// over the socket's `Writable`) is longer. The choice costs about 130 bytes of the gzipped
+// bundle. Only Node takes it: Bun's and Deno's globals are native, and a browser bundle never
+// imports `ws` (the specifier is a variable behind a runtime check). An injected constructor
+// always wins, so `{ WebSocket: globalThis.WebSocket }` keeps undici on Node.
 
 /**
  * A WebSocket as the SDK uses it: the standard browser API, or `ws`.
