@@ -5,7 +5,7 @@ import type { IncomingFrame } from './server-frame.ts'
 // result through megamorphic stores). Each check only ever accepts: it returns the frame exactly
 // as the schema check would (known keys in schema order, unknown keys dropped), or `undefined`
 // for anything it is not sure of, and the schema check then decides. So a fast path can never
-// accept what the schema rejects; server-frame.test.ts holds both to the same answers over
+// accept what the schema rejects; server-frame-fast.test.ts holds both to the same answers over
 // hostile inputs.
 
 type Exit = Extract<IncomingFrame, { type: 'shell_exit' }>
