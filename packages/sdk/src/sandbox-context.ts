@@ -21,13 +21,17 @@ export interface SandboxContext {
   readonly path: string
   /** Shells opened through the handle and not yet closed; hibernate, destroy and dispose close them. */
   readonly shells: Set<Shell>
-  /** The WebSocket constructor (injected, global, or `ws`), resolved on first use. */
+  /** The WebSocket constructor (injected, `ws` or global), resolved when the handle is made. */
   webSocket(): Promise<WebSocketConstructor>
 }
 
 /** The context of a handle on sandbox `id`, reached through `runner`. */
 export function sandboxContext(runner: RunnerConnection, id: string): SandboxContext {
-  let WebSocket: Promise<WebSocketConstructor> | undefined
+  // Resolved at once, not on the first shell: on Node that imports `ws` (milliseconds of module
+  // loading), which then overlaps the REST calls a first shell makes before its socket opens.
+  const WebSocket = resolveWebSocket(runner.options.WebSocket)
+  // A runtime without any WebSocket still works over REST; the first socket reports the error.
+  WebSocket.catch(() => {})
   return {
     id,
     http: runner.http,
@@ -35,9 +39,6 @@ export function sandboxContext(runner: RunnerConnection, id: string): SandboxCon
     options: runner.options,
     path: `/v1/sandboxes/${encodeURIComponent(id)}`,
     shells: new Set(),
-    webSocket: () => {
-      WebSocket ??= resolveWebSocket(runner.options.WebSocket)
-      return WebSocket
-    },
+    webSocket: () => WebSocket,
   }
 }

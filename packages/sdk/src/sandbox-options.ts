@@ -26,7 +26,10 @@ export interface ConnectOptions {
   token?: string | undefined
   /** The fetch to use; default `globalThis.fetch`. */
   fetch?: FetchLike
-  /** The WebSocket constructor to use; default `globalThis.WebSocket`, else the `ws` package. */
+  /**
+   * The WebSocket constructor to use. Default: on Node the `ws` package when it is installed,
+   * else `globalThis.WebSocket`, else `ws`; pass `globalThis.WebSocket` to keep Node's built-in.
+   */
   WebSocket?: WebSocketConstructor
   /** Deadline of each REST call that has no command timeout of its own; default 30 s. */
   requestTimeoutMs?: number

@@ -1,5 +1,6 @@
 import type { ServerFrame } from '@conch/protocol'
 import { type JsonSchema, type Shape, ShapeError, shapeOf } from '@conch/protocol/json-shape'
+import { fastShellExit, fastShellStart } from './server-frame-fast.ts'
 import { SERVER_FRAME_SCHEMAS } from './wire-schemas.ts'
 
 // The frames the runner sends on the shell socket, checked against the protocol's
@@ -41,6 +42,10 @@ export function readServerFrame(text: string): FrameReadResult {
   }
   const type: unknown = 'type' in value ? value.type : undefined
   if (typeof type !== 'string') return { ok: false, message: 'frame has no string "type"' }
+  // Every run brings these; their hand-written checks accept a subset of what the schema does.
+  const fast =
+    type === 'shell_exit' ? fastShellExit(value) : type === 'shell_start' ? fastShellStart(value) : undefined
+  if (fast !== undefined) return { ok: true, frame: fast }
   const shape = Object.hasOwn(SHAPES, type) ? SHAPES[type] : undefined
   if (!shape) return { ok: true, frame: null }
   try {

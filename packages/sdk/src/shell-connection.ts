@@ -163,7 +163,8 @@ export class ShellConnection {
     socket.addEventListener('message', (event: unknown) => {
       if (this.#socket !== socket) return
       this.#lastHeard = Date.now()
-      const data = field(event, 'data')
+      const data: unknown =
+        typeof event === 'object' && event !== null ? (event as { data?: unknown }).data : undefined
       if (typeof data !== 'string') {
         const bytes =
           data instanceof ArrayBuffer

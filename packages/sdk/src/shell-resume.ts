@@ -110,6 +110,8 @@ export class ShellResume {
 
   /** A run ended: a reconciliation waiting for an idle session looks again. */
   runEnded(): void {
+    // Nearly always none: a run's end then costs no allocation.
+    if (this.#exitWaiters.length === 0) return
     const waiters = this.#exitWaiters
     this.#exitWaiters = []
     for (const wake of waiters) wake()

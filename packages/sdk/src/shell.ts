@@ -46,6 +46,9 @@ const CLIENT_HELLO = JSON.stringify({
   ],
 })
 
+/** The options of a run called without any: made once, read only. */
+const NO_OPTIONS: StartOptions = Object.freeze(toStartOptions({}))
+
 /** What a shell needs from its sandbox. @internal */
 export interface ShellInit {
   session: Session
@@ -283,8 +286,10 @@ export class Shell {
   run(command: string, options?: ShellRunOptions<'utf8'>): Promise<CommandResult<string>>
   run(
     command: string,
-    options: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'> = {},
+    options?: ShellRunOptions<'binary'> | ShellRunOptions<'utf8'>,
   ): Promise<CommandResult<string> | CommandResult<Uint8Array>> {
+    if (options === undefined)
+      return this.#start(command, NO_OPTIONS, true).promise as Promise<CommandResult<string>>
     const started = this.#start(command, toStartOptions(options), true)
     const promise = started.promise as Promise<CommandResult<string> | CommandResult<Uint8Array>>
     if (options.stdin !== 'pipe') return promise

@@ -269,6 +269,16 @@ export class FakeRunner {
     for (const s of this.sessions.values()) for (const c of s.clients) c.ws.send(text)
   }
 
+  /**
+   * Writes bytes straight onto every client's TCP socket, under the WebSocket framing: a runner
+   * that breaks the WebSocket protocol itself (hostile-runner tests). `ws` keeps the socket in a
+   * private field; this is test-only.
+   */
+  sendRawBytes(bytes: Uint8Array): void {
+    for (const c of this.#wss.clients)
+      (c as unknown as { _socket: { write(b: Uint8Array): void } })._socket.write(bytes)
+  }
+
   /** Sends a raw binary message to every client (hostile-runner tests). */
   sendBinary(data: Uint8Array): void {
     for (const c of this.#wss.clients) c.send(data)
