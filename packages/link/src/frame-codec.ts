@@ -213,9 +213,23 @@ export function decodeBody(bytes: Uint8Array, start: number, end: number): Decod
   const headerEnd = start + 4 + headerLength
   let header: unknown
   try {
-    header = JSON.parse(decoder.decode(bytes.subarray(start + 4, headerEnd)))
+    header = JSON.parse(headerText(bytes, start + 4, headerEnd))
   } catch {
     return { ok: false, error: { code: 'INVALID_FRAME', message: 'frame header is not UTF-8 JSON' } }
   }
-  return { ok: true, frame: { header, payload: bytes.subarray(headerEnd, end) } }
+  return { ok: true, frame: { header, payload: headerEnd === end ? EMPTY : bytes.subarray(headerEnd, end) } }
+}
+
+/**
+ * The header `bytes[start, end)` as text; throws when it is not UTF-8. A Buffer (the slabs, a
+ * socket's chunks) is decoded in place, without a view per frame: Node replaces every invalid
+ * sequence with U+FFFD, so text without one is the bytes' exact decoding, and text with one
+ * (rare: a header that really holds U+FFFD, or invalid bytes) goes to the strict decoder.
+ */
+function headerText(bytes: Uint8Array, start: number, end: number): string {
+  if (Buffer.isBuffer(bytes)) {
+    const text = bytes.toString('utf8', start, end)
+    if (!text.includes('\uFFFD')) return text
+  }
+  return decoder.decode(bytes.subarray(start, end))
 }

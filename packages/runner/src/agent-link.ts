@@ -206,15 +206,17 @@ export class AgentLink {
   /**
    * Calls an agent method without a promise, for calls whose answer only acknowledges (a
    * streamed run): the result is checked and dropped; `onFail` gets the agent's error, an
-   * invalid result (INTERNAL) or the link's loss, at most once.
+   * invalid result (INTERNAL) or the link's loss, at most once, with `context` (so one
+   * `onFail` serves every call, without a closure per call).
    */
-  callUnawaited<M extends AgentMethod>(
+  callUnawaited<M extends AgentMethod, C = undefined>(
     method: M,
     params: AgentParams<M>,
-    onFail: (error: Error) => void,
+    onFail: (error: Error, context: C) => void,
     options: CallOptions<M> = {},
+    context?: C,
   ): void {
-    this.#calls.callUnawaited(method, params, onFail, options)
+    this.#calls.callUnawaited(method, params, onFail, options, context)
   }
 
   /**

@@ -111,7 +111,8 @@ export class ShellConnection {
     })
     this.#starts = new ShellStartFold(this.#sender)
     this.#output = new ShellOutputRelay(this.#sender, options.query.encoding ?? 'utf8')
-    this.#runs = new ShellClientRuns(options.sessions, options.sandbox.id, this)
+    const sandbox = options.sandbox
+    this.#runs = new ShellClientRuns(options.sessions, sandbox.id, this, () => sandbox.releaseRun())
     this.#requests = new ShellRunRequests({
       ctx: options.ctx,
       sandbox: options.sandbox,
