@@ -33,6 +33,8 @@ export interface ShellFrameSenderOptions {
   onFlushed: () => void
   /** The tick's frames are about to be written: last chance to add one to the same write. */
   beforeUncork?: () => void
+  /** The tick's frames were written (or dropped, the socket being closed): work that waited for them. */
+  afterWrite?: () => void
 }
 
 /** Sends a shell socket's frames, batched per tick; nothing once closed. */
@@ -56,6 +58,7 @@ export class ShellFrameSender {
       this.#corked = false
       this.#socket?.uncork()
     }
+    this.#options.afterWrite?.()
   }
 
   /** A sender on `options.ws`. */
@@ -173,6 +176,14 @@ export class ShellFrameSender {
     this.#texts = []
     if (this.#ws.readyState !== 1) return
     this.#socket!.write(textFrames(texts))
+  }
+
+  /**
+   * Asks for the end of this tick even when nothing is sent in it: `beforeUncork`, then the
+   * write, then `afterWrite` run then, closed socket or not.
+   */
+  atEndOfTick(): void {
+    this.#queueEndOfTick()
   }
 
   /** The tick's held text and corked writes leave at its end. */
