@@ -35,6 +35,7 @@ import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { parseAgentFrame } from './agent-frame-parser.ts'
+import { readAgentHeader } from './agent-header-reader.ts'
 import { linkMismatch } from './link-mismatch.ts'
 import { type ChannelEvent, type RunnerChannel, runnerChannel, type WithPayload } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
@@ -105,6 +106,7 @@ export class AgentLink {
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
     this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
+      readHeader: readAgentHeader,
       parse: parseAgentFrame,
       onFrame: (frame, payload, lease) => this.#dispatch(frame, payload, lease),
       onBadFrame: (error, header) => this.#bad(header, error),
