@@ -86,16 +86,28 @@ export function readU32(bytes: Uint8Array, at: number): number {
   return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
 }
 
+/**
+ * Parses a frame header's JSON text: `JSON.parse`, or a role's reader that answers exactly as
+ * JSON.parse does (same value, same thrown SyntaxError) and reads its peer's common frames
+ * faster (the runner's `agent-header-reader.ts`).
+ */
+export type HeaderReader = (text: string) => unknown
+
 /** Incremental decoder: feed it chunks as they arrive, collect complete frames. */
 export class FrameDecoder {
   readonly #maxFrameBytes: number
+  readonly #readHeader: HeaderReader
   #chunks: Uint8Array[] = []
   #buffered = 0
   #skipping = 0
 
-  /** `maxFrameBytes` bounds one frame; larger ones are skipped and reported as FRAME_TOO_LARGE. */
-  constructor(maxFrameBytes: number = LIMITS.maxAgentFrameBytes) {
+  /**
+   * `maxFrameBytes` bounds one frame; larger ones are skipped and reported as FRAME_TOO_LARGE.
+   * Headers are read with `readHeader`.
+   */
+  constructor(maxFrameBytes: number = LIMITS.maxAgentFrameBytes, readHeader: HeaderReader = JSON.parse) {
     this.#maxFrameBytes = maxFrameBytes
+    this.#readHeader = readHeader
   }
 
   /** Bytes held while waiting for the rest of a frame. */
@@ -119,7 +131,7 @@ export class FrameDecoder {
       while (data.byteLength - at >= 4) {
         const length = readU32(data, at)
         if (length > this.#maxFrameBytes || data.byteLength - at - 4 < length) break
-        results.push(decodeBody(data, at + 4, at + 4 + length))
+        results.push(decodeBody(data, at + 4, at + 4 + length, this.#readHeader))
         at += 4 + length
       }
       if (at === data.byteLength) return results
@@ -139,7 +151,7 @@ export class FrameDecoder {
       }
       if (this.#buffered < 4 + length) break
       this.#take(4)
-      results.push(decodeBody(this.#take(length), 0, length))
+      results.push(decodeBody(this.#take(length), 0, length, this.#readHeader))
     }
     return results
   }
@@ -195,8 +207,16 @@ export function frameTooLarge(length: number, maxFrameBytes: number): DecodeResu
   }
 }
 
-/** Decodes the frame body (what follows the length field) that occupies `bytes[start, end)`. */
-export function decodeBody(bytes: Uint8Array, start: number, end: number): DecodeResult {
+/**
+ * Decodes the frame body (what follows the length field) that occupies `bytes[start, end)`,
+ * reading its header with `readHeader`.
+ */
+export function decodeBody(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  readHeader: HeaderReader = JSON.parse,
+): DecodeResult {
   if (end - start < 4) {
     return {
       ok: false,
@@ -213,9 +233,23 @@ export function decodeBody(bytes: Uint8Array, start: number, end: number): Decod
   const headerEnd = start + 4 + headerLength
   let header: unknown
   try {
-    header = JSON.parse(decoder.decode(bytes.subarray(start + 4, headerEnd)))
+    header = readHeader(headerText(bytes, start + 4, headerEnd))
   } catch {
     return { ok: false, error: { code: 'INVALID_FRAME', message: 'frame header is not UTF-8 JSON' } }
   }
-  return { ok: true, frame: { header, payload: bytes.subarray(headerEnd, end) } }
+  return { ok: true, frame: { header, payload: headerEnd === end ? EMPTY : bytes.subarray(headerEnd, end) } }
+}
+
+/**
+ * The header `bytes[start, end)` as text; throws when it is not UTF-8. A Buffer (the slabs, a
+ * socket's chunks) is decoded in place, without a view per frame: Node replaces every invalid
+ * sequence with U+FFFD, so text without one is the bytes' exact decoding, and text with one
+ * (rare: a header that really holds U+FFFD, or invalid bytes) goes to the strict decoder.
+ */
+function headerText(bytes: Uint8Array, start: number, end: number): string {
+  if (Buffer.isBuffer(bytes)) {
+    const text = bytes.toString('utf8', start, end)
+    if (!text.includes('\uFFFD')) return text
+  }
+  return decoder.decode(bytes.subarray(start, end))
 }

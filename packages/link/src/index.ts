@@ -5,6 +5,7 @@ export {
   encodeFrame,
   encodeFrameHead,
   FrameDecoder,
+  type HeaderReader,
   type Payload,
   payloadBytes,
 } from './frame-codec.ts'

@@ -56,8 +56,10 @@ interface Pending {
   method: string
   result: z.ZodType
   resolve: (value: unknown) => void
-  reject: (error: Error) => void
+  reject: (error: Error, context: unknown) => void
   timer: NodeJS.Timeout | undefined
+  /** What an unawaited call's `onFail` gets with the error. */
+  context: unknown
 }
 
 /** The calling side: typed `call`, settled by the role handing it `result` and `fail` frames. */
@@ -94,24 +96,35 @@ export class LinkCalls<T extends MethodTable> {
    * Calls `method` without a promise, for calls whose answer only acknowledges (a streamed run,
    * whose events follow on a channel): a result is still parsed by the method's schema (or
    * `options.result`) and then dropped; a failure, an invalid result, a timeout or the link's
-   * loss goes to `onFail`, at most once. Saves the promise and its reaction jobs on a hot path.
+   * loss goes to `onFail` with `context`, at most once. Saves the promise and its reaction jobs
+   * on a hot path, and with `context` a caller can pass one `onFail` for all its calls instead
+   * of a closure per call.
    */
-  callUnawaited<M extends keyof T & string>(
+  callUnawaited<M extends keyof T & string, C = undefined>(
     method: M,
     params: ParamsOf<T, M>,
-    onFail: (error: Error) => void,
+    onFail: (error: Error, context: C) => void,
     options: CallOptions<ResultOf<T, M>> = {},
+    context?: C,
   ): void {
     if (this.#failed) {
-      onFail(this.#failed)
+      onFail(this.#failed, context as C)
       return
     }
     const schema = Object.hasOwn(this.#methods, method) ? this.#methods[method] : undefined
     if (!schema) {
-      onFail(this.#errors.make('BAD_REQUEST', `unknown method "${method}"`))
+      onFail(this.#errors.make('BAD_REQUEST', `unknown method "${method}"`), context as C)
       return
     }
-    this.#start(method, params, options, schema.result, IGNORE_RESULT, onFail)
+    this.#start(
+      method,
+      params,
+      options,
+      schema.result,
+      IGNORE_RESULT,
+      onFail as (error: Error, context: unknown) => void,
+      context,
+    )
   }
 
   #start(
@@ -120,7 +133,8 @@ export class LinkCalls<T extends MethodTable> {
     options: CallOptions<unknown>,
     methodResult: z.ZodType,
     resolve: (value: unknown) => void,
-    reject: (error: Error) => void,
+    reject: (error: Error, context: unknown) => void,
+    context?: unknown,
   ): void {
     const id = this.#nextId++
     const timer =
@@ -133,10 +147,11 @@ export class LinkCalls<T extends MethodTable> {
                 'DEADLINE_EXCEEDED',
                 `the agent did not answer ${method} within ${options.timeoutMs} ms`,
               ),
+              context,
             )
           }, options.timeoutMs)
     const result = options.result ?? methodResult
-    this.#pending.set(id, { method, result, resolve, reject, timer })
+    this.#pending.set(id, { method, result, resolve, reject, timer, context })
     this.#send({ type: 'call', id, method, params })
   }
 
@@ -150,7 +165,7 @@ export class LinkCalls<T extends MethodTable> {
     this.#pending.delete(frame.id)
     if (pending.timer) clearTimeout(pending.timer)
     if (frame.type === 'fail') {
-      pending.reject(this.#errors.fromWire(frame.error))
+      pending.reject(this.#errors.fromWire(frame.error), pending.context)
       return undefined
     }
     const parsed = pending.result.safeParse(frame.result)
@@ -158,7 +173,10 @@ export class LinkCalls<T extends MethodTable> {
       pending.resolve(parsed.data)
       return undefined
     }
-    pending.reject(this.#errors.make('INTERNAL', `the agent sent an invalid result for ${pending.method}`))
+    pending.reject(
+      this.#errors.make('INTERNAL', `the agent sent an invalid result for ${pending.method}`),
+      pending.context,
+    )
     return { method: pending.method, issues: parsed.error.issues.slice(0, 3).map((i) => i.path.join('.')) }
   }
 
@@ -167,7 +185,7 @@ export class LinkCalls<T extends MethodTable> {
     this.#failed = error
     for (const pending of this.#pending.values()) {
       if (pending.timer) clearTimeout(pending.timer)
-      pending.reject(error)
+      pending.reject(error, pending.context)
     }
     this.#pending.clear()
   }

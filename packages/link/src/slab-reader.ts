@@ -19,7 +19,7 @@
 // pages; a slab a burst filled past half is then swapped for a fresh one, so a link that once
 // streamed does not keep a whole slab resident. Bytes of an oversized frame are skipped as they arrive, into room that is then read
 // into again; a slab is at most one maximum frame plus one read.
-import type { DecodeResult } from './frame-codec.ts'
+import type { DecodeResult, HeaderReader } from './frame-codec.ts'
 import { decodeBody, frameTooLarge, readU32 } from './frame-codec.ts'
 import { PayloadLease, Slab, SlabPool } from './slab-pool.ts'
 
@@ -66,6 +66,7 @@ export class SlabReader {
   /** The furthest `#fill` reached in this slab since it was taken (how much of it was touched). */
   #highWater = 0
   #sink: SlabSink | null = null
+  #readHeader: HeaderReader = JSON.parse
 
   /** A reader with the given sizes. */
   constructor(options: SlabReaderOptions = {}) {
@@ -86,10 +87,11 @@ export class SlabReader {
 
   /**
    * Starts handing frames to `sink`, the ones already read first; frames over `maxFrameBytes`
-   * are skipped and reported as FRAME_TOO_LARGE.
+   * are skipped and reported as FRAME_TOO_LARGE; headers are read with `readHeader`.
    */
-  attach(sink: SlabSink, maxFrameBytes: number): void {
+  attach(sink: SlabSink, maxFrameBytes: number, readHeader: HeaderReader = JSON.parse): void {
     this.#maxFrameBytes = maxFrameBytes
+    this.#readHeader = readHeader
     this.#sink = sink
     this.#decode()
   }
@@ -173,7 +175,7 @@ export class SlabReader {
       const frameStart = this.#start
       const body = frameStart + 4
       this.#start = body + length
-      const result = decodeBody(bytes, body, body + length)
+      const result = decodeBody(bytes, body, body + length, this.#readHeader)
       if (result.ok && result.frame.payload.byteLength > 0) {
         const payload = result.frame.payload
         slab.outstanding += 1

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { encodeFrame, encodeFrameHead, FrameDecoder } from '../src/frame-codec.ts'
+import { decodeBody, encodeFrame, encodeFrameHead, FrameDecoder } from '../src/frame-codec.ts'
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
@@ -23,6 +23,54 @@ describe('frame codec', () => {
       const [r] = new FrameDecoder().push(new Uint8Array([...head, 1, 2, 3, 4, 5]))
       expect(r).toEqual({ ok: true, frame: { header, payload: new Uint8Array([1, 2, 3, 4, 5]) } })
     }
+  })
+
+  it('refuses a header that is not UTF-8, read in place from a Buffer or from a view, and keeps a real U+FFFD', () => {
+    /** A frame body (header length, header bytes, payload) at offset 3 of a larger buffer. */
+    const body = (header: number[]) => {
+      const out = Buffer.alloc(3 + 4 + header.length + 2, 0x20)
+      out.writeUInt32BE(header.length, 3)
+      out.set(header, 7)
+      return out
+    }
+    const quoted = (inner: number[]) => [...bytes('{"type":"x","id":"'), ...inner, ...bytes('"}')]
+    const invalid = [
+      [0x80],
+      [0xc3],
+      [0xc0, 0xaf],
+      [0xed, 0xa0, 0x80],
+      [0xf4, 0x90, 0x80, 0x80],
+      [0xe2, 0x82],
+      [0xff],
+    ]
+    for (const inner of invalid) {
+      const buffer = body(quoted(inner))
+      for (const input of [buffer, new Uint8Array(buffer)]) {
+        const r = decodeBody(input, 3, input.byteLength)
+        expect(r.ok ? r.frame : r.error.code).toBe('INVALID_FRAME')
+      }
+    }
+    const replacement = body(quoted([0xef, 0xbf, 0xbd]))
+    for (const input of [replacement, new Uint8Array(replacement)]) {
+      const r = decodeBody(input, 3, input.byteLength)
+      expect(r.ok && r.frame.header).toEqual({ type: 'x', id: '\ufffd' })
+      expect(r.ok && r.frame.payload.byteLength).toBe(2)
+    }
+  })
+
+  it('reads headers with the reader it is given and answers its throw with INVALID_FRAME', () => {
+    const seen: string[] = []
+    const reader = (text: string) => {
+      seen.push(text)
+      if (text.includes('bad')) throw new SyntaxError('no')
+      return { read: text.length }
+    }
+    const frames = new FrameDecoder(1024, reader).push(
+      new Uint8Array([...encodeFrame({ type: 'a' }), ...encodeFrame({ type: 'bad' })]),
+    )
+    expect(seen).toEqual(['{"type":"a"}', '{"type":"bad"}'])
+    expect(frames[0]).toEqual({ ok: true, frame: { header: { read: 12 }, payload: new Uint8Array(0) } })
+    expect(frames[1]).toMatchObject({ ok: false, error: { code: 'INVALID_FRAME' } })
   })
 
   it('reassembles frames split at every byte boundary', () => {

@@ -35,6 +35,7 @@ import { checkLinkProof, linkNonce, linkProof } from '@conch/protocol/link-proof
 import type { FastifyBaseLogger as Logger } from 'fastify'
 import type { z } from 'zod'
 import { parseAgentFrame } from './agent-frame-parser.ts'
+import { readAgentHeader } from './agent-header-reader.ts'
 import { linkMismatch } from './link-mismatch.ts'
 import { type ChannelEvent, type RunnerChannel, runnerChannel, type WithPayload } from './runner-channel.ts'
 import { RunnerError } from './runner-error.ts'
@@ -105,6 +106,7 @@ export class AgentLink {
     this.logger = options.logger
     this.#onBytes = options.onBytes ?? NO_HANDLER
     this.#endpoint = new LinkEndpoint<HostFrame, AgentFrame>(stream, {
+      readHeader: readAgentHeader,
       parse: parseAgentFrame,
       onFrame: (frame, payload, lease) => this.#dispatch(frame, payload, lease),
       onBadFrame: (error, header) => this.#bad(header, error),
@@ -206,15 +208,17 @@ export class AgentLink {
   /**
    * Calls an agent method without a promise, for calls whose answer only acknowledges (a
    * streamed run): the result is checked and dropped; `onFail` gets the agent's error, an
-   * invalid result (INTERNAL) or the link's loss, at most once.
+   * invalid result (INTERNAL) or the link's loss, at most once, with `context` (so one
+   * `onFail` serves every call, without a closure per call).
    */
-  callUnawaited<M extends AgentMethod>(
+  callUnawaited<M extends AgentMethod, C = undefined>(
     method: M,
     params: AgentParams<M>,
-    onFail: (error: Error) => void,
+    onFail: (error: Error, context: C) => void,
     options: CallOptions<M> = {},
+    context?: C,
   ): void {
-    this.#calls.callUnawaited(method, params, onFail, options)
+    this.#calls.callUnawaited(method, params, onFail, options, context)
   }
 
   /**

@@ -4,7 +4,9 @@
 // acknowledge output) first meet a hand-written check that accepts only frames zod accepts and
 // builds the object zod would (the schema's fields in its order, unknown fields dropped).
 // Anything else goes to zod, which decides and words the error, so every answer is zod's (a
-// test feeds both the same hostile frames).
+// test feeds both the same hostile frames). Before JSON.parse, the SDK's common `shell_run` text
+// (`{"type":"shell_run","id":"…","command":"…"}`, neither string escaped) is read by hand into
+// that same frame: JSON.parse built an object key by key that the check then copied.
 import {
   CLIENT_FRAME_TYPES,
   ClientFrame,
@@ -23,6 +25,10 @@ const MAX_TIMEOUT_MS = 2_147_483_647
  * past `maxBytes` characters, INVALID_FRAME for bad JSON or fields, UNKNOWN_FRAME_TYPE. Never throws.
  */
 export function parseClientFrame(text: string, maxBytes: number): ParseResult<ClientFrame> {
+  if (text.length <= maxBytes) {
+    const run = readPlainRun(text)
+    if (run !== undefined) return { ok: true, value: run }
+  }
   let value: unknown
   try {
     value = text.length > maxBytes ? undefined : JSON.parse(text)
@@ -34,6 +40,36 @@ export function parseClientFrame(text: string, maxBytes: number): ParseResult<Cl
   const frame = quickFrame(value)
   if (frame !== undefined) return { ok: true, value: frame }
   return parseFrame(ClientFrame, value, 'type', CLIENT_FRAME_TYPES)
+}
+
+const RUN_ID_AT = '{"type":"shell_run","id":"'
+const RUN_COMMAND_AT = '","command":"'
+
+/** The index of the `"` that ends a JSON string with no escape or control character, from `at`; else -1. */
+function plainStringEnd(text: string, at: number): number {
+  for (let i = at; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 34) return i
+    if (c === 92 || c < 32) return -1
+  }
+  return -1
+}
+
+/**
+ * The frame zod would return for `text` when it is exactly `{"type":"shell_run","id":"…",
+ * "command":"…"}` (the SDK's common run frame) with neither string escaped and a valid id;
+ * else undefined. Such a JSON string's value is its text between the quotes.
+ */
+export function readPlainRun(text: string): ShellRun | undefined {
+  if (!text.startsWith(RUN_ID_AT)) return undefined
+  const idEnd = plainStringEnd(text, RUN_ID_AT.length)
+  if (idEnd < 0 || !text.startsWith(RUN_COMMAND_AT, idEnd)) return undefined
+  const at = idEnd + RUN_COMMAND_AT.length
+  const end = plainStringEnd(text, at)
+  if (end < 0 || end !== text.length - 2 || text.charCodeAt(end + 1) !== 125) return undefined
+  const id = text.slice(RUN_ID_AT.length, idEnd)
+  if (!isRunId(id)) return undefined
+  return { type: 'shell_run', id, command: text.slice(at, end) }
 }
 
 /** `value` as zod would return it when it is a run's frame and surely valid; else undefined. */

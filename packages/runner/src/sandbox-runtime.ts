@@ -177,6 +177,22 @@ export class SandboxRuntime {
 
   /** Counts a run against the per-sandbox queue limit; returns the release function. */
   acquireRun(limit: number): () => void {
+    this.reserveRun(limit)
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.releaseRun()
+    }
+  }
+
+  /**
+   * Counts a run against the per-sandbox queue limit (RATE_LIMITED at `limit`). The caller
+   * calls `releaseRun` exactly once for it; `acquireRun` wraps the pair for callers that
+   * cannot keep that count themselves (a shell socket's run table keeps it, without a closure
+   * per run).
+   */
+  reserveRun(limit: number): void {
     if (this.runs >= limit) {
       throw new RunnerError(
         'RATE_LIMITED',
@@ -185,12 +201,11 @@ export class SandboxRuntime {
       )
     }
     this.runs += 1
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      this.runs -= 1
-      this.touch()
-    }
+  }
+
+  /** Ends a run counted by `reserveRun`. */
+  releaseRun(): void {
+    this.runs -= 1
+    this.touch()
   }
 }

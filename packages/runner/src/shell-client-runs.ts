@@ -8,8 +8,8 @@ import type { ShellSessionRegistry } from './shell-session-registry.ts'
 export interface OwnRun {
   /** The id the client gave the run. */
   clientId: string
-  /** Frees the run's slot in the sandbox's queue. */
-  release: () => void
+  /** Its id on the agent link. */
+  runId: string
   /** When the runner sent it (performance.now()). */
   started: number
 }
@@ -19,6 +19,8 @@ export class ShellClientRuns {
   readonly #sessions: ShellSessionRegistry
   readonly #sandboxId: string
   readonly #owner: object
+  /** Frees one run's slot in the sandbox's queue (called once per run, when it is forgotten). */
+  readonly #releaseSlot: () => void
   /** The session, once attached. */
   sessionId: string | null = null
   /** This client's runs in flight, by their id on the agent link. */
@@ -30,11 +32,15 @@ export class ShellClientRuns {
    */
   readonly #renamed = new Map<string, string>()
 
-  /** The runs of `owner` (the connection) on a session of sandbox `sandboxId`. */
-  constructor(sessions: ShellSessionRegistry, sandboxId: string, owner: object) {
+  /**
+   * The runs of `owner` (the connection) on a session of sandbox `sandboxId`; each claimed run
+   * holds a slot of the sandbox's queue, which `releaseSlot` frees once the run is forgotten.
+   */
+  constructor(sessions: ShellSessionRegistry, sandboxId: string, owner: object, releaseSlot: () => void) {
     this.#sessions = sessions
     this.#sandboxId = sandboxId
     this.#owner = owner
+    this.#releaseSlot = releaseSlot
   }
 
   /** The link id of the client's run `clientId` in flight, if it is. */
@@ -43,12 +49,16 @@ export class ShellClientRuns {
     return this.#renamed.size === 0 ? undefined : this.#renamed.get(clientId)
   }
 
-  /** Claims a link id for the client's new run `clientId` and records it. */
-  claim(clientId: string, release: () => void): string {
+  /**
+   * Claims a link id for the client's new run `clientId`, which holds a queue slot the caller
+   * took, and records it.
+   */
+  claim(clientId: string): OwnRun {
     const runId = this.#sessions.claimRun(this.#sandboxId, this.sessionId!, clientId, this.#owner)
-    this.#runs.set(runId, { clientId, release, started: performance.now() })
+    const run: OwnRun = { clientId, runId, started: performance.now() }
+    this.#runs.set(runId, run)
     if (runId !== clientId) this.#renamed.set(clientId, runId)
-    return runId
+    return run
   }
 
   /** This client's run whose link id is `run`, if it is one of its runs in flight. */
@@ -76,7 +86,7 @@ export class ShellClientRuns {
   forget(runId: string, own: OwnRun | undefined = this.#runs.get(runId)): OwnRun | undefined {
     if (!own || !this.#runs.delete(runId)) return undefined
     if (own.clientId !== runId) this.#renamed.delete(own.clientId)
-    own.release()
+    this.#releaseSlot()
     if (this.sessionId) this.#sessions.releaseRun(this.#sandboxId, this.sessionId, runId, this.#owner)
     return own
   }
@@ -100,8 +110,8 @@ export class ShellClientRuns {
    */
   detach(each: () => void): void {
     if (this.sessionId) this.#sessions.detach(this.#sandboxId, this.sessionId, this.#owner)
-    for (const own of this.#runs.values()) {
-      own.release()
+    for (let n = this.#runs.size; n > 0; n--) {
+      this.#releaseSlot()
       each()
     }
     this.#runs.clear()

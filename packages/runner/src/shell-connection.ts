@@ -108,10 +108,12 @@ export class ShellConnection {
       awaitingFlush: () => this.#output.holding,
       onFlushed: () => this.#output.maybeRelease(),
       beforeUncork: () => this.#starts.flush(),
+      afterWrite: () => this.#afterWrite(),
     })
     this.#starts = new ShellStartFold(this.#sender)
     this.#output = new ShellOutputRelay(this.#sender, options.query.encoding ?? 'utf8')
-    this.#runs = new ShellClientRuns(options.sessions, options.sandbox.id, this)
+    const sandbox = options.sandbox
+    this.#runs = new ShellClientRuns(options.sessions, sandbox.id, this, () => sandbox.releaseRun())
     this.#requests = new ShellRunRequests({
       ctx: options.ctx,
       sandbox: options.sandbox,
@@ -224,11 +226,26 @@ export class ShellConnection {
     channel.consume((event) => this.#onChannel(event))
   }
 
-  /** Frees an ended run's id and queue slot and counts it (own runs) or frees another client's run's id. */
-  readonly #afterExit = (event: AgentShellExit, run: OwnRun | undefined): void => {
-    const own = this.#runs.forget(event.id, run)
-    if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
-    else this.#runs.releaseForeign(event.id)
+  /**
+   * The runs whose exit this tick forwarded, as pairs (the exit, the client's own run or
+   * undefined): their bookkeeping waits for the tick's write (`#afterWrite`).
+   */
+  readonly #ended: (AgentShellExit | OwnRun | undefined)[] = []
+
+  /**
+   * The tick's frames are written: frees each ended run's id and queue slot and counts it (own
+   * runs), or frees another client's run's id.
+   */
+  #afterWrite(): void {
+    // Nothing here sends a frame or ends a run, so the list does not change while it is read.
+    const ended = this.#ended
+    for (let i = 0; i < ended.length; i += 2) {
+      const event = ended[i] as AgentShellExit
+      const own = this.#runs.forget(event.id, ended[i + 1] as OwnRun | undefined)
+      if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
+      else this.#runs.releaseForeign(event.id)
+    }
+    ended.length = 0
   }
 
   /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
@@ -269,9 +286,10 @@ export class ShellConnection {
           if (startOffset !== undefined) exit.startOffset = startOffset
           this.#sender.sendData(shellExitJson(exit))
         }
-        // The sender writes this tick's frames on the next tick, queued before this: the client
+        // The sender writes this tick's frames at its end, then calls `#afterWrite`: the client
         // learns of the exit before the runner frees the run's id and slot and counts it.
-        process.nextTick(this.#afterExit, event, own)
+        this.#ended.push(event, own)
+        this.#sender.atEndOfTick()
         return
       }
       case 'scrollback_end':

@@ -1,12 +1,15 @@
 // What one shell WebSocket sends: server frames as JSON text (framed here, see
 // web-socket-text-frame.ts), binary output messages, and error frames. Frames produced in one
-// tick leave in one write: the raw TCP socket under the WebSocket is corked on the first and
-// uncorked on the next tick (a short run's `shell_start`, output and `shell_exit` go out
-// together), and the tick's text frames are held and framed into one buffer just before (one
-// stream write for a burst of pipelined exits, not one each). Anything else this sender writes
-// first writes the held text, and so must the connection before ws writes a close frame
-// (`flush`). While the connection holds output credit back, each send asks ws to report its
-// completion, which lets the connection grant the credit once the socket drains.
+// tick leave in one write: the tick's text frames are held and framed into one buffer at its
+// end (one socket write for a short run's `shell_start` and `shell_exit`, or a burst of
+// pipelined exits, not one each). A tick that only sends text writes that buffer straight to
+// the raw TCP socket under the WebSocket, without corking it (Node's cork buffers the write
+// and replays it on uncork: allocations and stream work on every run's way out); a tick that
+// also sends through ws (binary output) corks the socket on its first such send and uncorks at
+// its end, so all of it still leaves in one write. Anything else this sender writes first
+// writes the held text, and so must the connection before ws writes a close frame (`flush`).
+// While the connection holds output credit back, each send asks ws to report its completion,
+// which lets the connection grant the credit once the socket drains.
 import type { Duplex } from 'node:stream'
 import type { PayloadLease } from '@conch/link'
 import type { ServerFrame, WireError } from '@conch/protocol'
@@ -30,6 +33,8 @@ export interface ShellFrameSenderOptions {
   onFlushed: () => void
   /** The tick's frames are about to be written: last chance to add one to the same write. */
   beforeUncork?: () => void
+  /** The tick's frames were written (or dropped, the socket being closed): work that waited for them. */
+  afterWrite?: () => void
 }
 
 /** Sends a shell socket's frames, batched per tick; nothing once closed. */
@@ -39,14 +44,21 @@ export class ShellFrameSender {
   readonly #options: ShellFrameSenderOptions
   readonly #onFlushed: () => void
   #closed = false
+  /** The socket is corked until the end of this tick (something went through ws). */
   #corked = false
+  /** The end of this tick is scheduled (`#endOfTick`). */
+  #tickQueued = false
   /** Text messages of this tick not yet framed: they leave together, in one write, at its end. */
   #texts: string[] = []
-  readonly #uncork = (): void => {
+  readonly #endOfTick = (): void => {
+    this.#tickQueued = false
     this.#options.beforeUncork?.()
     this.flush()
-    this.#corked = false
-    this.#socket?.uncork()
+    if (this.#corked) {
+      this.#corked = false
+      this.#socket?.uncork()
+    }
+    this.#options.afterWrite?.()
   }
 
   /** A sender on `options.ws`. */
@@ -91,13 +103,14 @@ export class ShellFrameSender {
    */
   sendData(data: string | Buffer): void {
     if (this.#closed || this.#ws.readyState !== 1) return
-    this.#cork()
     const awaiting = this.#options.awaitingFlush()
     const socket = this.#socket
     if (socket !== null && typeof data === 'string' && !awaiting) {
+      this.#queueEndOfTick()
       this.#texts.push(data)
       return
     }
+    this.#cork()
     this.flush()
     if (socket === null || typeof data !== 'string') {
       if (awaiting) this.#ws.send(data, this.#onFlushed)
@@ -165,12 +178,28 @@ export class ShellFrameSender {
     this.#socket!.write(textFrames(texts))
   }
 
-  /** Frames produced in one tick leave in one write: corks the socket until the next tick. */
+  /**
+   * Asks for the end of this tick even when nothing is sent in it: `beforeUncork`, then the
+   * write, then `afterWrite` run then, closed socket or not.
+   */
+  atEndOfTick(): void {
+    this.#queueEndOfTick()
+  }
+
+  /** The tick's held text and corked writes leave at its end. */
+  #queueEndOfTick(): void {
+    if (!this.#tickQueued) {
+      this.#tickQueued = true
+      process.nextTick(this.#endOfTick)
+    }
+  }
+
+  /** Frames produced in one tick leave in one write: corks the socket until the tick's end. */
   #cork(): void {
+    this.#queueEndOfTick()
     if (this.#socket && !this.#corked) {
       this.#corked = true
       this.#socket.cork()
-      process.nextTick(this.#uncork)
     }
   }
 }

@@ -11,7 +11,7 @@ import { checkCommand, clampCallTimeout, stdinToBase64 } from './run-input.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
-import type { ShellClientRuns } from './shell-client-runs.ts'
+import type { OwnRun, ShellClientRuns } from './shell-client-runs.ts'
 import type { ShellFrameSender } from './shell-frame-sender.ts'
 
 /** A streamed run's call answers `{}` once queued; parsing only that keeps the hot path lean. */
@@ -61,37 +61,35 @@ export class ShellRunRequests {
       return
     }
     let stdin: string | undefined
-    let release: () => void
     try {
       checkCommand(frame.command, ctx.limits)
       stdin = stdinToBase64(frame.stdin, frame.stdinEncoding)
       if (frame.stdinPipe === true && stdin !== undefined) {
         throw new RunnerError('BAD_REQUEST', 'give stdin data or stdinPipe, not both')
       }
-      release = this.#o.sandbox.acquireRun(ctx.limits.maxQueuedRunsPerSandbox)
+      // The slot is freed when the run table forgets the run (its exit, a failure, the socket's end).
+      this.#o.sandbox.reserveRun(ctx.limits.maxQueuedRunsPerSandbox)
     } catch (error) {
       this.#failure(frame.id, error)
       return
     }
-    const runId = runs.claim(frame.id, release)
+    const run = runs.claim(frame.id)
     const params: AgentParams<'session.run'> = {
       sessionId: this.#sessionId!,
-      id: runId,
+      id: run.runId,
       command: frame.command,
       timeoutMs: clampCallTimeout(frame.timeoutMs, ctx.limits),
       stdin,
       buffer: false,
     }
     if (frame.stdinPipe === true) params.stdinPipe = true
-    this.#link!.callUnawaited(
-      'session.run',
-      params,
-      (error) => {
-        runs.forget(runId)
-        this.#failure(frame.id, error)
-      },
-      STREAMED_RUN,
-    )
+    this.#link!.callUnawaited('session.run', params, this.#runFailed, STREAMED_RUN, run)
+  }
+
+  /** A queued run's call failed (the agent refused it, or the link went): one handler for every run. */
+  readonly #runFailed = (error: Error, run: OwnRun): void => {
+    this.#o.runs.forget(run.runId)
+    this.#failure(run.clientId, error)
   }
 
   /** Forwards input for one of this client's runs to its stdin pipe. */

@@ -5,7 +5,11 @@ import { ShellStartFold } from './shell-start-fold.ts'
 /** A fold whose sender records what it sends. */
 function recorded(enabled: boolean): { fold: ShellStartFold; sent: ServerFrame[] } {
   const sent: ServerFrame[] = []
-  const fold = new ShellStartFold({ send: (frame) => sent.push(frame) })
+  // As the socket's sender does: the end of a tick asked for flushes the fold.
+  const fold: ShellStartFold = new ShellStartFold({
+    send: (frame) => sent.push(frame),
+    atEndOfTick: () => process.nextTick(() => fold.flush()),
+  })
   if (enabled) fold.enable()
   return { fold, sent }
 }

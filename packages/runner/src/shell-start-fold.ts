@@ -5,11 +5,15 @@
 // message per run instead of two, so one less frame to build, send, parse and check on each
 // side. Any other event of the session (output, another run's start or exit, `scrollback_end`,
 // `shell_closed`) sends a held start first, so the client sees them in the order they came; the
-// end of the tick sends it in the same write as the tick's other frames.
+// end of the tick sends it in the same write as the tick's other frames: the sender's end of the
+// tick (its `beforeUncork`) calls `flush`, so a run costs no tick of the fold's own.
 import type { ShellFrameSender } from './shell-frame-sender.ts'
 
-/** Where the fold sends its frames: the socket's frame sender. */
-export type StartSender = Pick<ShellFrameSender, 'send'>
+/**
+ * Where the fold sends its frames: the socket's frame sender, which calls the fold's `flush`
+ * at the end of every tick it was asked for with `atEndOfTick`.
+ */
+export type StartSender = Pick<ShellFrameSender, 'send' | 'atEndOfTick'>
 
 /** Holds one socket's latest run start for its exit; see the file's header. */
 export class ShellStartFold {
@@ -21,11 +25,6 @@ export class ShellStartFold {
   #id = ''
   /** The held start's log offset. */
   #offset = 0
-  #scheduled = false
-  readonly #endOfTick = (): void => {
-    this.#scheduled = false
-    this.flush()
-  }
 
   /** A fold sending through `sender`; off until `enable()`. */
   constructor(sender: StartSender) {
@@ -47,10 +46,7 @@ export class ShellStartFold {
     this.#run = run
     this.#id = id
     this.#offset = offset
-    if (!this.#scheduled) {
-      this.#scheduled = true
-      process.nextTick(this.#endOfTick)
-    }
+    this.#sender.atEndOfTick()
   }
 
   /**

@@ -5,7 +5,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { CLIENT_FRAME_TYPES, ClientFrame, parseJsonFrame } from '@conch/protocol'
 import { describe, expect, it } from 'vitest'
-import { parseClientFrame } from '../../src/client-frame-parser.ts'
+import { parseClientFrame, readPlainRun } from '../../src/client-frame-parser.ts'
 
 const MAX = 4096
 
@@ -90,6 +90,44 @@ describe('attack: hostile run frames from a shell client', () => {
     }
     expect(accepted).toBeGreaterThan(VALID.length)
     expect(texts.length - accepted).toBeGreaterThan(300)
+  })
+
+  it("reads the SDK's plain run frame by hand, and answers as zod for that layout bent every way", () => {
+    const plain = (id: string, command: string) => `{"type":"shell_run","id":"${id}","command":"${command}"}`
+    const canonical = [
+      plain('r1', 'true'),
+      plain('s3.12', 'echo hi > /tmp/x; ls -la'),
+      plain('x'.repeat(128), ''),
+      plain('é', '日本 😀'),
+    ]
+    const texts: string[] = []
+    for (const text of canonical) {
+      expect(readPlainRun(text), text).not.toBeUndefined()
+      texts.push(text)
+      for (let i = 0; i <= text.length; i++) {
+        texts.push(text.slice(0, i))
+        for (const extra of [' ', '"', '\\', '}', ',', '\n', '\u0000', '\u001f', 'x'])
+          texts.push(text.slice(0, i) + extra + text.slice(i))
+      }
+      for (let i = 0; i < text.length; i++) texts.push(text.slice(0, i) + text.slice(i + 1))
+    }
+    for (const id of ['', 'x'.repeat(129), '😀'.repeat(64), '😀'.repeat(65), 'a\\"b', 'a\\u0041', '\u2028'])
+      texts.push(plain(id, 'true'))
+    for (const command of ['a\\nb', 'a\\"b', '\\u0041', 'tab\there', 'a'.repeat(MAX)])
+      texts.push(plain('r', command))
+    texts.push(
+      '{"type":"shell_run","id":"r","command":"true","id":"s"}',
+      '{"type":"shell_run","id":"r","command":"true","command":"false"}',
+      '{"type":"shell_run","command":"true","id":"r"}',
+      '{"type":"shell_run","id":"r","command":"true"}}',
+      '{"type":"shell_run","id":"r","command":"true"} ',
+      '{"type":"shell_run","id":"r","command":"true"',
+    )
+    for (const text of texts) {
+      const ours = parseClientFrame(text, MAX)
+      const zods = parseJsonFrame(ClientFrame, text, 'type', CLIENT_FRAME_TYPES, MAX)
+      if (!isDeepStrictEqual(ours, zods)) expect({ text, answer: ours }).toEqual({ text, answer: zods })
+    }
   })
 
   it('refuses the typical attacks with their codes', () => {
