@@ -202,7 +202,9 @@ describe('the log for a person', () => {
         stateDir,
       ]
       const child = spawn('script', ['-qec', command.map((a) => `'${a}'`).join(' '), '/dev/null'], {
-        env: { ...process.env, ...env(apiKey), NO_COLOR: '' },
+        // No warm pool (as `cli` sets): `script` ends the runner by hanging up its terminal, and
+        // pooled agents (detached, local driver) would outlive it.
+        env: { ...process.env, ...env(apiKey), CONCH_WARM_POOL: '0', NO_COLOR: '' },
         stdio: ['pipe', 'pipe', 'pipe'],
       })
       // `script` is in util-linux (bsdutils, essential on Debian); without it the spawn fails and so does the test.
