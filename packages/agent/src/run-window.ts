@@ -75,6 +75,14 @@ export class RunWindow {
     this.#lines.push(run)
   }
 
+  /** Takes back the run just added, whose line was never written: its slot is free again. */
+  withdraw(run: Run): void {
+    if (this.#lines.at(-1) !== run) return
+    this.#lines.pop()
+    this.#bytes -= run.fileBytes
+    this.#free.push(run.slot)
+  }
+
   /** Position of the line with `nonce`, or -1. */
   indexOf(nonce: string): number {
     for (let i = 0; i < this.#lines.length; i++) if (this.#lines[i]!.nonce === nonce) return i

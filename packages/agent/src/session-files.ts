@@ -87,15 +87,22 @@ export class SessionFiles {
     let file = this.#commands.get(slot)
     if (file === undefined || (this.#shellCanUnlink && fstatSync(file.fd).nlink === 0))
       file = this.#openCommandFile(slot)
-    // The string goes to the kernel without a Buffer of our own; a short write (never seen on
-    // a tmpfs for a small file) finishes from a Buffer.
-    let length = writeSync(file.fd, text, 0, 'utf8')
     const total = Buffer.byteLength(text)
-    if (length < total) {
-      const bytes = Buffer.from(text)
-      while (length < total) length += writeSync(file.fd, bytes, length, total - length, length)
+    try {
+      // The string goes to the kernel without a Buffer of our own; a short write (never seen on
+      // a tmpfs for a small file) finishes from a Buffer.
+      let length = writeSync(file.fd, text, 0, 'utf8')
+      if (length < total) {
+        const bytes = Buffer.from(text)
+        while (length < total) length += writeSync(file.fd, bytes, length, total - length, length)
+      }
+      if (total < file.bytes) ftruncateSync(file.fd, total)
+    } catch (error) {
+      // A write that failed part way (the directory's filesystem full) left the file holding
+      // some of this text over the last: the slot's next write starts from a new file.
+      this.#forgetCommandFile(slot)
+      throw error
     }
-    if (total < file.bytes) ftruncateSync(file.fd, total)
     file.bytes = total
   }
 

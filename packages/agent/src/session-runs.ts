@@ -180,35 +180,51 @@ export class SessionRuns {
     for (let run = this.#queue.peek(); run !== undefined; run = this.#queue.peek()) {
       if (!this.#window.canWrite(run)) break
       this.#queue.take()
-      lines += this.#writeLine(run)
+      let line: string
+      try {
+        line = this.#writeLine(run)
+      } catch (error) {
+        this.#refuse(run, error)
+        continue
+      }
+      lines += line
     }
     if (lines.length === 0) return
     this.#host.bash.write(lines)
     this.#advance()
   }
 
-  /** Prepares a run's files and nonce, adds it to the window and returns its line. */
+  /**
+   * Adds a run to the window (which gives it its slot), writes its files, draws its nonce and
+   * returns its line. A file that cannot be written (the session's temp dir full) takes the run
+   * back out of the window and throws, so no run waits there for a line never written.
+   */
   #writeLine(run: Run): string {
+    this.#window.add(run)
+    let stdinRedirect = '/dev/null'
+    try {
+      let text = run.command
+      // Internal runs are written only into an empty window, so `$?` is final here.
+      if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
+      this.#host.files.writeCommand(run.slot, text)
+      if (run.req.stdinPipe === true) {
+        // A stdin-pipe run is alone in the window, so it is the next active run.
+        this.#stdinPipe = new RunStdinPipe(
+          this.#host.files.dir,
+          run.req.runId,
+          this.#host.opts.sandboxGid,
+          this.#host.bash.pid,
+        )
+        stdinRedirect = shellQuote(this.#stdinPipe.path)
+      } else if (run.req.stdin !== undefined) {
+        stdinRedirect = shellQuote(this.#host.files.writeStdin(run.slot, run.req.stdin))
+      }
+    } catch (error) {
+      this.#window.withdraw(run)
+      throw error
+    }
     run.nonce = newNonce()
     for (const s of STREAMS) this.#host.scanners[s].expect(run.nonce)
-    this.#window.add(run)
-    let text = run.command
-    // Internal runs are written only into an empty window, so `$?` is final here.
-    if (run.req.internal === true) text += `\n\\builtin return ${this.#lastExitCode}\n`
-    this.#host.files.writeCommand(run.slot, text)
-    let stdinRedirect = '/dev/null'
-    if (run.req.stdinPipe === true) {
-      // A stdin-pipe run is alone in the window, so it is the next active run.
-      this.#stdinPipe = new RunStdinPipe(
-        this.#host.files.dir,
-        run.req.runId,
-        this.#host.opts.sandboxGid,
-        this.#host.bash.pid,
-      )
-      stdinRedirect = shellQuote(this.#stdinPipe.path)
-    } else if (run.req.stdin !== undefined) {
-      stdinRedirect = shellQuote(this.#host.files.writeStdin(run.slot, run.req.stdin))
-    }
     const status = this.#restoreStatus ? this.#lastExitCode : undefined
     this.#restoreStatus = false
     return this.#host.framing.runLine(
@@ -217,6 +233,18 @@ export class SessionRuns {
       run.nonce,
       run.req.internal,
       status,
+    )
+  }
+
+  /** Ends a run whose files could not be written, before it was in the window: a typed error. */
+  #refuse(run: Run, error: unknown): void {
+    this.#inFlight.delete(run.req.runId)
+    const reason = error instanceof Error ? error.message : String(error)
+    run.reject(
+      new AgentError(
+        'INTERNAL',
+        `run "${run.req.runId}" in session "${this.#host.sessionId}" was not started: the agent could not write its command file (${reason}); free space in the sandbox's temporary directory (/dev/shm, /tmp) and run it again`,
+      ),
     )
   }
 
