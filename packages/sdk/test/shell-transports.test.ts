@@ -131,8 +131,9 @@ describe('a runtime with no WebSocket at all', () => {
       delete globalThis.WebSocket
       const { Sandbox } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, '../src/index.ts')).href)})
       const sb = await Sandbox.connect(process.env.SB, { url: process.env.RUNNER_URL, apiKey: process.env.KEY })
-      await new Promise((r) => setTimeout(r, 50))
-      console.log('rest', sb.id === process.env.SB)
+      // A REST round trip: the failed resolve has settled by then, and REST works without it.
+      const info = await sb.refresh()
+      console.log('rest', info.id === process.env.SB)
       await sb.shell().then(() => console.log('opened'), (e) => console.log('shell', e.code, e.message))
     `
     const { stdout } = await execFileAsync(
