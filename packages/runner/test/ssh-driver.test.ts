@@ -302,7 +302,14 @@ describe('ssh driver with its host gone', () => {
       expect(runner.app.conch.manager.list()).toEqual([])
     } finally {
       // The host is gone for the runner, not for this machine: end the agent's tree here.
-      for (const pid of [state.pid, ...descendantsOf(state.pid)]) process.kill(pid, 'SIGKILL')
+      // A process of the tree may exit between the listing and its kill (ESRCH): it is gone either way.
+      for (const pid of [state.pid, ...descendantsOf(state.pid)]) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
+        }
+      }
       rmSync(gone.dir, { recursive: true, force: true })
     }
   }, 60_000)
