@@ -4,6 +4,7 @@ import { DeadlineError, OutputLostError } from './conch-error.ts'
 import { OutputBuffer } from './output-buffer.ts'
 import type { OutputFlow } from './output-flow.ts'
 import { commandDeadlineMs, stdinFields } from './run-budget.ts'
+import { completeRun, type Run, type RunExit, stdinFrame } from './shell-run.ts'
 import type { OutputCallback, StartOptions } from './shell-run-options.ts'
 
 // The runs of one shell, from call to result. Each run gets an id and its `shell_run` frame,
@@ -12,53 +13,8 @@ import type { OutputCallback, StartOptions } from './shell-run-options.ts'
 // shell closing). Output of a run goes to its buffers (for the result, capped) and its
 // callbacks (decoded per stream); a callback that returns a promise holds later output back,
 // and the flow acknowledges it only once consumed. A started run whose end does not come within
-// its timeout plus a grace period fails with DeadlineError (one sweep timer per shell).
-
-const EMPTY = new Uint8Array(0)
-const textDecoder = new TextDecoder()
-
-/** Where a run is: queued here, on the wire, started by the runner, or ended. */
-export type RunState = 'waiting' | 'sent' | 'started' | 'done'
-
-/** One run and everything it collects. */
-export interface Run {
-  /** The run id, unique on this shell. */
-  id: string
-  /** Its `shell_run` frame, kept to send again after a reconnect. */
-  frame: string
-  /** Where it is. */
-  state: RunState
-  /** Whether callbacks and the result get bytes. */
-  binary: boolean
-  /** Whether its output is buffered for the result (`run`, not `stream`). */
-  keep: boolean
-  /** Its own timeout, if it set one. */
-  timeoutMs: number | undefined
-  /** Buffered stdout. */
-  stdout: OutputBuffer | null
-  /** Buffered stderr. */
-  stderr: OutputBuffer | null
-  /** Stdout callback. */
-  onStdout: OutputCallback | undefined
-  /** Stderr callback. */
-  onStderr: OutputCallback | undefined
-  /** Settles when the callbacks' pending promises have; null when none is pending. */
-  chain: Promise<void> | null
-  /** Streaming decoder of stdout for callbacks. */
-  outDecoder: InstanceType<typeof TextDecoder> | null
-  /** Streaming decoder of stderr for callbacks. */
-  errDecoder: InstanceType<typeof TextDecoder> | null
-  /** `performance.now()` after which the client stops waiting for the run's end; 0 before it starts. */
-  deadlineAt: number
-  /** Rejected already; later frames are ignored. */
-  abandoned: boolean
-  /** `shell_stdin` frames of a piped run written before it started; null once sent. */
-  stdinQueue: string[] | null
-  /** Resolves the caller's promise. */
-  resolve: (result: CommandResult<string | Uint8Array>) => void
-  /** Rejects the caller's promise. */
-  reject: (error: unknown) => void
-}
+// its timeout plus a grace period fails with DeadlineError (one sweep timer per shell). The
+// record of one run, its stdin frames and its result are in shell-run.ts.
 
 /** What the ledger needs from its shell. */
 export interface RunLedgerInit {
@@ -280,17 +236,7 @@ export class RunLedger {
   stdin(id: string, data: string | Uint8Array | undefined, end: boolean): void {
     const run = this.#runs.get(id)
     if (!run || run.state === 'done') return
-    const frame = JSON.stringify({
-      type: 'shell_stdin',
-      id,
-      ...(data === undefined
-        ? {}
-        : {
-            data: encodeBase64(typeof data === 'string' ? new TextEncoder().encode(data) : data),
-            encoding: 'base64',
-          }),
-      ...(end ? { end: true } : {}),
-    })
+    const frame = stdinFrame(id, data, end)
     if (run.stdinQueue) run.stdinQueue.push(frame)
     else this.#init.send(frame)
   }
@@ -328,45 +274,15 @@ export class RunLedger {
   }
 
   /** The run ended: resolves it with its result once its callbacks have taken their output. */
-  finish(run: Run, exit: { code: number; timedOut: boolean; oomKilled?: boolean; durationMs: number }): void {
+  finish(run: Run, exit: RunExit): void {
     run.state = 'done'
     this.#runs.delete(run.id)
     if (run.abandoned) return
     if (run.chain) {
-      void run.chain.then(() => this.#complete(run, exit))
+      void run.chain.then(() => completeRun(run, exit))
       return
     }
-    this.#complete(run, exit)
-  }
-
-  #complete(
-    run: Run,
-    exit: { code: number; timedOut: boolean; oomKilled?: boolean; durationMs: number },
-  ): void {
-    if (run.abandoned) return
-    try {
-      const outTail = run.outDecoder?.decode()
-      if (outTail) run.onStdout?.(outTail)
-      const errTail = run.errDecoder?.decode()
-      if (errTail) run.onStderr?.(errTail)
-    } catch (err) {
-      run.reject(err)
-      return
-    }
-    const text = !run.binary
-    const out = run.stdout?.bytes(text) ?? EMPTY
-    const err = run.stderr?.bytes(text) ?? EMPTY
-    run.resolve({
-      stdout: text ? (out.length ? textDecoder.decode(out) : '') : out,
-      stderr: text ? (err.length ? textDecoder.decode(err) : '') : err,
-      exitCode: exit.code,
-      timedOut: exit.timedOut,
-      oomKilled: exit.oomKilled === true,
-      truncated: (run.stdout?.truncated ?? false) || (run.stderr?.truncated ?? false),
-      durationMs: exit.durationMs,
-      stdoutBytes: run.stdout?.totalBytes ?? 0,
-      stderrBytes: run.stderr?.totalBytes ?? 0,
-    })
+    completeRun(run, exit)
   }
 
   /** Rejects a run; its later frames are ignored. */
