@@ -30,6 +30,7 @@ export type {
   ShellClosedDetails,
   UnauthorizedDetails,
 } from './error-details.ts'
+export type { PipedRun } from './piped-run.ts'
 export type {
   AccessToken,
   ExposedPort,
@@ -61,7 +62,7 @@ export type {
 export { type ExecOptions, type HistoryQuery, Session } from './session.ts'
 export { SessionAliases } from './session-aliases.ts'
 export { SessionEnv } from './session-env.ts'
-export { type PipedRun, Shell } from './shell.ts'
+export { Shell } from './shell.ts'
 export type { ConnectionPolicy } from './shell-connection.ts'
 export type { ShellResumed } from './shell-frame-router.ts'
 export type { ShellEvent, ShellOutput, ShellRunOptions } from './shell-run-options.ts'

@@ -13,10 +13,29 @@ import type { ShellOutput } from './shell-run-options.ts'
 // (shell-resume.ts); run starts and exits move runs along; `shell_ready`/`scrollback_end` track
 // the attach (the first one resolves `open()`, later ones start reconciliation); error frames
 // fail their run or, without one, the attach or the whole shell. Output comes as binary frames,
-// or as base64 (or text) inside JSON from a runner without `binary_output`.
+// or as base64 (or text) inside JSON from a runner without `binary_output`. The client's side of
+// the handshake (its version and capabilities) sits here beside the check of the reply.
 
 /** The protocol version this SDK speaks. */
 export const SDK_PROTOCOL_VERSION: typeof PROTOCOL_VERSION = 1
+
+/** The `hello` a shell sends on every open; the runner's `hello` in reply is handled below. */
+export const CLIENT_HELLO = JSON.stringify({
+  type: 'hello',
+  protocolVersion: SDK_PROTOCOL_VERSION,
+  capabilities: [
+    'shell',
+    'reattach',
+    'interrupt',
+    'stdin',
+    'base64',
+    'heartbeat',
+    'pipelining',
+    'output_ack',
+    'binary_output',
+    'start_in_exit',
+  ],
+})
 
 const textEncoder = new TextEncoder()
 

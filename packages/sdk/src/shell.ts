@@ -1,16 +1,16 @@
 import { BEARER_SUBPROTOCOL_PREFIX, LIMITS, SHELL_SUBPROTOCOL } from '@conch/protocol'
 import { asyncDispose } from './async-dispose.ts'
-import { AsyncQueue } from './async-queue.ts'
 import type { CommandResult, OutputEncoding } from './command-result.ts'
 import { type ConchError, ConchError as ConchErrorClass, ConnectionError } from './conch-error.ts'
 import { OutputFlow } from './output-flow.ts'
+import { type PipedRun, withStdin } from './piped-run.ts'
 import type { HistoryEntry, SessionInfo } from './resource-info.ts'
 import { RunLedger } from './run-ledger.ts'
 import type { HistoryQuery, Session } from './session.ts'
 import type { SessionAliases } from './session-aliases.ts'
 import type { SessionEnv } from './session-env.ts'
 import { type ConnectionPolicy, ShellConnection } from './shell-connection.ts'
-import { SDK_PROTOCOL_VERSION, ShellFrameRouter, type ShellResumed } from './shell-frame-router.ts'
+import { CLIENT_HELLO, ShellFrameRouter, type ShellResumed } from './shell-frame-router.ts'
 import { ShellResume } from './shell-resume.ts'
 import {
   type ShellEvent,
@@ -19,6 +19,7 @@ import {
   type StartOptions,
   toStartOptions,
 } from './shell-run-options.ts'
+import { streamRun } from './shell-stream.ts'
 import type { WebSocketConstructor } from './web-socket-like.ts'
 
 // A shell is one session's bash seen through a WebSocket; this file is its public surface.
@@ -28,23 +29,8 @@ import type { WebSocketConstructor } from './web-socket-like.ts'
 // connection resumes from it and the in-flight run completes as if nothing happened
 // (shell-resume.ts). Output a consumer has not taken yet is held, and only consumed output is
 // acknowledged (`output_ack`, output-flow.ts), so a slow consumer slows the command.
-
-const CLIENT_HELLO = JSON.stringify({
-  type: 'hello',
-  protocolVersion: SDK_PROTOCOL_VERSION,
-  capabilities: [
-    'shell',
-    'reattach',
-    'interrupt',
-    'stdin',
-    'base64',
-    'heartbeat',
-    'pipelining',
-    'output_ack',
-    'binary_output',
-    'start_in_exit',
-  ],
-})
+// `stream` is a run as an async iterator (shell-stream.ts); a run with `stdin: 'pipe'` gets
+// its `write` and `end` in piped-run.ts.
 
 /** The options of a run called without any: made once, read only. */
 const NO_OPTIONS: StartOptions = Object.freeze(toStartOptions({}))
@@ -62,24 +48,6 @@ export interface ShellInit {
   offset: number | undefined
   onOutput: ((output: ShellOutput) => void) | undefined
   onClose: (() => void) | undefined
-}
-
-/**
- * A run started with `stdin: 'pipe'`: its result, plus its stdin. Writes before the run has
- * started are held and sent when it starts.
- *
- * @example
- * ```ts
- * const run = sh.run("read -p 'name? ' n; echo hi $n", { stdin: 'pipe' })
- * run.write('bob\n')
- * console.log((await run).stdout) // "hi bob\n"
- * ```
- */
-export type PipedRun<T extends string | Uint8Array> = Promise<CommandResult<T>> & {
-  /** Sends input to the command. */
-  write(data: string | Uint8Array): void
-  /** Sends the last input (if any) and closes stdin: the command reads EOF. */
-  end(data?: string | Uint8Array): void
 }
 
 /**
@@ -293,11 +261,7 @@ export class Shell {
     const started = this.#start(command, toStartOptions(options), true)
     const promise = started.promise as Promise<CommandResult<string> | CommandResult<Uint8Array>>
     if (options.stdin !== 'pipe') return promise
-    const ledger = this.#ledger
-    return Object.assign(promise, {
-      write: (data: string | Uint8Array) => ledger.stdin(started.id, data, false),
-      end: (data?: string | Uint8Array) => ledger.stdin(started.id, data, true),
-    })
+    return withStdin(promise, this.#ledger, started.id)
   }
 
   /**
@@ -324,49 +288,7 @@ export class Shell {
     command: string,
     options: Omit<ShellRunOptions<OutputEncoding>, 'onStdout' | 'onStderr'> = {},
   ): AsyncIterableIterator<ShellEvent<string | Uint8Array>> {
-    const queue = new AsyncQueue<ShellEvent<string | Uint8Array>>()
-    let finished = false
-    const { id, promise } = this.#start(
-      command,
-      {
-        ...options,
-        binary: options.encoding === 'binary',
-        onStdout: (data) => new Promise<void>((taken) => queue.push({ type: 'stdout', data }, taken)),
-        onStderr: (data) => new Promise<void>((taken) => queue.push({ type: 'stderr', data }, taken)),
-      },
-      false,
-    )
-    promise.then(
-      (r) => {
-        finished = true
-        queue.push({
-          type: 'exit',
-          exitCode: r.exitCode,
-          timedOut: r.timedOut,
-          oomKilled: r.oomKilled,
-          durationMs: r.durationMs,
-        })
-        queue.end()
-      },
-      (err: unknown) => {
-        finished = true
-        queue.fail(err)
-      },
-    )
-    const iterator: AsyncIterableIterator<ShellEvent<string | Uint8Array>> = {
-      next: () => queue.next(),
-      return: async () => {
-        queue.end()
-        queue.drain()
-        if (!finished) {
-          this.#conn.send(JSON.stringify({ type: 'shell_interrupt', id }))
-          await promise.catch(() => {})
-        }
-        return { value: undefined, done: true }
-      },
-      [Symbol.asyncIterator]: () => iterator,
-    }
-    return iterator
+    return streamRun(this.#ledger, this.#conn, this.#closedError, command, options)
   }
 
   /**
