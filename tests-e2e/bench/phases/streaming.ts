@@ -1,0 +1,106 @@
+// The streaming phase: `head -c N /dev/zero` through `shell.stream` beside bash over pipes and
+// the bare two-hop: throughput, each process's CPU per MiB, and the runner's and the agent's
+// RSS before and at their peak while streaming (the bare relay's beside the runner's).
+
+import { CONFIG, MB } from '../bench-config.ts'
+import type { BenchContext } from '../bench-context.ts'
+import { cpuMs } from '../proc-cpu.ts'
+import { peakRssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from '../proc-memory.ts'
+import { wallTime } from '../timing.ts'
+
+/** One round of the streaming phase. */
+export async function streamingPhase(ctx: BenchContext): Promise<void> {
+  const { runner, sb, sh, pipe, bare, figures } = ctx
+  const bytes = CONFIG.streamBytes
+  const size =
+    bytes % 1024 ** 3 === 0
+      ? `${bytes / 1024 ** 3}G`
+      : bytes % 1024 ** 2 === 0
+        ? `${bytes / 1024 ** 2}M`
+        : `${bytes}`
+  const label = `head -c ${size} /dev/zero`
+  const before = pipe.bytesOut
+  const refMs = await wallTime(() => pipe.run(`head -c ${bytes} /dev/zero`))
+  const refGot = pipe.bytesOut - before
+  figures.recordValue('reference', `bash over pipes: ${label}`, 'MB/s', refGot / MB / (refMs / 1000))
+
+  // The bare two-hop's relay is a bare Node holding a WebSocket: the runner's memory reference.
+  figures.recordValue('reference', 'bare two-hop relay RSS, idle', 'MB', rssBytes(bare.relayPid) / MB)
+  const relayPeakResettable = resetPeak(bare.relayPid)
+  const relaySampler = new RssSampler([bare.relayPid])
+  const bareBefore = bare.bytesOut
+  const bareMs = await wallTime(() => bare.run(`head -c ${bytes} /dev/zero`))
+  const relaySampled = relaySampler.stop()
+  figures.recordValue(
+    'reference',
+    `bare two-hop: ${label}`,
+    'MB/s',
+    (bare.bytesOut - bareBefore) / MB / (bareMs / 1000),
+  )
+  figures.recordValue(
+    'reference',
+    'bare two-hop relay peak RSS while streaming',
+    'MB',
+    Math.max(relaySampled.get(bare.relayPid) ?? 0, relayPeakResettable ? peakRssBytes(bare.relayPid) : 0) /
+      MB,
+  )
+
+  const { agent } = sandboxProcesses(runner.sweepTarget, runner.pid, sb.id)
+  figures.recordValue(
+    'streaming',
+    'runner RSS before streaming',
+    'MB',
+    rssBytes(runner.pid) / MB,
+    'bare two-hop relay RSS, idle',
+  )
+  figures.setGoal('runner RSS before streaming', { bound: 'max', of: 'value', limit: 100 })
+  figures.recordValue('streaming', 'agent RSS before streaming', 'MB', rssBytes(agent) / MB)
+  const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
+  const sampler = new RssSampler([runner.pid, agent])
+  const cpuBefore = { runner: cpuMs(runner.pid), agent: cpuMs(agent), client: cpuMs(process.pid) }
+  let received = 0
+  let code = -1
+  const ms = await wallTime(async () => {
+    // A loaded machine may take longer than the session's 30 s default timeout for 1 GB.
+    for await (const event of sh.stream(`head -c ${bytes} /dev/zero`, { timeoutMs: 600_000 })) {
+      if (event.type === 'exit') code = event.exitCode
+      else received += event.data.length
+    }
+  })
+  const sampled = sampler.stop()
+  const mib = bytes / 1024 ** 2
+  figures.recordValue(
+    'streaming',
+    'runner CPU per MiB streamed',
+    'ms',
+    (cpuMs(runner.pid) - cpuBefore.runner) / mib,
+  )
+  figures.recordValue('streaming', 'agent CPU per MiB streamed', 'ms', (cpuMs(agent) - cpuBefore.agent) / mib)
+  figures.recordValue(
+    'streaming',
+    'client (SDK) CPU per MiB streamed',
+    'ms',
+    (cpuMs(process.pid) - cpuBefore.client) / mib,
+  )
+  if (code !== 0 || received !== bytes)
+    throw new Error(`stream got ${received} of ${bytes} bytes, exit ${code}`)
+  figures.recordValue(
+    'streaming',
+    `${label} through shell.stream`,
+    'MB/s',
+    bytes / MB / (ms / 1000),
+    `bash over pipes: ${label}`,
+  )
+  figures.setGoal(`${label} through shell.stream`, { bound: 'min', of: 'ratio', limit: 0.5 })
+  const peak = (pid: number): number =>
+    Math.max(sampled.get(pid) ?? 0, peaksResettable ? peakRssBytes(pid) : 0) / MB
+  figures.recordValue(
+    'streaming',
+    'runner peak RSS while streaming',
+    'MB',
+    peak(runner.pid),
+    'bare two-hop relay peak RSS while streaming',
+  )
+  figures.setGoal('runner peak RSS while streaming', { bound: 'max', of: 'value', limit: 150 })
+  figures.recordValue('streaming', 'agent peak RSS while streaming', 'MB', peak(agent))
+}
