@@ -1,10 +1,12 @@
 // The router's HTTP + WebSocket server. It holds no state of its own and no secret: every
 // sandbox request goes to the runner shard its id names, with the client's credentials, and the
 // runner decides. New sandboxes go to the least-loaded ready runner; listings ask every runner.
-// It never listens and never reads the environment: `main.ts` does both.
+// It never listens and never reads the environment: `main.ts` does both. Forwarding one
+// request is request-forwarder.ts, answers to requests no route reaches are
+// malformed-request.ts, and the log's redaction is log-redaction.ts.
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { PortSegment, PROTOCOL_VERSION, redactUrl } from '@conch/protocol'
+import { PortSegment, PROTOCOL_VERSION } from '@conch/protocol'
 import Fastify, {
   type FastifyInstance,
   type FastifyReply,
@@ -12,16 +14,19 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify'
 import { capConnections } from './connection-cap.ts'
+import { withRedactedUrls } from './log-redaction.ts'
+import { answerMalformedRequest, answerUndecodableUrl } from './malformed-request.ts'
 import { checkPreviewShards, previewTarget } from './preview-host.ts'
 import { enforceRequestDeadlines } from './request-deadline.ts'
-import { RouterError } from './router-error.ts'
+import { requestForwarder } from './request-forwarder.ts'
+import { RouterError, toRouterError } from './router-error.ts'
 import { RouterMetrics } from './router-metrics.ts'
 import { listAcrossShards } from './sandbox-list.ts'
 import { type SandboxTarget, sandboxTarget } from './sandbox-target.ts'
 import { ShardMonitor } from './shard-monitor.ts'
-import type { Shard, ShardTable } from './shard-table.ts'
+import type { ShardTable } from './shard-table.ts'
 import { refuseWithError, SocketRelay } from './socket-relay.ts'
-import { callUpstream, forwardableHeaders, returnableHeaders, UpstreamPool } from './upstream-request.ts'
+import { forwardableHeaders, UpstreamPool } from './upstream-request.ts'
 
 /** The router's version, reported by its health checks. */
 export const ROUTER_VERSION = '0.1.0'
@@ -57,55 +62,8 @@ export interface BuildRouterOptions {
 /** The router app, with its shard monitor for `main.ts` and tests. */
 export type RouterApp = FastifyInstance & { shardMonitor: ShardMonitor }
 
-/** Log options that keep secrets out of the log. */
-export const REDACTED_PATHS = ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]']
-
-/**
- * `logger` with fastify's request serializer changed to write the URL with its credentials cut
- * out: a browser's first visit to an exposed port carries its port token in the query.
- */
-function withRedactedUrls(logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
-  if (!logger || typeof logger !== 'object') return logger
-  return {
-    ...logger,
-    serializers: {
-      ...logger.serializers,
-      req: (req: { method?: string; url?: string; host?: string; ip?: string }) => ({
-        method: req.method,
-        url: redactUrl(req.url ?? ''),
-        host: req.host,
-        remoteAddress: req.ip,
-      }),
-    },
-  }
-}
-
 /** The route every preview-host request is rewritten onto; its target is kept per request. */
 const PREVIEW_ROUTE = '/.conch-preview'
-
-/** Whether a request carries a body (a length above zero, or chunked). */
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length']
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
-}
-
-function toRouterError(error: unknown): RouterError {
-  if (error instanceof RouterError) return error
-  const code = (error as { code?: unknown }).code
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return new RouterError(
-      'FRAME_TOO_LARGE',
-      'the request body is larger than the router forwards; send a smaller body',
-    )
-  }
-  if (typeof code === 'string' && code.startsWith('FST_ERR_CTP')) {
-    return new RouterError(
-      'BAD_REQUEST',
-      'the request body could not be read; send a complete body with a correct length',
-    )
-  }
-  return new RouterError('INTERNAL', 'the router hit an unexpected error; see its log', { cause: error })
-}
 
 /** Builds the router (plugins load on `ready()`/`listen`, which also polls every runner once). */
 export function buildRouter(options: BuildRouterOptions): RouterApp {
@@ -140,17 +98,7 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       return PREVIEW_ROUTE
     },
     // A URL fastify cannot decode gets the same typed answer as any other bad request.
-    frameworkErrors: (_error, _request, reply) => {
-      metrics.errors.inc({ code: 'BAD_REQUEST' })
-      const body = JSON.stringify(
-        new RouterError('BAD_REQUEST', 'the request URL is not valid percent-encoded text').toBody(),
-      )
-      reply.raw.writeHead(400, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(body),
-      })
-      reply.raw.end(body)
-    },
+    frameworkErrors: (_error, _request, reply) => answerUndecodableUrl(reply, metrics),
     http: {
       maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024,
       headersTimeout,
@@ -158,26 +106,8 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       keepAliveTimeout,
       connectionsCheckingInterval: Math.min(5_000, Math.max(25, Math.floor(headersTimeout / 4))),
     },
-    clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) {
-        socket.destroy()
-        return
-      }
-      const header = error.code === 'HPE_HEADER_OVERFLOW'
-      const e = header
-        ? new RouterError(
-            'FRAME_TOO_LARGE',
-            `the request headers are larger than ${options.maxHeaderBytes ?? 16 * 1024} bytes; send smaller headers`,
-          )
-        : new RouterError('BAD_REQUEST', 'the request is not valid HTTP/1.1')
-      const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      const body = JSON.stringify(e.toBody())
-      socket.end(
-        timedOut
-          ? 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'
-          : `HTTP/1.1 ${e.status} Error\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      )
-    },
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket) =>
+      answerMalformedRequest(error, socket, options.maxHeaderBytes ?? 16 * 1024),
   })
   capConnections(app.server, options.maxConnections ?? 4_096)
   enforceRequestDeadlines(app.server, {
@@ -223,48 +153,7 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
       .send(new RouterError('NOT_FOUND', `no route ${request.method} ${path}; see /v1/openapi.json`).toBody())
   })
 
-  /**
-   * Forwards the request to `shard` and streams the runner's answer back; the body is the
-   * buffered one, or with `streamBody` the client's request stream itself.
-   */
-  const forward = async (
-    shard: Shard,
-    request: FastifyRequest,
-    reply: FastifyReply,
-    streamBody = false,
-  ): Promise<FastifyReply> => {
-    const abort = new AbortController()
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) abort.abort()
-    })
-    const stream = streamBody && hasBody(request.raw)
-    const body = stream ? request.raw : Buffer.isBuffer(request.body) ? request.body : undefined
-    if (stream) metrics.streamedUploads.inc()
-    const preview = previews.get(request.raw)
-    const res = await callUpstream({
-      shard,
-      method: request.method,
-      pathAndQuery:
-        preview instanceof RouterError || !preview ? (request.raw.url ?? '/') : preview.pathAndQuery,
-      headers: forwardableHeaders(request.headers),
-      host: preview instanceof RouterError ? undefined : preview?.host,
-      body,
-      bodyLength: stream ? request.headers['content-length'] : undefined,
-      onStreamClosed: () => metrics.streamedUploads.dec(),
-      pool,
-      connectTimeoutMs,
-      signal: abort.signal,
-    }).catch((error: unknown) => {
-      if (error instanceof RouterError && error.code === 'RUNNER_UNAVAILABLE')
-        onUnreachable(shard.name, error.message)
-      throw error
-    })
-    metrics.forwarded.inc({ shard: shard.name, status: `${String(res.statusCode ?? 0).slice(0, 1)}xx` })
-    return reply
-      .code(res.statusCode ?? 502)
-      .headers(returnableHeaders(res.headers))
-      .send(res)
-  }
+  const forward = requestForwarder({ previews, metrics, pool, connectTimeoutMs, onUnreachable })
 
   app.get('/healthz', async () => ({ ok: true, version: ROUTER_VERSION }))
   app.get('/readyz', async (_request, reply) => {

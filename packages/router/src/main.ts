@@ -2,8 +2,9 @@
 // place that reads argv and the environment, listens, prints and handles signals. The router keeps no state, so stopping it loses nothing:
 // clients reconnect (through any router replica) and reattach to their shells.
 import pino from 'pino'
-import { buildRouter, REDACTED_PATHS } from './app.ts'
+import { buildRouter } from './app.ts'
 import { ConfigError } from './config-error.ts'
+import { REDACTED_PATHS } from './log-redaction.ts'
 import { checkPreviewShards } from './preview-host.ts'
 import { parseRouterConfig, type RouterConfig, routerConfigUsage } from './router-config.ts'
 import { buildShardTable, type ShardTable } from './shard-table.ts'
