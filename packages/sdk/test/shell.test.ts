@@ -9,7 +9,8 @@ import {
   type Shell,
   ShellClosedError,
 } from '../src/index.ts'
-import { defaultScript, FakeRunner } from './fake-runner.ts'
+import { FakeRunner } from './fake-runner.ts'
+import { defaultScript } from './fake-session.ts'
 
 // The shell against a real WebSocket server that speaks the protocol (fake-runner.ts).
 
