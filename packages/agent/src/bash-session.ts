@@ -1,9 +1,9 @@
 // One long-lived bash process and the runs it executes.
 //
 // Model:
-// - bash runs as `bash --noprofile --norc --noediting -i` on three pipes, as the leader of
-//   its own session. Interactive mode makes SIGINT abort the current command line (even a
-//   loop of builtins) while bash survives. An init script clears prompts and history, saves
+// - bash runs as `bash --noprofile --norc --noediting -i` on three Unix stream sockets (libuv's
+//   child stdio), as the leader of its own session. Interactive mode makes SIGINT abort the
+//   current command line (even a loop of builtins) while bash survives. An init script clears prompts and history, saves
 //   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
 //   prints before the init markers (job-control warnings, a prompt) is discarded.
 // - A run writes its command to a private file and sends one short line:
@@ -23,7 +23,7 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the first line whose marker has not arrived on its stream, or to
 //   no run between runs, and recorded in the session's output log. A full log subscriber
-//   pauses reading bash's pipes.
+//   pauses reading bash's stdout and stderr.
 // - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
 //   trap runs), then kills bash and every process in its session.
 import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
