@@ -3,9 +3,10 @@
 // Model:
 // - bash runs as `bash --noprofile --norc --noediting -i` on three Unix stream sockets (libuv's
 //   child stdio), as the leader of its own session. Interactive mode makes SIGINT abort the
-//   current command line (even a loop of builtins) while bash survives. An init script clears prompts and history, saves
-//   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
-//   prints before the init markers (job-control warnings, a prompt) is discarded.
+//   current command line (even a loop of builtins) while bash survives. An init script clears
+//   prompts and history, saves copies of stdout/stderr on fds 62/63, and defines a read-only end
+//   function. Everything bash prints before the init markers (job-control warnings, a prompt) is
+//   discarded.
 // - A run writes its command to a private file and sends one short line:
 //   `. 'file' </dev/null 2>&63; __conch_end_<tag> $? <nonce> && :`. Sourcing keeps state changes
 //   in the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
