@@ -40,7 +40,7 @@ import { FramingLines, newNonce } from './framing-lines.ts'
 import { MarkerScanner } from './marker-scanner.ts'
 import { OutputLog } from './output-log.ts'
 import { SessionFiles } from './session-files.ts'
-import type { HistoryQuery } from './session-history.ts'
+import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import type { RunOutcome, RunRequest } from './session-run.ts'
 import { type RunsHost, SessionRuns } from './session-runs.ts'
 
@@ -75,6 +75,7 @@ export class BashSession {
   readonly #bash: BashProcess
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #runs: SessionRuns
+  readonly #history = new SessionHistory()
   #phase: Phase = 'starting'
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
@@ -200,17 +201,17 @@ export class BashSession {
 
   /** Memory the history counts against `HISTORY_MAX_BYTES`. */
   get historyBytes(): number {
-    return this.#runs.historyBytes
+    return this.#history.bytes
   }
 
   /** Every history entry matching the query, oldest first. */
   history(query: HistoryQuery = {}): HistoryEntry[] {
-    return this.#runs.history(query)
+    return this.#history.query(query)
   }
 
   /** One history entry by index, or null. */
   historyEntry(index: number): HistoryEntry | null {
-    return this.#runs.historyEntry(index)
+    return this.#history.entry(index)
   }
 
   /**
@@ -218,7 +219,8 @@ export class BashSession {
    * included, and they must be consecutive) and `$?`. Call before the first run.
    */
   restoreFromSnapshot(history: readonly HistoryEntry[], lastExitCode: number): void {
-    this.#runs.restoreFromSnapshot(history, lastExitCode)
+    this.#history.load(history)
+    this.#runs.lastExitCode = lastExitCode
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */
@@ -280,6 +282,7 @@ export class BashSession {
       files: this.#files,
       framing: this.#framing,
       scanners: this.#scanners,
+      history: this.#history,
       get bash() {
         return session.#bash
       },
