@@ -1,7 +1,8 @@
-// The bash process of one session: `bash --noprofile --norc --noediting -i` on three pipes, as
-// the leader of its own session. It reports output chunks as they arrive and its exit once the
-// output still in its pipes has been read (or a short drain time passed); it can be paused
-// (a full log subscriber), hung up as closing a terminal does, and killed with its session.
+// The bash process of one session: `bash --noprofile --norc --noediting -i` on three Unix stream
+// sockets (libuv's child stdio), as the leader of its own session. It reports output chunks as
+// they arrive and its exit once the output still in its sockets has been read (or a short
+// drain time passed); it can be paused (a full log subscriber), hung up as closing a terminal
+// does, and killed with its session.
 import type { Readable } from 'node:stream'
 import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { describeExit } from './bash-session-options.ts'
@@ -27,7 +28,7 @@ export interface BashProcessOptions {
 /** What the process reports. */
 export interface BashProcessEvents {
   /**
-   * Bytes from one of bash's output pipes: possibly a view into a pooled read buffer, valid past
+   * Bytes from one of bash's output sockets: possibly a view into a pooled read buffer, valid past
    * this call only for a holder of its lease (`leaseOf`); anything else that keeps it copies it.
    */
   onChunk(stream: StreamName, chunk: Buffer): void
@@ -88,7 +89,7 @@ export class BashProcess {
   /**
    * Writes lines to bash's stdin. The first write of a task goes at once (a lone run waits for
    * nothing); later ones in the same task wait for its end and go in one write, so the runs of
-   * one link read cost two writes into bash, not one each. A write into bash's pipe costs a
+   * one link read cost two writes into bash, not one each. A write into bash's stdin costs a
    * wake-up of bash, the most expensive part of queueing a run; the bytes keep their order.
    */
   write(text: string): void {
@@ -107,7 +108,7 @@ export class BashProcess {
     if (text) this.#child.stdin?.write(text)
   }
 
-  /** Stops (or resumes) reading bash's output pipes. */
+  /** Stops (or resumes) reading bash's stdout and stderr. */
   setPaused(paused: boolean): void {
     for (const s of STREAMS) {
       const stream = this.#child[s] as Readable | null
@@ -135,14 +136,14 @@ export class BashProcess {
     processTable.signal(members, 'SIGKILL')
   }
 
-  /** Closes bash's pipes. */
+  /** Closes bash's stdio sockets. */
   destroy(): void {
     this.#child.stdin?.destroy()
     this.#child.stdout?.destroy()
     this.#child.stderr?.destroy()
   }
 
-  /** Lets output still in the pipes arrive, for at most EXIT_DRAIN_MS. */
+  /** Lets output still in the sockets arrive, for at most EXIT_DRAIN_MS. */
   async #drain(): Promise<void> {
     if (this.#ended.stdout && this.#ended.stderr) return
     this.setPaused(false)

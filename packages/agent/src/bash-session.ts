@@ -1,11 +1,12 @@
 // One long-lived bash process and the runs it executes.
 //
 // Model:
-// - bash runs as `bash --noprofile --norc --noediting -i` on three pipes, as the leader of
-//   its own session. Interactive mode makes SIGINT abort the current command line (even a
-//   loop of builtins) while bash survives. An init script clears prompts and history, saves
-//   copies of stdout/stderr on fds 62/63, and defines a read-only end function. Everything bash
-//   prints before the init markers (job-control warnings, a prompt) is discarded.
+// - bash runs as `bash --noprofile --norc --noediting -i` on three Unix stream sockets (libuv's
+//   child stdio), as the leader of its own session. Interactive mode makes SIGINT abort the
+//   current command line (even a loop of builtins) while bash survives. An init script clears
+//   prompts and history, saves copies of stdout/stderr on fds 62/63, and defines a read-only end
+//   function. Everything bash prints before the init markers (job-control warnings, a prompt) is
+//   discarded.
 // - A run writes its command to a private file and sends one short line:
 //   `. 'file' </dev/null 2>&63; __conch_end_<tag> $? <nonce> && :`. Sourcing keeps state changes
 //   in the shell and keeps `[1] pid` notices and `exit` echoes out of the output. The end
@@ -23,7 +24,7 @@
 //   SIGTERM and SIGKILL on the run's processes, and kills bash only when bash never answers.
 // - Output is attributed to the first line whose marker has not arrived on its stream, or to
 //   no run between runs, and recorded in the session's output log. A full log subscriber
-//   pauses reading bash's pipes.
+//   pauses reading bash's stdout and stderr.
 // - Closing the session hangs bash up first (SIGHUP, as closing a terminal does, so its EXIT
 //   trap runs), then kills bash and every process in its session.
 import type { HistoryEntry, ShellClosedInfo, StreamName } from '@conch/protocol'
@@ -39,7 +40,7 @@ import { FramingLines, newNonce } from './framing-lines.ts'
 import { MarkerScanner } from './marker-scanner.ts'
 import { OutputLog } from './output-log.ts'
 import { SessionFiles } from './session-files.ts'
-import type { HistoryQuery } from './session-history.ts'
+import { type HistoryQuery, SessionHistory } from './session-history.ts'
 import type { RunOutcome, RunRequest } from './session-run.ts'
 import { type RunsHost, SessionRuns } from './session-runs.ts'
 
@@ -74,6 +75,7 @@ export class BashSession {
   readonly #bash: BashProcess
   readonly #scanners: Record<StreamName, MarkerScanner>
   readonly #runs: SessionRuns
+  readonly #history = new SessionHistory()
   #phase: Phase = 'starting'
   #initNonce: string
   #initSeen: Record<StreamName, boolean> = { stdout: false, stderr: false }
@@ -199,17 +201,17 @@ export class BashSession {
 
   /** Memory the history counts against `HISTORY_MAX_BYTES`. */
   get historyBytes(): number {
-    return this.#runs.historyBytes
+    return this.#history.bytes
   }
 
   /** Every history entry matching the query, oldest first. */
   history(query: HistoryQuery = {}): HistoryEntry[] {
-    return this.#runs.history(query)
+    return this.#history.query(query)
   }
 
   /** One history entry by index, or null. */
   historyEntry(index: number): HistoryEntry | null {
-    return this.#runs.historyEntry(index)
+    return this.#history.entry(index)
   }
 
   /**
@@ -217,7 +219,8 @@ export class BashSession {
    * included, and they must be consecutive) and `$?`. Call before the first run.
    */
   restoreFromSnapshot(history: readonly HistoryEntry[], lastExitCode: number): void {
-    this.#runs.restoreFromSnapshot(history, lastExitCode)
+    this.#history.load(history)
+    this.#runs.lastExitCode = lastExitCode
   }
 
   /** The name of a helper function defined in the shell (`env` or `alias` listing). */
@@ -279,6 +282,7 @@ export class BashSession {
       files: this.#files,
       framing: this.#framing,
       scanners: this.#scanners,
+      history: this.#history,
       get bash() {
         return session.#bash
       },

@@ -6,9 +6,9 @@ import {
   EVENT_RECORD_OVERHEAD_BYTES,
   isOutput,
   type LogEvent,
-  OutputLog,
   recordBytes,
-} from './output-log.ts'
+} from './log-records.ts'
+import { OutputLog } from './output-log.ts'
 import { ScrollbackBudget } from './scrollback-budget.ts'
 
 /** A forced full GC, without starting the test process with `--expose-gc`. */

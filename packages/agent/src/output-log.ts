@@ -4,13 +4,12 @@
 // the next position of one session-wide byte offset. Data events cover [offset, offset+len);
 // zero-length events (run start, run exit, closed) sit at one offset. The log holds at most
 // `maxBytes` and evicts the oldest events first; `startOffset` is the smallest offset it can
-// still replay from. Every record counts what it costs in memory, not only its data: a fixed
-// overhead (the event object, its buffer's objects, its numbers) plus its bytes and its run id,
-// so a log of many silent or tiny runs stays as bounded as one of large output.
+// still replay from. Every record counts what it costs in memory, not only its data
+// (log-records.ts holds the records' shapes and costs).
 // Evicted records leave the backing array at once, so nothing outlives its eviction. Logs may
 // share a `ScrollbackBudget` that bounds their sum and evicts from the largest of them.
 // Subscribers receive every new event synchronously; a subscriber that reports itself full
-// asks the owner to stop producing (the session pauses bash's pipes) until it resumes. With no
+// asks the owner to stop producing (the session pauses reading bash's output) until it resumes. With no
 // subscriber, the log only records and evicts.
 // A log that coalesces (terminals) gathers the reads of a flood of output of one stream and run
 // into one record of at most `COALESCE_MAX_BYTES`, so a program writing through a pty's 4 KiB
@@ -21,43 +20,20 @@
 // at append time, so they stay exact, and the gathered bytes are recorded before any other
 // record and before any read of the log (replay, subscribe): no reader misses them.
 // Gathered bytes count against the bounds once recorded: at most one record's worth per log.
-import type { AgentShellExit, AgentShellStart, ShellClosedInfo, StreamName } from '@conch/protocol'
+import type { ShellClosedInfo, StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { AgentError } from './agent-error.ts'
+import {
+  isOutput,
+  type LogEvent,
+  type OutputEvent,
+  recordBytes,
+  type ShellClosedEvent,
+  type ShellExitEvent,
+  type ShellStartEvent,
+} from './log-records.ts'
 import { leaseOf } from './read-buffer-pool.ts'
 import type { BudgetedLog, ScrollbackBudget } from './scrollback-budget.ts'
-
-// Records carry the wire's names and fields (`shell_out`, `shell_start`, ...; run id `id`), so
-// a channel forwards them as they are: each is its link frame without the channel number.
-
-/** Output bytes: `shell_out` (stdout) or `shell_err` (stderr), as on the wire. */
-export interface OutputEvent {
-  /** Which stream: `shell_out` is stdout, `shell_err` stderr. */
-  type: 'shell_out' | 'shell_err'
-  /** Offset of the first byte. */
-  offset: number
-  /** The run that was active, or null for output written while no run was active. */
-  id: string | null
-  /** The bytes. */
-  data: Buffer
-}
-
-/** A run started at this offset: the link's `shell_start` without its channel. */
-export type ShellStartEvent = Omit<AgentShellStart, 'ch'>
-
-/** A run finished at this offset: the link's `shell_exit` without its channel. */
-export type ShellExitEvent = Omit<AgentShellExit, 'ch'>
-
-/** The shell closed at this offset; the last event of a log. */
-export type ShellClosedEvent = { type: 'shell_closed'; offset: number } & ShellClosedInfo
-
-/** Anything recorded in an output log. */
-export type LogEvent = OutputEvent | ShellStartEvent | ShellExitEvent | ShellClosedEvent
-
-/** Whether `event` carries output bytes. */
-export function isOutput(event: { type: string }): event is OutputEvent {
-  return event.type === 'shell_out' || event.type === 'shell_err'
-}
 
 /** Receives live events; returns false when it cannot take more for now. */
 export type LogListener = (event: LogEvent) => boolean
@@ -72,35 +48,6 @@ export interface LogSubscription {
 
 /** Called when the log's consumers become full (true) or all have room again (false). */
 export type PressureListener = (full: boolean) => void
-
-/**
- * What a data record costs beyond its bytes and run id, counted against the log's byte bound:
- * above the measured cost of its event object, Buffer, ArrayBuffer and native backing store
- * (about 400 bytes on Node 24), so `heldBytes` bounds the memory the log really keeps.
- */
-export const DATA_RECORD_OVERHEAD_BYTES = 512
-
-/** What a zero-length record (run start, run exit, closed) costs beyond its run id or reason. */
-export const EVENT_RECORD_OVERHEAD_BYTES = 128
-
-/** What `event` counts for against the log's byte bound. */
-export function recordBytes(event: LogEvent): number {
-  switch (event.type) {
-    case 'shell_out':
-    case 'shell_err':
-      // A view into a pooled read buffer keeps the whole buffer: it counts as that much.
-      return (
-        DATA_RECORD_OVERHEAD_BYTES +
-        Math.max(event.data.length, leaseOf(event.data)?.bytes.length ?? 0) +
-        (event.id?.length ?? 0)
-      )
-    case 'shell_start':
-    case 'shell_exit':
-      return EVENT_RECORD_OVERHEAD_BYTES + event.id.length
-    case 'shell_closed':
-      return EVENT_RECORD_OVERHEAD_BYTES + event.reason.length
-  }
-}
 
 /** Largest record a coalescing log builds: one agent data frame's payload. */
 export const COALESCE_MAX_BYTES = LIMITS.maxDataChunkBytes

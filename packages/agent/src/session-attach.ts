@@ -17,7 +17,7 @@
 import { LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import type { BashSession } from './bash-session.ts'
-import { isOutput, type LogEvent, type OutputEvent } from './output-log.ts'
+import { isOutput, type LogEvent, type OutputEvent } from './log-records.ts'
 import { leaseOf } from './read-buffer-pool.ts'
 
 /** An item in an attached channel's send queue. */

@@ -4,9 +4,8 @@
 // cannot be deleted while its shell is open; a run naming an unknown session creates it with
 // defaults. A closed session stays listed (status `closed`) until deleted, and its runs fail
 // with SHELL_CLOSED. Attaching a channel replays the session's output log from an offset and
-// then forwards live events, pausing the shell's pipes while the channel has no credit.
-// State queries (env, aliases, cwd) are internal runs: queued like any run, kept out of the
-// output log and the history, and they leave `$?` as it was.
+// then forwards live events, pausing the shell's output while the channel has no credit.
+// State queries (env, aliases, cwd) are internal runs (session-state-queries.ts).
 import { randomBytes } from 'node:crypto'
 import type { CallAnswer } from '@conch/link'
 import type { AgentParams, AgentResultOf, RunResult, SessionInfo, SessionOptions } from '@conch/protocol'
@@ -14,7 +13,6 @@ import { clampTimeout, DEFAULT_SESSION_ID, LIMITS } from '@conch/protocol/zod-fr
 import { AgentError } from './agent-error.ts'
 import { BashSession } from './bash-session.ts'
 import type { Clock } from './clock.ts'
-import { shellQuote } from './framing-lines.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { ProcessTable } from './process-tree.ts'
@@ -23,6 +21,7 @@ import { attachChannel } from './session-attach.ts'
 import { buildSessionEnv } from './session-env.ts'
 import { type RunOutcome, runRequest } from './session-run.ts'
 import type { Broadcast, MethodContext, SessionMethod, SessionService } from './session-service.ts'
+import { SessionStateQueries } from './session-state-queries.ts'
 import { type ShellShape, SpareShell } from './spare-shell.ts'
 import type { Spawn } from './spawner.ts'
 
@@ -81,7 +80,7 @@ export class SessionManager implements SessionService {
   /** A shell started ahead of demand with the default options (`prepareSpare`). */
   readonly #spare = new SpareShell()
   #broadcast: Broadcast = () => {}
-  #internalRuns = 0
+  readonly #queries = new SessionStateQueries()
 
   /** Creates an empty manager; `default` appears on first use. */
   constructor(options: SessionManagerOptions) {
@@ -199,9 +198,9 @@ export class SessionManager implements SessionService {
       session.interrupt(p.id)
       return {}
     },
-    'session.env.list': async (p) => ({ env: await this.#env(await this.get(p.sessionId)) }),
+    'session.env.list': async (p) => ({ env: await this.#queries.env(await this.get(p.sessionId)) }),
     'session.env.get': async (p) => {
-      const env = await this.#env(await this.get(p.sessionId))
+      const env = await this.#queries.env(await this.get(p.sessionId))
       return { value: Object.hasOwn(env, p.name) ? env[p.name]! : null }
     },
     'session.env.set': async (p) => {
@@ -211,31 +210,22 @@ export class SessionManager implements SessionService {
           `the value of ${p.name} contains a NUL byte, which bash cannot hold.`,
         )
       }
-      await this.#internal(await this.get(p.sessionId), `\\builtin export ${p.name}=${shellQuote(p.value)}`)
+      await this.#queries.setEnv(await this.get(p.sessionId), p.name, p.value)
       return {}
     },
     'session.env.unset': async (p) => {
-      await this.#internal(await this.get(p.sessionId), `\\builtin unset -v ${p.name}`)
+      await this.#queries.unsetEnv(await this.get(p.sessionId), p.name)
       return {}
     },
-    'session.alias.list': async (p) => {
-      const session = await this.get(p.sessionId)
-      return { aliases: parsePairs(await this.#internal(session, session.helperName('alias'))) }
-    },
+    'session.alias.list': async (p) => ({
+      aliases: await this.#queries.aliases(await this.get(p.sessionId)),
+    }),
     'session.alias.add': async (p) => {
-      await this.#internal(await this.get(p.sessionId), `\\builtin alias ${p.name}=${shellQuote(p.value)}`)
+      await this.#queries.addAlias(await this.get(p.sessionId), p.name, p.value)
       return {}
     },
     'session.alias.remove': async (p) => {
-      const session = await this.get(p.sessionId)
-      const aliases = parsePairs(await this.#internal(session, session.helperName('alias')))
-      if (!Object.hasOwn(aliases, p.name)) {
-        throw new AgentError(
-          'NOT_FOUND',
-          `session "${p.sessionId}" has no alias "${p.name}"; list aliases to see them.`,
-        )
-      }
-      await this.#internal(session, `\\builtin unalias ${shellQuote(p.name)}`)
+      await this.#queries.removeAlias(await this.get(p.sessionId), p.name)
       return {}
     },
     'session.history': async (p) => {
@@ -304,11 +294,7 @@ export class SessionManager implements SessionService {
 
   /** The cwd and exported variables of a session's shell. */
   async shellState(sessionId: string): Promise<{ cwd: string; env: Record<string, string> }> {
-    const session = await this.get(sessionId)
-    const out = await this.#internal(session, `\\builtin printf '%s\\0' "$PWD"; ${session.helperName('env')}`)
-    const nul = out.indexOf(0)
-    const cwd = out.subarray(0, nul).toString()
-    return { cwd, env: parsePairs(out.subarray(nul + 1)) }
+    return this.#queries.shellState(await this.get(sessionId))
   }
 
   /**
@@ -364,31 +350,6 @@ export class SessionManager implements SessionService {
     await Promise.all(sessions.map((s) => s.dispose('agent shut down')))
     for (const s of sessions) s.log.release()
   }
-
-  async #env(session: BashSession): Promise<Record<string, string>> {
-    return parsePairs(await this.#internal(session, session.helperName('env')))
-  }
-
-  /**
-   * Runs a state query in the shell and returns its stdout. The query ends by restoring `$?`,
-   * so its own failure shows only as a message on stderr, which becomes BAD_REQUEST.
-   */
-  async #internal(session: BashSession, command: string): Promise<Buffer> {
-    this.#internalRuns += 1
-    const out = await session.run({
-      runId: `__conch_internal_${this.#internalRuns}`,
-      command,
-      internal: true,
-      timeoutMs: LIMITS.defaultCommandTimeoutMs,
-    })
-    if (out.stderr.length > 0) {
-      throw new AgentError(
-        'BAD_REQUEST',
-        `session "${session.id}" refused the change: ${out.stderr.toString().trim()}`,
-      )
-    }
-    return out.stdout
-  }
 }
 
 /** A session as the protocol reports it. */
@@ -422,14 +383,4 @@ export function toRunResult(out: RunOutcome): RunResult {
     durationMs: out.durationMs,
     ...(out.oomKilled ? { oomKilled: true } : {}),
   }
-}
-
-/** Parses `name=value\0` records. */
-export function parsePairs(bytes: Buffer): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const record of bytes.toString().split('\0')) {
-    const eq = record.indexOf('=')
-    if (eq > 0) out[record.slice(0, eq)] = record.slice(eq + 1)
-  }
-  return out
 }

@@ -1,5 +1,6 @@
 // The runs of one session's shell: the queue, the write-ahead window, the active run, their
-// output and markers, and the history they leave (docs on the model: bash-session.ts).
+// output and markers, and the entries they leave in the session's history (docs on the model:
+// bash-session.ts). The interrupt and timeout procedures are wired in by session-stopper.ts.
 //
 // Model: runs wait in a FIFO queue and are written into bash up to the window (run-window.ts);
 // the first line's run is active once the line before it has ended. A marker ends its line and,
@@ -7,7 +8,7 @@
 // on its stream (kept aside until that run is active, so the log records starts, output and
 // exits in run order). Runs whose lines were held by an interrupt (run-stopper.ts) go back to
 // the head of the queue once every held line has ended.
-import type { HistoryEntry, StreamName } from '@conch/protocol'
+import type { StreamName } from '@conch/protocol'
 import { AgentError } from './agent-error.ts'
 import type { BashProcess } from './bash-process.ts'
 import type { ResolvedSessionOptions } from './bash-session-options.ts'
@@ -16,10 +17,10 @@ import type { MarkerScanner } from './marker-scanner.ts'
 import type { OutputLog } from './output-log.ts'
 import { RunQueue } from './run-queue.ts'
 import { RunStdinPipe } from './run-stdin-pipe.ts'
-import { RunStopper } from './run-stopper.ts'
+import type { RunStopper } from './run-stopper.ts'
 import { RunWindow } from './run-window.ts'
 import type { SessionFiles } from './session-files.ts'
-import { type HistoryQuery, SessionHistory } from './session-history.ts'
+import type { SessionHistory } from './session-history.ts'
 import {
   checkRunRequest,
   newRun,
@@ -28,6 +29,7 @@ import {
   type RunOutcome,
   type RunRequest,
 } from './session-run.ts'
+import { sessionStopper } from './session-stopper.ts'
 
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr']
 
@@ -43,6 +45,8 @@ export interface RunsHost {
   readonly framing: FramingLines
   readonly scanners: Record<StreamName, MarkerScanner>
   readonly bash: BashProcess
+  /** The session's command history, where user runs are recorded. */
+  readonly history: SessionHistory
   /** Whether bash has answered its init line and is not closed. */
   readonly ready: boolean
   /** Whether the shell has closed. */
@@ -68,12 +72,21 @@ export class SessionRuns {
   /** The active run's stdin pipe, when it asked for one. */
   #stdinPipe: RunStdinPipe | null = null
   #lastExitCode = 0
-  readonly #history = new SessionHistory()
+  readonly #history: SessionHistory
 
   /** The runs of the session `host`. */
   constructor(host: RunsHost) {
     this.#host = host
-    this.#stopper = this.#newStopper()
+    this.#history = host.history
+    this.#stopper = sessionStopper(host, this.#window, {
+      isActive: (run) => this.#active === run,
+      forget: (stream, nonce) => this.#forget(stream, nonce),
+      finishStopped: (run) => {
+        this.#finish(run)
+        this.#advance()
+        this.fill()
+      },
+    })
   }
 
   /** The id of the run in progress. */
@@ -92,6 +105,11 @@ export class SessionRuns {
   /** The exit code of the last finished run (what `$?` holds in the shell). */
   get lastExitCode(): number {
     return this.#lastExitCode
+  }
+
+  /** Puts back `$?` as a snapshot kept it. Set before the first run. */
+  set lastExitCode(code: number) {
+    this.#lastExitCode = code
   }
 
   /** Queues a run of an open shell; resolves with its buffered result. */
@@ -128,30 +146,6 @@ export class SessionRuns {
     run.interrupted = true
     this.#stopper.interrupt(run)
     return true
-  }
-
-  /** Memory the history counts against `HISTORY_MAX_BYTES`. */
-  get historyBytes(): number {
-    return this.#history.bytes
-  }
-
-  /** Every history entry matching the query, oldest first. */
-  history(query: HistoryQuery = {}): HistoryEntry[] {
-    return this.#history.query(query)
-  }
-
-  /**
-   * Puts back what a snapshot kept of this shell outside bash: its history (indexes
-   * included, and they must be consecutive) and `$?`. Call before the first run.
-   */
-  restoreFromSnapshot(history: readonly HistoryEntry[], lastExitCode: number): void {
-    this.#history.load(history)
-    this.#lastExitCode = lastExitCode
-  }
-
-  /** One history entry by index, or null. */
-  historyEntry(index: number): HistoryEntry | null {
-    return this.#history.entry(index)
   }
 
   /** Writes to (or ends) the stdin pipe of run `runId`, which must be running with `stdinPipe`. */
@@ -375,46 +369,6 @@ export class SessionRuns {
       })
     }
     run.resolve(outcomeOf(run, exitCode, oomKilled, durationMs, this.#host.log.endOffset))
-  }
-
-  /** The interrupt and timeout procedures, with what they need of this session. */
-  #newStopper(): RunStopper {
-    const host = this.#host
-    const opts = host.opts
-    const window = this.#window
-    return new RunStopper({
-      get sessionId() {
-        return host.sessionId
-      },
-      get bashPid() {
-        return host.bash.pid
-      },
-      get closed() {
-        return host.closed
-      },
-      get windowRuns() {
-        return window.runs
-      },
-      processTable: opts.processTable,
-      clock: opts.clock,
-      logger: opts.logger,
-      killGraceMs: opts.killGraceMs,
-      isActive: (run) => this.#active === run,
-      expect: (nonce) => {
-        for (const s of STREAMS) host.scanners[s].expect(nonce)
-      },
-      holdCommand: (slot, nonce) => host.files.holdCommand(slot, host.framing.heldBody(nonce)),
-      writeSync: (nonce) => host.bash.write(host.framing.syncLine(nonce)),
-      markAllEnded: (stream) => window.markAllEnded(stream),
-      forget: (stream, nonce) => this.#forget(stream, nonce),
-      logUnowned: (stream, bytes) => host.log.appendData(stream, null, bytes),
-      finishStopped: (run) => {
-        this.#finish(run)
-        this.#advance()
-        this.fill()
-      },
-      killBash: (reason) => host.close({ code: null, signal: 'SIGKILL', reason }),
-    })
   }
 
   #forgetAll(nonces: readonly string[]): void {

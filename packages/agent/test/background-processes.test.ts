@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { BackgroundProcesses } from '../src/background-processes.ts'
 import { systemClock } from '../src/clock.ts'
-import type { LogEvent } from '../src/output-log.ts'
+import type { LogEvent } from '../src/log-records.ts'
 import { ScrollbackBudget } from '../src/scrollback-budget.ts'
 import { nodeSpawn as spawn } from '../src/spawner.ts'
 

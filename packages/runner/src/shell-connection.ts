@@ -9,32 +9,27 @@
 // closes its channel: the shell and its runs go on, and any client can reattach by sessionId
 // and offset. The parts: `shell-client-message.ts` reads a message, `shell-run-requests.ts`
 // makes run requests into agent calls, `shell-client-runs.ts` keeps the client's runs and their
-// ids, `shell-output-relay.ts` forwards output and paces the agent's credit by the client,
-// `shell-start-fold.ts` puts a short run's start inside its exit, and `shell-frame-sender.ts`
-// sends frames batched per tick.
+// ids, `shell-event-forwarder.ts` maps the agent's channel events to client frames and frees
+// ended runs once their exit is written, `shell-output-relay.ts` forwards output and paces the
+// agent's credit by the client, `shell-start-fold.ts` puts a short run's start inside its exit,
+// and `shell-frame-sender.ts` sends frames batched per tick.
 //
 // Every bad frame gets an error frame and the socket stays open; only a frame ws refuses (far
 // too large, broken framing) closes it, after an error frame, with a typed reason. A socket
 // opened with a sandbox token closes with UNAUTHORIZED when it expires.
 
 import type { Duplex } from 'node:stream'
-import {
-  type AgentShellExit,
-  CAPABILITIES,
-  PROTOCOL_VERSION,
-  type ShellExit,
-  type ShellQuery,
-} from '@conch/protocol'
+import { CAPABILITIES, PROTOCOL_VERSION, type ShellQuery } from '@conch/protocol'
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 import { parseClientFrame } from './client-frame-parser.ts'
-import type { ChannelEvent, RunnerChannel } from './runner-channel.ts'
+import type { RunnerChannel } from './runner-channel.ts'
 import type { RunnerContext } from './runner-context.ts'
 import { RunnerError, toRunnerError } from './runner-error.ts'
 import type { SandboxRuntime } from './sandbox-manager.ts'
 import { readClientMessage, refusedMessage } from './shell-client-message.ts'
-import { type OwnRun, ShellClientRuns } from './shell-client-runs.ts'
-import { shellExitJson } from './shell-exit-json.ts'
+import { ShellClientRuns } from './shell-client-runs.ts'
+import { ShellEventForwarder } from './shell-event-forwarder.ts'
 import { ShellFrameSender } from './shell-frame-sender.ts'
 import { ShellOutputRelay } from './shell-output-relay.ts'
 import { ShellRunRequests } from './shell-run-requests.ts'
@@ -82,6 +77,7 @@ export class ShellConnection {
   readonly #runs: ShellClientRuns
   readonly #requests: ShellRunRequests
   readonly #starts: ShellStartFold
+  readonly #events: ShellEventForwarder
   #channel: RunnerChannel | null = null
   #sessionId: string | null = null
   #early: (string | null)[] | null = []
@@ -108,7 +104,7 @@ export class ShellConnection {
       awaitingFlush: () => this.#output.holding,
       onFlushed: () => this.#output.maybeRelease(),
       beforeUncork: () => this.#starts.flush(),
-      afterWrite: () => this.#afterWrite(),
+      afterWrite: () => this.#events.afterWrite(),
     })
     this.#starts = new ShellStartFold(this.#sender)
     this.#output = new ShellOutputRelay(this.#sender, options.query.encoding ?? 'utf8')
@@ -120,6 +116,17 @@ export class ShellConnection {
       log: options.log,
       runs: this.#runs,
       sender: this.#sender,
+    })
+    this.#events = new ShellEventForwarder({
+      ctx: options.ctx,
+      sandboxId: sandbox.id,
+      sessions: options.sessions,
+      sender: this.#sender,
+      output: this.#output,
+      starts: this.#starts,
+      runs: this.#runs,
+      requests: this.#requests,
+      close: (code, reason) => this.#close(code, reason),
     })
     if (options.ws instanceof ShellWebSocket) options.ws.onBadFrame = (code) => this.#onBadFrame(code)
   }
@@ -223,107 +230,8 @@ export class ShellConnection {
         ? { resumed: { snapshotId: restored.snapshotId, processesRestarted: restored.processesRestarted } }
         : {}),
     })
-    channel.consume((event) => this.#onChannel(event))
-  }
-
-  /**
-   * The runs whose exit this tick forwarded, as pairs (the exit, the client's own run or
-   * undefined): their bookkeeping waits for the tick's write (`#afterWrite`).
-   */
-  readonly #ended: (AgentShellExit | OwnRun | undefined)[] = []
-
-  /**
-   * The tick's frames are written: frees each ended run's id and queue slot and counts it (own
-   * runs), or frees another client's run's id.
-   */
-  #afterWrite(): void {
-    // Nothing here sends a frame or ends a run, so the list does not change while it is read.
-    const ended = this.#ended
-    for (let i = 0; i < ended.length; i += 2) {
-      const event = ended[i] as AgentShellExit
-      const own = this.#runs.forget(event.id, ended[i + 1] as OwnRun | undefined)
-      if (own) this.#ctx.metrics.shellRunEnded(event.timedOut, (performance.now() - own.started) / 1000)
-      else this.#runs.releaseForeign(event.id)
-    }
-    ended.length = 0
-  }
-
-  /** The id this client sees for link run `run` (see `ShellClientRuns.shownId`). */
-  readonly #shownId = (run: string | null): string | null => this.#runs.shownId(run)
-
-  /**
-   * Forwards the agent's channel events to the client. The link uses the WebSocket's names and
-   * fields, so each event maps to the frame of the same name; what is left here is the run id
-   * shown to this client, output decoding, and the runner's own bookkeeping.
-   */
-  #onChannel(event: ChannelEvent): void {
-    switch (event.type) {
-      case 'shell_out':
-      case 'shell_err':
-        this.#starts.flush()
-        this.#output.output(event, this.#shownId)
-        return
-      case 'shell_start': {
-        const id = this.#runs.shownId(event.id)
-        if (id) this.#starts.start(event.id, id, event.offset)
-        return
-      }
-      case 'shell_exit': {
-        this.#output.flushAll()
-        const startOffset = this.#starts.takeFor(event.id)
-        const own = this.#runs.own(event.id)
-        const id = own ? own.clientId : this.#runs.shownId(event.id)
-        if (id) {
-          const exit: ShellExit = {
-            type: 'shell_exit',
-            id,
-            code: event.code,
-            timedOut: event.timedOut,
-            durationMs: event.durationMs,
-            offset: event.offset,
-          }
-          if (event.oomKilled === true) exit.oomKilled = true
-          if (startOffset !== undefined) exit.startOffset = startOffset
-          this.#sender.sendData(shellExitJson(exit))
-        }
-        // The sender writes this tick's frames at its end, then calls `#afterWrite`: the client
-        // learns of the exit before the runner frees the run's id and slot and counts it.
-        this.#ended.push(event, own)
-        this.#sender.atEndOfTick()
-        return
-      }
-      case 'scrollback_end':
-        this.#starts.flush()
-        this.#sender.send({ type: 'scrollback_end', offset: event.offset })
-        return
-      case 'shell_closed': {
-        this.#starts.flush()
-        this.#output.flushAll()
-        this.#requests.closed = {
-          code: 'SHELL_CLOSED',
-          message: `session ${this.#sessionId} is closed: ${event.reason}`,
-        }
-        this.#sender.send({
-          type: 'shell_closed',
-          code: event.code,
-          signal: event.signal,
-          reason: event.reason,
-        })
-        this.#runs.forgetAll(() => this.#ctx.metrics.runs.inc({ via: 'shell', outcome: 'closed' }))
-        if (this.#sessionId) this.#sessions.dropDetached(this.#sandbox.id, this.#sessionId)
-        return
-      }
-      case 'data':
-      case 'end':
-        return
-      case 'error': {
-        this.#starts.flush()
-        this.#ctx.metrics.errors.inc({ code: event.error.code })
-        this.#sender.send({ type: 'error', id: null, ...event.error })
-        this.#close(1011, event.error.code)
-        return
-      }
-    }
+    const events = this.#events
+    channel.consume((event) => events.forward(event))
   }
 
   #onMessage(data: unknown, isBinary: boolean): void {

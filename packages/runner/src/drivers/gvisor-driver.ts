@@ -60,7 +60,7 @@ import { buildPreload, findCompiler } from './gvisor-preload.ts'
 import { findRunsc, RUNSC_DIRS, RunscCli } from './runsc-cli.ts'
 import { DEFAULT_RUNTIME_CACHE, RuntimeImage } from './runtime-image.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
-import { reapUnrecorded } from './unrecorded-sandboxes.ts'
+import { UnrecordedReaper } from './unrecorded-sandboxes.ts'
 import { createDisk, diskProblem, removeDisk } from './workspace-disk.ts'
 
 /** The marker a suspended agent writes in its link dir (the agent's link-suspend.ts). */
@@ -119,8 +119,8 @@ export class GvisorDriver implements SandboxDriver {
     "gvisor driver: a runsc sandbox on the ptrace platform; its code runs on gVisor's own kernel, not the host's, as an unprivileged uid with no capabilities, no network but loopback, read-only system dirs, only its workspace writable, cgroup limits on memory, CPU and host tasks, and per-process memory and process-count limits; a process over its memory limit is killed alone, processes that together fill the memory cgroup are killed until the sandbox fits, and a sandbox whose kernel the host must kill for memory dies whole, saying why"
   readonly #stateDir: string
   readonly #uid: number
-  /** Ids inside `create` now, which `reapUnrecorded` never touches. */
-  readonly #creating = new Set<string>()
+  /** The ids inside `create` now, and the reap of what a killed runner left unrecorded. */
+  readonly #unrecorded: UnrecordedReaper
   readonly #rootfs: string | undefined
   readonly #agentEntry: string | undefined
   readonly #nodePath: string
@@ -138,6 +138,7 @@ export class GvisorDriver implements SandboxDriver {
     this.#nodePath = options.nodePath ?? process.execPath
     this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
     this.#runsc = options.runscPath ?? findRunsc()
+    this.#unrecorded = new UnrecordedReaper(this.#stateDir, this.name, (sandbox) => this.destroy(sandbox))
   }
 
   /** runsc's version line, or null when it does not run. */
@@ -177,25 +178,14 @@ export class GvisorDriver implements SandboxDriver {
    * there is to remove.
    */
   reapUnrecorded(known: ReadonlySet<string>): Promise<string[]> {
-    return reapUnrecorded({
-      stateDir: this.#stateDir,
-      driver: this.name,
-      known,
-      creating: this.#creating,
-      destroy: (sandbox) => this.destroy(sandbox),
-    })
+    return this.#unrecorded.reap(known)
   }
 
   /** Prepares the sandbox folder: workspace (on its disk when limited), link dir and /etc files. */
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
-    this.#creating.add(spec.id)
-    try {
-      return await this.#create(spec)
-    } finally {
-      this.#creating.delete(spec.id)
-    }
+    return this.#unrecorded.creating(spec.id, () => this.#create(spec))
   }
 
   async #create(spec: SandboxSpec): Promise<DriverSandbox> {

@@ -50,7 +50,7 @@ import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sand
 import { sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { type DiskFormat, diskReady, endLaunch, feedArgs, type Launch, release } from './sandbox-launch.ts'
 import { bwrapSeccomp, feedSeccomp } from './seccomp-filter.ts'
-import { reapUnrecorded, recordCreated } from './unrecorded-sandboxes.ts'
+import { recordCreated, UnrecordedReaper } from './unrecorded-sandboxes.ts'
 import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
 import {
   diskFormat,
@@ -102,8 +102,8 @@ export class NamespaceDriver implements SandboxDriver {
   #seccomp: ReturnType<typeof bwrapSeccomp> | undefined
   /** Each created sandbox's chain, held before bwrap until `startAgent` releases it. */
   readonly #launches = new Map<string, Launch>()
-  /** Ids inside `create` now, which `reapUnrecorded` never touches. */
-  readonly #creating = new Set<string>()
+  /** The ids inside `create` now, and the reap of what a killed runner left unrecorded. */
+  readonly #unrecorded: UnrecordedReaper
 
   /** Creates the driver; nothing is checked or started until `create`. */
   constructor(options: NamespaceDriverOptions) {
@@ -114,6 +114,7 @@ export class NamespaceDriver implements SandboxDriver {
     this.#runtimeCache = options.runtimeCacheDir ?? DEFAULT_RUNTIME_CACHE
     this.rootless = options.rootless ?? runsRootless()
     this.#host = new NamespaceHost(this.rootless, options.cgroups, options.rootlessLimits)
+    this.#unrecorded = new UnrecordedReaper(this.#stateDir, this.name, (sandbox) => this.destroy(sandbox))
   }
 
   /** What users are told on every sandbox: what isolates it and which limits hold on this host. */
@@ -151,23 +152,12 @@ export class NamespaceDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<DriverSandbox> {
     const problem = this.problem(spec)
     if (problem) throw new RunnerError('AGENT_UNAVAILABLE', `cannot create sandbox ${spec.id}: ${problem}`)
-    this.#creating.add(spec.id)
-    try {
-      return await this.#create(spec)
-    } finally {
-      this.#creating.delete(spec.id)
-    }
+    return this.#unrecorded.creating(spec.id, () => this.#create(spec))
   }
 
   /** Destroys the sandboxes a killed runner left unrecorded (unrecorded-sandboxes.ts). */
   reapUnrecorded(known: ReadonlySet<string>): Promise<string[]> {
-    return reapUnrecorded({
-      stateDir: this.#stateDir,
-      driver: this.name,
-      known,
-      creating: this.#creating,
-      destroy: (sandbox) => this.destroy(sandbox),
-    })
+    return this.#unrecorded.reap(known)
   }
 
   async #create(spec: SandboxSpec): Promise<DriverSandbox> {

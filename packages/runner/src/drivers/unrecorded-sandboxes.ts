@@ -4,7 +4,8 @@
 // they stayed forever (one mount and one loop device each). So each driver writes its handle's
 // state into the folder as soon as it has one (`recordCreated`), and a starting runner, before it
 // creates anything, destroys every folder under `<state dir>/sandboxes` that no stored sandbox and
-// no pooled record names (`reapUnrecorded`): with that state through the driver's own destroy, or,
+// no pooled record names (`reapUnrecorded`, through the driver's `UnrecordedReaper`, which also
+// keeps the ids being created out of reach): with that state through the driver's own destroy, or,
 // for a folder that died before its state was written (nothing in it ran), by unmounting its disk
 // and removing it.
 import { lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -91,4 +92,43 @@ export async function reapUnrecorded(options: ReapOptions): Promise<string[]> {
     reaped.push(id)
   }
   return reaped
+}
+
+/**
+ * One driver's part in reaping: the ids it is creating now, which a reap never touches, and the
+ * reap of its unrecorded folders through its own destroy.
+ */
+export class UnrecordedReaper {
+  readonly #stateDir: string
+  readonly #driver: string
+  readonly #destroy: (sandbox: DriverSandbox) => Promise<void>
+  readonly #creating = new Set<string>()
+
+  /** The reaper of driver `driver` (its name, as `recordCreated` writes it) under `stateDir`. */
+  constructor(stateDir: string, driver: string, destroy: (sandbox: DriverSandbox) => Promise<void>) {
+    this.#stateDir = stateDir
+    this.#driver = driver
+    this.#destroy = destroy
+  }
+
+  /** Runs `create` for sandbox `id`; a reap meanwhile leaves its folder alone. */
+  async creating<T>(id: string, create: () => Promise<T>): Promise<T> {
+    this.#creating.add(id)
+    try {
+      return await create()
+    } finally {
+      this.#creating.delete(id)
+    }
+  }
+
+  /** Destroys this driver's unrecorded sandboxes (`reapUnrecorded`); ids in `known` are kept. */
+  reap(known: ReadonlySet<string>): Promise<string[]> {
+    return reapUnrecorded({
+      stateDir: this.#stateDir,
+      driver: this.#driver,
+      known,
+      creating: this.#creating,
+      destroy: this.#destroy,
+    })
+  }
 }
