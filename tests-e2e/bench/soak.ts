@@ -12,12 +12,10 @@
 // BENCH_PHASES=soak BENCH_ROUNDS=1 BENCH_SOAK_SECONDS=20 pnpm --filter
 // @conch/tests-e2e bench
 
-import { type ChildProcess, spawn } from 'node:child_process'
-import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { AGENT_NODE_FLAGS } from '@conch/protocol'
 import { type CreateSandboxOptions, Sandbox, type Shell } from '@conch/sdk'
 import type { RunnerProcess } from '../harness/runner-process.ts'
+import { PipeShellChild } from './pipe-shell-child.ts'
 import { rssAnonBytes, rssBytes, sandboxProcesses } from './proc-memory.ts'
 
 /** How big and how long the soak is. */
@@ -66,46 +64,6 @@ function slopePer100k(samples: Sample[]): number {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** The reference process (see pipe-shell-process.ts), driven over its stdio. */
-class ReferenceProcess implements AsyncDisposable {
-  readonly #child: ChildProcess
-  runs = 0
-  readonly ready: Promise<void>
-
-  constructor() {
-    this.#child = spawn(
-      process.execPath,
-      [...AGENT_NODE_FLAGS, '--conditions=source', join(import.meta.dirname, 'pipe-shell-process.ts')],
-      { stdio: ['pipe', 'pipe', 'inherit'] },
-    )
-    const lines = createInterface({ input: this.#child.stdout! })
-    this.ready = new Promise((resolve, reject) => {
-      this.#child.once('exit', (code) => reject(new Error(`the reference process exited with ${code}`)))
-      lines.on('line', (line) => {
-        if (line === 'ready') resolve()
-        else if (line.startsWith('runs ')) this.runs = Number(line.slice(5))
-      })
-    })
-  }
-
-  get pid(): number {
-    return this.#child.pid ?? -1
-  }
-
-  /** Queues `n` more runs. */
-  run(n: number): void {
-    if (n > 0) this.#child.stdin?.write(`run ${n}\n`)
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return
-    const exited = new Promise((resolve) => this.#child.once('exit', resolve))
-    this.#child.stdin?.end()
-    setTimeout(() => this.#child.kill('SIGKILL'), 5000).unref()
-    await exited
-  }
-}
-
 /** Counts of one session's loop. */
 interface LoopCounts {
   runs: number
@@ -141,7 +99,7 @@ export async function soak(
   record: RecordFigure,
   log: (message: string) => void,
 ): Promise<void> {
-  await using reference = new ReferenceProcess()
+  await using reference = new PipeShellChild(AGENT_NODE_FLAGS)
   const boxes: Sandbox[] = []
   try {
     // Idle: one sandbox with one session, beside the reference holding its bash.

@@ -1,16 +1,25 @@
 // The streaming phase: `head -c N /dev/zero` through `shell.stream` beside bash over pipes and
 // the bare two-hop: throughput, each process's CPU per MiB, and the runner's and the agent's
 // RSS before and at their peak while streaming (the bare relay's beside the runner's).
+// The SDK client and the bash-over-pipes reader each stream in a fresh Node process of their
+// own, after the same warm-up stream (stream-client-process.ts, pipe-shell-process.ts): each
+// reader's heap then holds only its own garbage (see stream-client-process.ts for what the
+// bench's own process did to the figure).
 
 import { CONFIG, MB } from '../bench-config.ts'
 import type { BenchContext } from '../bench-context.ts'
+import { PipeShellChild } from '../pipe-shell-child.ts'
 import { cpuMs } from '../proc-cpu.ts'
 import { peakRssBytes, RssSampler, resetPeak, rssBytes, sandboxProcesses } from '../proc-memory.ts'
+import { StreamClientChild } from '../stream-client-child.ts'
 import { wallTime } from '../timing.ts'
+
+/** Most bytes of the stream each reader runs once before it is measured. */
+const WARMUP_BYTES = 16 * 1024 ** 2
 
 /** One round of the streaming phase. */
 export async function streamingPhase(ctx: BenchContext): Promise<void> {
-  const { runner, sb, sh, pipe, bare, figures } = ctx
+  const { runner, sb, bare, figures } = ctx
   const bytes = CONFIG.streamBytes
   const size =
     bytes % 1024 ** 3 === 0
@@ -19,10 +28,19 @@ export async function streamingPhase(ctx: BenchContext): Promise<void> {
         ? `${bytes / 1024 ** 2}M`
         : `${bytes}`
   const label = `head -c ${size} /dev/zero`
-  const before = pipe.bytesOut
-  const refMs = await wallTime(() => pipe.run(`head -c ${bytes} /dev/zero`))
-  const refGot = pipe.bytesOut - before
-  figures.recordValue('reference', `bash over pipes: ${label}`, 'MB/s', refGot / MB / (refMs / 1000))
+  const warmupBytes = Math.min(bytes, WARMUP_BYTES)
+  await using client = new StreamClientChild({
+    url: runner.url,
+    apiKey: runner.apiKey,
+    sandboxId: sb.id,
+    bytes,
+    warmupBytes,
+  })
+  await using pipe = new PipeShellChild()
+  await Promise.all([client.ready, pipe.ready])
+  await pipe.stream(warmupBytes)
+  const ref = await pipe.stream(bytes)
+  figures.recordValue('reference', `bash over pipes: ${label}`, 'MB/s', ref.bytes / MB / (ref.ms / 1000))
 
   // The bare two-hop's relay is a bare Node holding a WebSocket: the runner's memory reference.
   figures.recordValue('reference', 'bare two-hop relay RSS, idle', 'MB', rssBytes(bare.relayPid) / MB)
@@ -57,16 +75,8 @@ export async function streamingPhase(ctx: BenchContext): Promise<void> {
   figures.recordValue('streaming', 'agent RSS before streaming', 'MB', rssBytes(agent) / MB)
   const peaksResettable = resetPeak(runner.pid) && resetPeak(agent)
   const sampler = new RssSampler([runner.pid, agent])
-  const cpuBefore = { runner: cpuMs(runner.pid), agent: cpuMs(agent), client: cpuMs(process.pid) }
-  let received = 0
-  let code = -1
-  const ms = await wallTime(async () => {
-    // A loaded machine may take longer than the session's 30 s default timeout for 1 GB.
-    for await (const event of sh.stream(`head -c ${bytes} /dev/zero`, { timeoutMs: 600_000 })) {
-      if (event.type === 'exit') code = event.exitCode
-      else received += event.data.length
-    }
-  })
+  const cpuBefore = { runner: cpuMs(runner.pid), agent: cpuMs(agent) }
+  const streamed = await client.stream()
   const sampled = sampler.stop()
   const mib = bytes / 1024 ** 2
   figures.recordValue(
@@ -76,19 +86,12 @@ export async function streamingPhase(ctx: BenchContext): Promise<void> {
     (cpuMs(runner.pid) - cpuBefore.runner) / mib,
   )
   figures.recordValue('streaming', 'agent CPU per MiB streamed', 'ms', (cpuMs(agent) - cpuBefore.agent) / mib)
-  figures.recordValue(
-    'streaming',
-    'client (SDK) CPU per MiB streamed',
-    'ms',
-    (cpuMs(process.pid) - cpuBefore.client) / mib,
-  )
-  if (code !== 0 || received !== bytes)
-    throw new Error(`stream got ${received} of ${bytes} bytes, exit ${code}`)
+  figures.recordValue('streaming', 'client (SDK) CPU per MiB streamed', 'ms', streamed.cpuMs / mib)
   figures.recordValue(
     'streaming',
     `${label} through shell.stream`,
     'MB/s',
-    bytes / MB / (ms / 1000),
+    streamed.bytes / MB / (streamed.ms / 1000),
     `bash over pipes: ${label}`,
   )
   figures.setGoal(`${label} through shell.stream`, { bound: 'min', of: 'ratio', limit: 0.5 })
