@@ -17,6 +17,19 @@ describe('output fidelity', () => {
     expect((await sh.run('echo héllo wörld ✓')).stdout).toBe('héllo wörld ✓\n')
   })
 
+  test('a command opens /dev/stdout and /dev/stderr as in a terminal: runs, execs, processes', async ({
+    sandbox,
+  }) => {
+    // bash's output is a pipe, not a socket: opening a socket by path fails with ENXIO.
+    const byPath = 'echo out > /dev/stdout; echo err > /dev/stderr; printf tee | tee /dev/stderr'
+    await using sh = await sandbox.shell()
+    expect(await sh.run(byPath)).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee', exitCode: 0 })
+    expect(await sandbox.exec(byPath)).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee', exitCode: 0 })
+    const proc = await sandbox.startProcess(byPath)
+    expect(await proc.wait()).toMatchObject({ status: 'exited', exitCode: 0 })
+    expect(await proc.output()).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee' })
+  })
+
   test('returns bytes losslessly with binary encoding', async ({ sandbox }) => {
     await using sh = await sandbox.shell()
     const result = await sh.run("printf '\\x00\\x01\\xff\\xfe\\x80done'", { encoding: 'binary' })

@@ -3,6 +3,7 @@ import { BackgroundProcesses } from './background-processes.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
+import { OutputPipes, outputPipeSpawn } from './output-pipes.ts'
 import { ProcessTable } from './process-tree.ts'
 import { SandboxState } from './sandbox-state.ts'
 import { ScrollbackBudget } from './scrollback-budget.ts'
@@ -56,12 +57,14 @@ export interface AgentDeps {
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
 export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: SessionManager } {
   const paths = new WorkspacePaths(deps.root)
+  const outputPipes = new OutputPipes(deps.tempRoot, deps.logger, deps.sandboxUser?.gid)
+  const spawn = outputPipeSpawn(deps.spawn, outputPipes)
   const budget = new ScrollbackBudget(deps.scrollbackBudgetBytes)
   const sessions = new SessionManager({
     baseEnv: deps.baseEnv,
     root: deps.root,
     resolveDir: (dir) => server.hostDir(dir),
-    spawn: deps.spawn,
+    spawn,
     clock: deps.clock,
     logger: deps.logger,
     processTable: new ProcessTable(deps.clock),
@@ -74,7 +77,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
   })
   const processes = new BackgroundProcesses(
-    deps.spawn,
+    spawn,
     deps.clock,
     deps.maxProcesses,
     deps.scrollbackBytes,
@@ -99,7 +102,8 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     }),
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,
-    spawn: deps.spawn,
+    spawn,
+    outputPipes,
     clock: deps.clock,
     logger: deps.logger,
     linkSecret: deps.linkSecret,

@@ -6,7 +6,7 @@ import { BackgroundProcesses } from '../src/background-processes.ts'
 import { systemClock } from '../src/clock.ts'
 import type { LogEvent } from '../src/log-records.ts'
 import { ScrollbackBudget } from '../src/scrollback-budget.ts'
-import { nodeSpawn as spawn } from '../src/spawner.ts'
+import { pipeSpawn as spawn } from './fixtures.ts'
 
 const cwd = mkdtempSync(join(tmpdir(), 'conch-proc-'))
 const table = new BackgroundProcesses(spawn, systemClock, 4, 4096)

@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test as base } from 'vitest'
+import { afterAll, test as base } from 'vitest'
 import { BashSession, type BashSessionOptions } from '../src/bash-session.ts'
 import { systemClock } from '../src/clock.ts'
 import type { LogEvent } from '../src/log-records.ts'
 import { silentLogger } from '../src/logger.ts'
+import { OutputPipes, outputPipeSpawn } from '../src/output-pipes.ts'
 import { ProcessTable } from '../src/process-tree.ts'
 import { buildSessionEnv } from '../src/session-env.ts'
 import { nodeSpawn } from '../src/spawner.ts'
@@ -15,6 +16,13 @@ import { chooseTempRoot } from '../src/temp-root.ts'
 export type SessionFactory = (options?: Partial<BashSessionOptions>) => Promise<BashSession>
 
 const processTable = new ProcessTable(systemClock)
+
+/** Pipes for the children of this file's tests, as the agent gives its own (output-pipes.ts). */
+const outputPipes = new OutputPipes(chooseTempRoot(), silentLogger)
+afterAll(() => outputPipes.dispose())
+
+/** The spawn the agent uses, without a sandbox user: real pipes for stdout and stderr. */
+export const pipeSpawn = outputPipeSpawn(nodeSpawn, outputPipes)
 
 /** A session with test defaults: a clean env with PATH, a temp cwd, short grace periods. */
 export const test = base.extend<{ workdir: string; newSession: SessionFactory }>({
@@ -35,7 +43,7 @@ export const test = base.extend<{ workdir: string; newSession: SessionFactory }>
         ),
         cwd: workdir,
         commandTimeoutMs: 10_000,
-        spawn: nodeSpawn,
+        spawn: pipeSpawn,
         clock: systemClock,
         logger: silentLogger,
         processTable,

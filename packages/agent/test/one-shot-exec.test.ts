@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { systemClock } from '../src/clock.ts'
 import { startExec } from '../src/one-shot-exec.ts'
-import { nodeSpawn as spawn } from '../src/spawner.ts'
+import { pipeSpawn as spawn } from './fixtures.ts'
 
 const cwd = mkdtempSync(join(tmpdir(), 'conch-exec-'))
 afterAll(() => rmSync(cwd, { recursive: true, force: true }))
