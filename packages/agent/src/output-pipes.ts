@@ -12,6 +12,10 @@
 // sandbox user's group may write it (mode 0620, group the sandbox's); nobody but the agent may
 // read it, so no process of the sandbox can open another's output pipe and take its bytes.
 //
+// stdin stays Node's socket: a FIFO reopened for reading waits for a writer, so `cat /dev/stdin`
+// after the agent ended an exec's stdin would hang where a socket fails at once. A run's stdin
+// is a file or a FIFO the agent holds (run-stdin-pipe.ts), which reopen as they should.
+//
 // Where no FIFO can be had (`mkfifo` missing or failing, the temp root full), the child gets
 // Node's socket as before and the agent logs it once: it loses `/dev/stdout`, never output.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
@@ -23,10 +27,10 @@ import type { Spawn } from './spawner.ts'
 
 /** Owner (the agent) reads and writes; the group (the sandbox user's, when set) only writes. */
 const MODE = '0620'
-/** FIFOs one `mkfifo` makes. */
-const BATCH = 16
+/** FIFOs one `mkfifo` makes: its process costs the agent about as much as one exec's pipes. */
+const BATCH = 64
 /** A batch is made in the background when the stock falls below this. */
-const LOW_WATER = 8
+const LOW_WATER = 16
 
 /** The two ends of one pipe. */
 export interface PipeEnds {
