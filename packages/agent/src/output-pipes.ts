@@ -48,8 +48,10 @@ export class OutputPipes {
   readonly #gid: number | undefined
   readonly #stock: string[] = []
   #made = 0
-  #refilling = false
+  /** The `mkfifo` making a batch in the background, if one is. */
+  #refilling: ChildProcess | null = null
   #warned = false
+  #disposed = false
 
   /**
    * Makes the directory under `tempRoot` and the first batch, in the background; `gid` is the
@@ -64,6 +66,7 @@ export class OutputPipes {
 
   /** A new pipe, or null when none can be made (the caller then uses a socket). */
   open(): PipeEnds | null {
+    if (this.#disposed) return null
     if (this.#stock.length === 0) this.#makeNow()
     if (this.#stock.length < LOW_WATER) this.#refill()
     const path = this.#stock.pop()
@@ -84,9 +87,20 @@ export class OutputPipes {
     }
   }
 
-  /** Removes the directory and the stock (the agent is stopping). */
+  /** Removes the directory and the stock (the agent is stopping), once a batch under way is done. */
   dispose(): void {
-    rmSync(this.#dir, { recursive: true, force: true })
+    this.#disposed = true
+    this.#stock.length = 0
+    if (this.#refilling === null) this.#removeDir()
+    else this.#refilling.kill('SIGKILL')
+  }
+
+  #removeDir(): void {
+    try {
+      rmSync(this.#dir, { recursive: true, force: true })
+    } catch (err) {
+      this.#logger.warn({ err: (err as Error).message }, 'could not remove the pipes directory')
+    }
   }
 
   #names(): string[] {
@@ -102,17 +116,16 @@ export class OutputPipes {
   }
 
   #refill(): void {
-    if (this.#refilling) return
-    this.#refilling = true
+    if (this.#refilling !== null) return
     const names = this.#names()
     const child = spawn('mkfifo', ['-m', MODE, ...names], { stdio: 'ignore' })
-    child.on('error', (err) => {
-      this.#refilling = false
-      this.#failed(names, err.message)
-    })
-    child.on('exit', (code) => {
-      this.#refilling = false
-      if (code === 0) this.#stock.push(...names)
+    this.#refilling = child
+    // 'close' follows 'exit', and also a spawn that failed ('error').
+    child.on('error', () => {})
+    child.on('close', (code) => {
+      this.#refilling = null
+      if (this.#disposed) this.#removeDir()
+      else if (code === 0) this.#stock.push(...names)
       else this.#failed(names, `mkfifo exited with ${code}`)
     })
   }

@@ -141,8 +141,10 @@ describe('output pipes: where none can be made', () => {
       ...silentLogger,
       warn: (_fields: unknown, message: string) => warnings.push(message),
     }
-    const broken = new OutputPipes(chooseTempRoot(), logger)
-    broken.dispose()
+    // Its directory goes away under it: no FIFO can be made or opened there again.
+    const root = mkdtempSync(join(tmpdir(), 'conch-outpipes-gone-'))
+    const broken = new OutputPipes(root, logger)
+    rmSync(root, { recursive: true, force: true })
     const spawn = outputPipeSpawn(nodeSpawn, broken)
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
     for (let i = 0; i < 3; i++) {
@@ -158,5 +160,6 @@ describe('output pipes: where none can be made', () => {
       ])
     }
     expect(warnings).toHaveLength(1)
+    broken.dispose()
   })
 })
