@@ -62,6 +62,19 @@ describe('gvisor driver', () => {
     expect(kernel.stdout).toMatch(/sandbox\n$/)
   })
 
+  it('gives commands pipes for stdout and stderr that they can open by path', async () => {
+    await using runner = await gvisorRunner()
+    const id = await createSandbox(runner)
+    const byPath = 'echo out > /dev/stdout; echo err > /dev/stderr; printf tee | tee /dev/stderr'
+    for (const session of [undefined, 'default']) {
+      expect(await exec(runner, id, byPath, session)).toMatchObject({
+        stdout: 'out\ntee',
+        stderr: 'err\ntee',
+        exitCode: 0,
+      })
+    }
+  })
+
   it('hides host files and keeps system dirs read-only', async () => {
     await using runner = await gvisorRunner()
     const id = await createSandbox(runner)
