@@ -17,7 +17,7 @@ describe('output fidelity', () => {
     expect((await sh.run('echo héllo wörld ✓')).stdout).toBe('héllo wörld ✓\n')
   })
 
-  test('a command opens /dev/stdout and /dev/stderr as in a terminal: runs, execs, processes', async ({
+  test('a command opens /dev/stdout, /dev/stderr and (in an exec with stdin) /dev/stdin as in a terminal', async ({
     sandbox,
   }) => {
     // bash's output is a pipe, not a socket: opening a socket by path fails with ENXIO.
@@ -25,6 +25,10 @@ describe('output fidelity', () => {
     await using sh = await sandbox.shell()
     expect(await sh.run(byPath)).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee', exitCode: 0 })
     expect(await sandbox.exec(byPath)).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee', exitCode: 0 })
+    expect(await sandbox.exec('cat /dev/stdin; wc -c < /dev/stdin', { stdin: 'in\n' })).toMatchObject({
+      stdout: 'in\n3\n',
+      exitCode: 0,
+    })
     const proc = await sandbox.startProcess(byPath)
     expect(await proc.wait()).toMatchObject({ status: 'exited', exitCode: 0 })
     expect(await proc.output()).toMatchObject({ stdout: 'out\ntee', stderr: 'err\ntee' })

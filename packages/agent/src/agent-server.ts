@@ -31,8 +31,8 @@ export interface AgentServerOptions extends AgentMethodsOptions {
   resumeSecretFile?: string
   /** How long a new connection may take to prove the secret before it is dropped. */
   handshakeTimeoutMs?: number
-  /** The children's stdout/stderr pipes (output-pipes.ts); their directory goes at `close`. */
-  outputPipes?: { dispose(): void }
+  /** The stdio the agent makes for children (child-stdio.ts); its directory goes at `close`. */
+  childStdio?: { dispose(): void }
 }
 
 /** Connections still proving the secret at once; more are dropped on accept. */
@@ -111,7 +111,7 @@ export class AgentServer implements ConnectionHost {
     this.#options.processes.killAll()
     this.#options.terminals.closeAll()
     await this.#options.sessions.closeAll()
-    this.#options.outputPipes?.dispose()
+    this.#options.childStdio?.dispose()
   }
 
   #accept(socket: Socket): void {

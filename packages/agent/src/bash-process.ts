@@ -1,5 +1,5 @@
 // The bash process of one session: `bash --noprofile --norc --noediting -i`, its stdin a Unix
-// stream socket (libuv's child stdio) and its stdout and stderr pipes (output-pipes.ts, through
+// stream socket (libuv's child stdio) and its stdout and stderr pipes (child-stdio.ts, through
 // the spawn), as the leader of its own session. It reports output chunks as
 // they arrive and its exit once the output still in its pipes has been read (or a short
 // drain time passed); it can be paused (a full log subscriber), hung up as closing a terminal

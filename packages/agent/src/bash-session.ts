@@ -2,7 +2,7 @@
 //
 // Model:
 // - bash runs as `bash --noprofile --norc --noediting -i`, its stdin a Unix stream socket and
-//   its stdout and stderr pipes (output-pipes.ts), as the leader of its own session. Interactive mode makes SIGINT abort the
+//   its stdout and stderr pipes (child-stdio.ts), as the leader of its own session. Interactive mode makes SIGINT abort the
 //   current command line (even a loop of builtins) while bash survives. An init script clears
 //   prompts and history, saves copies of stdout/stderr on fds 62/63, and defines a read-only end
 //   function. Everything bash prints before the init markers (job-control warnings, a prompt) is

@@ -1,9 +1,9 @@
 import { AgentServer } from './agent-server.ts'
 import { BackgroundProcesses } from './background-processes.ts'
+import { ChildStdio, childStdioSpawn } from './child-stdio.ts'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import type { OomCheck } from './oom-check.ts'
-import { OutputPipes, outputPipeSpawn } from './output-pipes.ts'
 import { ProcessTable } from './process-tree.ts'
 import { SandboxState } from './sandbox-state.ts'
 import { ScrollbackBudget } from './scrollback-budget.ts'
@@ -57,8 +57,8 @@ export interface AgentDeps {
 /** Assembles an agent server with its sessions, processes and files; call `listen` on it. */
 export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: SessionManager } {
   const paths = new WorkspacePaths(deps.root)
-  const outputPipes = new OutputPipes(deps.tempRoot, deps.logger, deps.sandboxUser?.gid)
-  const spawn = outputPipeSpawn(deps.spawn, outputPipes)
+  const childStdio = new ChildStdio(deps.tempRoot, deps.logger, deps.sandboxUser?.gid)
+  const spawn = childStdioSpawn(deps.spawn, childStdio)
   const budget = new ScrollbackBudget(deps.scrollbackBudgetBytes)
   const sessions = new SessionManager({
     baseEnv: deps.baseEnv,
@@ -103,7 +103,8 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,
     spawn,
-    outputPipes,
+    stdinFile: (bytes) => childStdio.stdinFile(bytes),
+    childStdio,
     clock: deps.clock,
     logger: deps.logger,
     linkSecret: deps.linkSecret,

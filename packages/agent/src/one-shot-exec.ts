@@ -1,10 +1,12 @@
 // One command in a fresh `bash -c`, sharing nothing with the sessions' shells.
 //
 // The child leads its own process group, so a timeout reaches its whole tree: SIGTERM to the
-// group, then SIGKILL after the grace period. stdin is /dev/null unless the caller gives bytes.
+// group, then SIGKILL after the grace period. stdin is /dev/null unless the caller gives bytes,
+// which come from a file where the caller can make one (child-stdio.ts), else a socket.
 // Output is either buffered (capped per stream) or handed to `onData`, which applies
 // backpressure by returning false (the child's pipes pause until `resume` is called).
 import type { ChildProcess } from 'node:child_process'
+import { closeSync } from 'node:fs'
 import type { StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { CappedBytes } from './capped-bytes.ts'
@@ -56,18 +58,32 @@ export interface ExecHandle {
   cancel(): void
 }
 
+/** Opens a file holding a child's stdin bytes, or null when it cannot (`ChildStdio.stdinFile`). */
+export type StdinFile = (bytes: Uint8Array) => number | null
+
 /** Starts `bash -c command` with the given spawn function and clock. */
-export function startExec(request: ExecRequest, spawn: Spawn, clock: Clock): ExecHandle {
+export function startExec(
+  request: ExecRequest,
+  spawn: Spawn,
+  clock: Clock,
+  stdinFile?: StdinFile,
+): ExecHandle {
   const started = clock.monotonicMs()
   const cap = request.outputCapBytes ?? LIMITS.outputCapBytes
   const stdout = new CappedBytes(cap)
   const stderr = new CappedBytes(cap)
-  const child: ChildProcess = spawn('bash', ['-c', request.command], {
-    cwd: request.cwd,
-    env: request.env,
-    detached: true,
-    stdio: [request.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-  })
+  const stdinFd = request.stdin ? (stdinFile?.(request.stdin) ?? null) : null
+  let child: ChildProcess
+  try {
+    child = spawn('bash', ['-c', request.command], {
+      cwd: request.cwd,
+      env: request.env,
+      detached: true,
+      stdio: [stdinFd ?? (request.stdin ? 'pipe' : 'ignore'), 'pipe', 'pipe'],
+    })
+  } finally {
+    if (stdinFd !== null) closeSync(stdinFd)
+  }
   let timedOut = false
   let killTimer: unknown
   const stop = (): void => {

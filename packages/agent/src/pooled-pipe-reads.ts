@@ -2,7 +2,7 @@
 // buffer per read.
 //
 // Node reads into caller memory only for a socket created with the `onread` option, and a
-// child's output sockets are created by `child_process` or `outputPipeSpawn`. So the pipe's socket is given the same
+// child's output sockets are created by `child_process` or `childStdioSpawn`. So the pipe's socket is given the same
 // three fields that option sets (found by their symbols' names) and its handle the first buffer.
 // Node then calls back with each read and asks for the next buffer; `pause()` and `resume()`
 // stop and restart the handle's reading as for any such socket. Where a Node version lacks any

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, test as base } from 'vitest'
 import { BashSession, type BashSessionOptions } from '../src/bash-session.ts'
+import { ChildStdio, childStdioSpawn } from '../src/child-stdio.ts'
 import { systemClock } from '../src/clock.ts'
 import type { LogEvent } from '../src/log-records.ts'
 import { silentLogger } from '../src/logger.ts'
-import { OutputPipes, outputPipeSpawn } from '../src/output-pipes.ts'
 import { ProcessTable } from '../src/process-tree.ts'
 import { buildSessionEnv } from '../src/session-env.ts'
 import { nodeSpawn } from '../src/spawner.ts'
@@ -17,12 +17,12 @@ export type SessionFactory = (options?: Partial<BashSessionOptions>) => Promise<
 
 const processTable = new ProcessTable(systemClock)
 
-/** Pipes for the children of this file's tests, as the agent gives its own (output-pipes.ts). */
-const outputPipes = new OutputPipes(chooseTempRoot(), silentLogger)
-afterAll(() => outputPipes.dispose())
+/** Pipes for the children of this file's tests, as the agent gives its own (child-stdio.ts). */
+export const childStdio = new ChildStdio(chooseTempRoot(), silentLogger)
+afterAll(() => childStdio.dispose())
 
 /** The spawn the agent uses, without a sandbox user: real pipes for stdout and stderr. */
-export const pipeSpawn = outputPipeSpawn(nodeSpawn, outputPipes)
+export const pipeSpawn = childStdioSpawn(nodeSpawn, childStdio)
 
 /** A session with test defaults: a clean env with PATH, a temp cwd, short grace periods. */
 export const test = base.extend<{ workdir: string; newSession: SessionFactory }>({

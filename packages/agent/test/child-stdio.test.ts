@@ -1,6 +1,6 @@
-// Children's stdout and stderr are real pipes (output-pipes.ts): a command can open
-// `/dev/stdout` and `/dev/stderr` as in a terminal or a shell pipeline, in a session's run, an
-// exec and a background process. Attacks, from a shell running as the sandbox user: it cannot
+// Children's stdout and stderr are real pipes and an exec's stdin bytes a file (child-stdio.ts):
+// a command can open `/dev/stdout`, `/dev/stderr` and `/dev/stdin` as in a terminal or a shell
+// pipeline, in a session's run, an exec and a background process. Attacks, from a shell running as the sandbox user: it cannot
 // read an output pipe back (its own or another session's, through /proc), cannot reach the
 // stock of pipes by name, and holds no pipe of another child. Where no pipe can be made, the
 // child gets a socket and no output is lost.
@@ -10,13 +10,13 @@ import { join } from 'node:path'
 import { afterAll, describe, expect } from 'vitest'
 import { BackgroundProcesses } from '../src/background-processes.ts'
 import type { BashSession } from '../src/bash-session.ts'
+import { ChildStdio, childStdioSpawn } from '../src/child-stdio.ts'
 import { systemClock } from '../src/clock.ts'
 import { type Logger, silentLogger } from '../src/logger.ts'
 import { startExec } from '../src/one-shot-exec.ts'
-import { OutputPipes, outputPipeSpawn } from '../src/output-pipes.ts'
 import { nodeSpawn, sandboxSpawn } from '../src/spawner.ts'
 import { chooseTempRoot } from '../src/temp-root.ts'
-import { pipeSpawn, sh, test } from './fixtures.ts'
+import { childStdio, pipeSpawn, sh, test } from './fixtures.ts'
 
 /** `nobody`: a user other than the agent's, as drivers run shells. */
 const SANDBOX = { uid: 65534, gid: 65534 }
@@ -24,7 +24,7 @@ const SANDBOX = { uid: 65534, gid: 65534 }
 /** A directory every user may use, for the sandbox user's sessions. */
 const shared = mkdtempSync(join(tmpdir(), 'conch-outpipes-'))
 chmodSync(shared, 0o777)
-const sandboxPipes = new OutputPipes(chooseTempRoot(), silentLogger, SANDBOX.gid)
+const sandboxPipes = new ChildStdio(chooseTempRoot(), silentLogger, SANDBOX.gid)
 afterAll(() => {
   sandboxPipes.dispose()
   rmSync(shared, { recursive: true, force: true })
@@ -34,7 +34,7 @@ afterAll(() => {
 function sandboxSession(newSession: (o: object) => Promise<BashSession>): Promise<BashSession> {
   if (process.getuid?.() !== 0) throw new Error('these tests start bash as another user: run them as root')
   return newSession({
-    spawn: outputPipeSpawn(sandboxSpawn(nodeSpawn, SANDBOX, [], silentLogger), sandboxPipes),
+    spawn: childStdioSpawn(sandboxSpawn(nodeSpawn, SANDBOX, [], silentLogger), sandboxPipes),
     sandboxGid: SANDBOX.gid,
     cwd: shared,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: shared, LANG: 'C.UTF-8' },
@@ -84,6 +84,66 @@ describe('output pipes: a command opens its stdout and stderr by path', () => {
     const big = await sh(s, 'head -c 900000 /dev/zero | tr "\\0" x > /dev/stdout; echo " $?"')
     expect(big.out).toBe(`${'x'.repeat(900_000)} 0\n`)
     expect(big.err).toBe('')
+  })
+})
+
+describe('an exec with stdin bytes: a file its command reopens', () => {
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
+  const stdin = Buffer.from('in\n')
+  // Each open reads from the start, as bash's here-strings do; fd 0 itself is read last.
+  const READ_BY_PATH = 'cat /dev/stdin; wc -c < /proc/self/fd/0; cat'
+
+  test('as the agent user and as the sandbox user', async () => {
+    const asSandbox = childStdioSpawn(sandboxSpawn(nodeSpawn, SANDBOX, [], silentLogger), sandboxPipes)
+    for (const [spawn, files] of [
+      [pipeSpawn, childStdio],
+      [asSandbox, sandboxPipes],
+    ] as const) {
+      const r = await startExec(
+        { command: READ_BY_PATH, cwd: shared, env, timeoutMs: 10_000, stdin },
+        spawn,
+        systemClock,
+        (bytes) => files.stdinFile(bytes),
+      ).done
+      expect([r.stdout.bytes().toString(), r.stderr.bytes().toString(), r.exitCode]).toEqual([
+        'in\n3\nin\n',
+        '',
+        0,
+      ])
+    }
+  })
+
+  test('the sandbox user cannot write into it, and no name of it is left', async () => {
+    const asSandbox = childStdioSpawn(sandboxSpawn(nodeSpawn, SANDBOX, [], silentLogger), sandboxPipes)
+    const r = await startExec(
+      {
+        command: 'echo planted > /dev/stdin; cat; readlink /proc/self/fd/0',
+        cwd: shared,
+        env,
+        timeoutMs: 10_000,
+        stdin,
+      },
+      asSandbox,
+      systemClock,
+      (bytes) => sandboxPipes.stdinFile(bytes),
+    ).done
+    expect(r.stderr.bytes().toString()).toMatch(/Permission denied/)
+    const [read, link] = r.stdout
+      .bytes()
+      .toString()
+      .split(/\n(?=\/)/)
+    expect(read).toBe('in')
+    expect(link).toMatch(/conch-pipes-.*\(deleted\)\n$/)
+  })
+
+  test('where no file can be written, the bytes still arrive through a socket', async () => {
+    const r = await startExec(
+      { command: 'cat', cwd: shared, env, timeoutMs: 10_000, stdin },
+      pipeSpawn,
+      systemClock,
+      () => null,
+    ).done
+    expect(r.stdout.bytes().toString()).toBe('in\n')
   })
 })
 
@@ -143,9 +203,9 @@ describe('output pipes: where none can be made', () => {
     }
     // Its directory goes away under it: no FIFO can be made or opened there again.
     const root = mkdtempSync(join(tmpdir(), 'conch-outpipes-gone-'))
-    const broken = new OutputPipes(root, logger)
+    const broken = new ChildStdio(root, logger)
     rmSync(root, { recursive: true, force: true })
-    const spawn = outputPipeSpawn(nodeSpawn, broken)
+    const spawn = childStdioSpawn(nodeSpawn, broken)
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' }
     for (let i = 0; i < 3; i++) {
       const r = await startExec(

@@ -1,4 +1,6 @@
-// Real pipes for the stdout and stderr of every shell, exec and background process.
+// The stdio the agent gives its children so they can open it by path as in a terminal: real
+// pipes for the stdout and stderr of every shell, exec and background process, and a file for
+// an exec's stdin.
 //
 // Node gives a child's `'pipe'` stdio as a Unix stream socket (libuv's socketpair), and a socket
 // cannot be opened by path: `echo hi > /dev/stderr`, `tee /dev/stdout` or a program that opens
@@ -12,14 +14,26 @@
 // sandbox user's group may write it (mode 0620, group the sandbox's); nobody but the agent may
 // read it, so no process of the sandbox can open another's output pipe and take its bytes.
 //
-// stdin stays Node's socket: a FIFO reopened for reading waits for a writer, so `cat /dev/stdin`
-// after the agent ended an exec's stdin would hang where a socket fails at once. A run's stdin
-// is a file or a FIFO the agent holds (run-stdin-pipe.ts), which reopen as they should.
+// A stdin is not a FIFO: one reopened for reading waits for a writer, so `cat /dev/stdin` after
+// the agent ended an exec's stdin would hang. An exec's stdin bytes go into a file instead (in
+// the same directory, mode 0640 with the sandbox user's group, unlinked before the child
+// exists), read from its start by each open as bash's here-strings are; a run's stdin is a file
+// or a FIFO the agent holds (run-stdin-pipe.ts); a shell's own stdin, its command channel,
+// stays Node's socket, which nothing in the sandbox can open.
 //
 // Where no FIFO can be had (`mkfifo` missing or failing, the temp root full), the child gets
 // Node's socket as before and the agent logs it once: it loses `/dev/stdout`, never output.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { chownSync, closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs'
+import {
+  chownSync,
+  closeSync,
+  constants,
+  fchownSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
 import { Socket } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from './logger.ts'
@@ -41,7 +55,7 @@ export interface PipeEnds {
 }
 
 /** A stock of named pipes in a directory of the agent's own. */
-export class OutputPipes {
+export class ChildStdio {
   readonly #dir: string
   readonly #logger: Logger
   /** The sandbox user's group, given each pipe so its commands can reopen their stdout. */
@@ -81,6 +95,33 @@ export class OutputPipes {
     } catch (err) {
       if (read !== -1) closeSync(read)
       this.#warn(`could not open a pipe: ${(err as Error).message}`)
+      return null
+    } finally {
+      rmSync(path, { force: true })
+    }
+  }
+
+  /**
+   * An open file holding `bytes`, for a child's stdin (the caller closes it once the child has
+   * it), or null when none can be written (the caller then writes them into a socket).
+   */
+  stdinFile(bytes: Uint8Array): number | null {
+    if (this.#disposed) return null
+    const path = join(this.#dir, `stdin${this.#made++}`)
+    let fd = -1
+    try {
+      const writer = openSync(path, 'wx', 0o640)
+      try {
+        for (let at = 0; at < bytes.length; ) at += writeSync(writer, bytes, at)
+        if (this.#gid !== undefined) fchownSync(writer, process.getuid?.() ?? 0, this.#gid)
+      } finally {
+        closeSync(writer)
+      }
+      fd = openSync(path, constants.O_RDONLY)
+      return fd
+    } catch (err) {
+      if (fd !== -1) closeSync(fd)
+      this.#warn(`could not write a stdin file: ${(err as Error).message}`)
       return null
     } finally {
       rmSync(path, { force: true })
@@ -139,7 +180,10 @@ export class OutputPipes {
   #warn(why: string): void {
     if (this.#warned) return
     this.#warned = true
-    this.#logger.warn({ err: why }, 'children get sockets for stdout and stderr: /dev/stdout will not open')
+    this.#logger.warn(
+      { err: why },
+      'children get sockets for their stdio: /dev/stdout and /dev/stdin will not open',
+    )
   }
 }
 
@@ -167,7 +211,7 @@ function closeAfter(child: ChildProcess, streams: readonly Socket[]): void {
  * they are closed, as for Node's own. The write ends are closed in the agent once the child
  * has them, so the read ends see the end of output when the child and its descendants are done.
  */
-export function outputPipeSpawn(base: Spawn, pipes: OutputPipes): Spawn {
+export function childStdioSpawn(base: Spawn, pipes: ChildStdio): Spawn {
   return (command, args, options) => {
     const stdio = options.stdio
     if (!Array.isArray(stdio) || (stdio[1] !== 'pipe' && stdio[2] !== 'pipe'))
