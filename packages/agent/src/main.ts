@@ -69,7 +69,7 @@ const { server, sessions } = buildAgent({
   workCgroups,
   clock: systemClock,
   logger,
-  tempRoot: chooseTempRoot(),
+  tempRoot: args.tempRoot ?? chooseTempRoot(),
   linkSecret,
   ...(args.secretFile === undefined ? {} : { resumeSecretFile: args.secretFile }),
   oomCheck: oomCheck(args.oomEvents),

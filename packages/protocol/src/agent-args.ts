@@ -36,6 +36,12 @@ export const AgentArgs = z
     workPidsCgroup: z.string().startsWith('/').optional(),
     /** A read-only file whose `oom_kill N` line counts the work group's OOM kills; marks 137 exits `oomKilled`. */
     oomEvents: z.string().startsWith('/').optional(),
+    /**
+     * Where the agent keeps command files and its children's pipes; default `/dev/shm` when it
+     * is a tmpfs, else the OS temp directory. A driver whose agent shares the host's `/dev/shm`
+     * gives one of the sandbox's own, so what a killed agent leaves goes with the sandbox.
+     */
+    tempRoot: z.string().startsWith('/').optional(),
   })
   .refine(REFINEMENTS.oneListener.test, REFINEMENTS.oneListener.message)
   .refine(REFINEMENTS.oneSecretSource.test, REFINEMENTS.oneSecretSource.message)

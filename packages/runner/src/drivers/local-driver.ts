@@ -30,6 +30,17 @@ const LocalState = z.object({
 })
 type LocalState = z.infer<typeof LocalState>
 
+/**
+ * The agent's temp root: a folder of the sandbox's, so the command files and pipes of an agent
+ * killed without its cleanup (the runner's destroy) go with the sandbox's folder instead of
+ * staying in the host's shared `/dev/shm`. On disk, a run's command file costs a little more.
+ */
+function localTempRoot(dir: string): string {
+  const root = join(dir, 'tmp')
+  mkdirSync(root, { recursive: true, mode: 0o700 })
+  return root
+}
+
 /** Options of the local driver. */
 export interface LocalDriverOptions {
   /** The runner's state dir; sandboxes live in `<stateDir>/sandboxes/<id>`. */
@@ -106,6 +117,7 @@ export class LocalDriver implements SandboxDriver {
             listenFd: 3,
             secretFd: 4,
             root: sandbox.workdir,
+            tempRoot: localTempRoot(state.dir),
             scrollbackBytes: spec.scrollbackBytes,
             maxSessions: spec.maxSessions,
           },
