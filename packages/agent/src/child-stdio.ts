@@ -21,8 +21,9 @@
 // or a FIFO the agent holds (run-stdin-pipe.ts); a shell's own stdin, its command channel,
 // stays Node's socket, which nothing in the sandbox can open.
 //
-// Where no FIFO can be had (`mkfifo` missing or failing, the temp root full), the child gets
-// Node's socket as before and the agent logs it once: it loses `/dev/stdout`, never output.
+// Where no FIFO or file can be had (`mkfifo` missing or failing, the temp root full), the child
+// gets Node's socket as before and the agent logs it once: it loses `/dev/stdout` or
+// `/dev/stdin`, never a byte.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import {
   chownSync,
@@ -41,7 +42,7 @@ import type { Spawn } from './spawner.ts'
 
 /** Owner (the agent) reads and writes; the group (the sandbox user's, when set) only writes. */
 const MODE = '0620'
-/** FIFOs one `mkfifo` makes: its process costs the agent about as much as one exec's pipes. */
+/** FIFOs one `mkfifo` makes: starting a process costs the agent's loop about a millisecond. */
 const BATCH = 64
 /** A batch is made in the background when the stock falls below this. */
 const LOW_WATER = 16
@@ -54,7 +55,7 @@ export interface PipeEnds {
   write: number
 }
 
-/** A stock of named pipes in a directory of the agent's own. */
+/** A stock of named pipes, and the stdin files, in a directory of the agent's own. */
 export class ChildStdio {
   readonly #dir: string
   readonly #logger: Logger
