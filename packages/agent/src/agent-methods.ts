@@ -15,7 +15,7 @@ import type { Clock } from './clock.ts'
 import type { EgressListener } from './egress-listener.ts'
 import { listeningPorts } from './listening-ports.ts'
 import { isOutput, type LogEvent } from './log-records.ts'
-import { type StdinFile, startExec } from './one-shot-exec.ts'
+import { type StdinFiles, startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
@@ -49,8 +49,11 @@ export interface AgentMethodsOptions {
   ) => Record<string, string>
   /** Process creation. */
   spawn: Spawn
-  /** Where an exec's stdin bytes become a file its command can reopen (`ChildStdio.stdinFile`). */
-  stdinFile?: StdinFile
+  /**
+   * The stdio the agent makes for children (child-stdio.ts): an exec's stdin bytes become a
+   * file its command can reopen; its directory goes when the server closes.
+   */
+  childStdio?: StdinFiles & { dispose(): void }
   /** Time. */
   clock: Clock
   /** Tells whether an exec's exit code was the sandbox's memory limit; never, when absent. */
@@ -224,7 +227,7 @@ export class AgentMethods {
       },
       o.spawn,
       o.clock,
-      o.stdinFile,
+      o.childStdio,
     )
     if (channel) {
       let finished = false

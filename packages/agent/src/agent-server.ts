@@ -31,8 +31,6 @@ export interface AgentServerOptions extends AgentMethodsOptions {
   resumeSecretFile?: string
   /** How long a new connection may take to prove the secret before it is dropped. */
   handshakeTimeoutMs?: number
-  /** The stdio the agent makes for children (child-stdio.ts); its directory goes at `close`. */
-  childStdio?: { dispose(): void }
 }
 
 /** Connections still proving the secret at once; more are dropped on accept. */

@@ -103,7 +103,6 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     baseEnv: deps.baseEnv,
     buildEnv: buildSessionEnv,
     spawn,
-    stdinFile: (bytes) => childStdio.stdinFile(bytes),
     childStdio,
     clock: deps.clock,
     logger: deps.logger,

@@ -58,21 +58,24 @@ export interface ExecHandle {
   cancel(): void
 }
 
-/** Opens a file holding a child's stdin bytes, or null when it cannot (`ChildStdio.stdinFile`). */
-export type StdinFile = (bytes: Uint8Array) => number | null
+/** Makes files of stdin bytes (`ChildStdio`). */
+export interface StdinFiles {
+  /** Opens a file holding `bytes`, or returns null when it cannot. */
+  stdinFile(bytes: Uint8Array): number | null
+}
 
 /** Starts `bash -c command` with the given spawn function and clock. */
 export function startExec(
   request: ExecRequest,
   spawn: Spawn,
   clock: Clock,
-  stdinFile?: StdinFile,
+  stdinFiles?: StdinFiles,
 ): ExecHandle {
   const started = clock.monotonicMs()
   const cap = request.outputCapBytes ?? LIMITS.outputCapBytes
   const stdout = new CappedBytes(cap)
   const stderr = new CappedBytes(cap)
-  const stdinFd = request.stdin ? (stdinFile?.(request.stdin) ?? null) : null
+  const stdinFd = request.stdin ? (stdinFiles?.stdinFile(request.stdin) ?? null) : null
   let child: ChildProcess
   try {
     child = spawn('bash', ['-c', request.command], {

@@ -103,7 +103,7 @@ describe('an exec with stdin bytes: a file its command reopens', () => {
         { command: READ_BY_PATH, cwd: shared, env, timeoutMs: 10_000, stdin },
         spawn,
         systemClock,
-        (bytes) => files.stdinFile(bytes),
+        files,
       ).done
       expect([r.stdout.bytes().toString(), r.stderr.bytes().toString(), r.exitCode]).toEqual([
         'in\n3\nin\n',
@@ -125,7 +125,7 @@ describe('an exec with stdin bytes: a file its command reopens', () => {
       },
       asSandbox,
       systemClock,
-      (bytes) => sandboxPipes.stdinFile(bytes),
+      sandboxPipes,
     ).done
     expect(r.stderr.bytes().toString()).toMatch(/Permission denied/)
     const [read, link] = r.stdout
@@ -141,7 +141,7 @@ describe('an exec with stdin bytes: a file its command reopens', () => {
       { command: 'cat', cwd: shared, env, timeoutMs: 10_000, stdin },
       pipeSpawn,
       systemClock,
-      () => null,
+      { stdinFile: () => null },
     ).done
     expect(r.stdout.bytes().toString()).toBe('in\n')
   })
