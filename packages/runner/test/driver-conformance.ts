@@ -121,6 +121,22 @@ export const CONFORMANCE_CASES: readonly ConformanceCase[] = [
     },
   },
   {
+    name: 'names the user whoami prints in USER and LOGNAME, in sessions and in fresh processes',
+    timeoutMs: 60_000,
+    async run(target) {
+      await using runner = await target.start()
+      const id = await create(runner)
+      const names = 'echo "$USER:$LOGNAME:$(whoami)"'
+      for (const r of [await shell(runner, id, names), await fresh(runner, id, names)]) {
+        expect(r.exitCode).toBe(0)
+        const [user, logname, whoami] = r.stdout.trim().split(':')
+        expect(whoami).toMatch(/^[a-z_][a-z0-9_-]*$/)
+        expect([user, logname]).toEqual([whoami, whoami])
+      }
+      await runner.request('DELETE', `/v1/sandboxes/${id}`)
+    },
+  },
+  {
     name: 'stops a fork bomb at the pids limit; the sandbox and its shell keep serving',
     needs: 'pids',
     timeoutMs: 60_000,

@@ -53,6 +53,9 @@ describe('gvisor driver', () => {
       stdout: '/workspace/sub\nyes\n/workspace\n1000\n',
       exitCode: 0,
     })
+    expect((await exec(runner, id, 'echo "$USER:$LOGNAME:$(whoami)"', 'default')).stdout).toBe(
+      'sandbox:sandbox:sandbox\n',
+    )
     const kernel = await exec(
       runner,
       id,

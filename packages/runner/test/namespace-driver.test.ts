@@ -28,6 +28,9 @@ describe('namespace driver', () => {
       stdout: '/workspace/sub\nyes\n/workspace\n',
       exitCode: 0,
     })
+    expect((await exec(runner, id, 'echo "$USER:$LOGNAME:$(whoami)"', 'default')).stdout).toBe(
+      'sandbox:sandbox:sandbox\n',
+    )
   })
 
   it('hides host files, the repo and the runner state dir, and keeps system dirs read-only', async () => {

@@ -10,8 +10,9 @@ import { agentSocketPath, ensurePrivateDir } from './agent-endpoint.ts'
 import { type AgentRuntime, GUEST_RUNTIME_DIR } from './agent-runtime.ts'
 import { GUEST_OOM_EVENTS, GUEST_PRELOAD_PATH, GUEST_PROCESS_MEMORY_FILE } from './gvisor-preload.ts'
 import { hostSystemSymlinks, ociSpec } from './oci-spec.ts'
+import { DEFAULT_SANDBOX_PATH, sandboxBaseEnv } from './sandbox-base-env.ts'
 import type { SandboxSpec } from './sandbox-driver.ts'
-import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
+import { SANDBOX_HOSTNAME, SANDBOX_USER, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import { AGENT_MEMORY_RESERVE_BYTES } from './work-cgroup.ts'
 
 /** The workspace as the sandbox's shells see it. */
@@ -118,10 +119,7 @@ export function writeGvisorBundle(input: GvisorBundleInput): string {
   writeFileSync(secretFile, paths.linkSecret, { mode: 0o400 })
 
   const env: Record<string, string> = {
-    PATH: '/usr/local/bin:/usr/bin:/bin',
-    HOME: GUEST_WORKSPACE,
-    LANG: 'C.UTF-8',
-    TERM: 'dumb',
+    ...sandboxBaseEnv({ user: SANDBOX_USER, home: GUEST_WORKSPACE, path: DEFAULT_SANDBOX_PATH }),
     ...spec.env,
   }
   const agent = agentCommand(runtime.node, runtime.entry, {

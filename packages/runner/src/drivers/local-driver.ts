@@ -4,6 +4,7 @@
 // not enforced. It exists for development; the namespace driver is the real sandbox.
 import { spawn } from 'node:child_process'
 import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs'
+import { userInfo } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { SandboxLimits } from '@conch/protocol'
@@ -15,6 +16,7 @@ import { locateAgentBundle } from './agent-bundle.ts'
 import { bindAgentSocket, sendLinkSecret } from './agent-endpoint.ts'
 import { connectToAgent } from './agent-socket.ts'
 import { descendantsOf } from './proc-stat.ts'
+import { DEFAULT_SANDBOX_PATH, sandboxBaseEnv } from './sandbox-base-env.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 
 /** The local driver's handle state. */
@@ -73,7 +75,7 @@ export class LocalDriver implements SandboxDriver {
   constructor(options: LocalDriverOptions) {
     this.#stateDir = options.stateDir
     this.#agentEntry = options.agentEntry
-    this.#path = options.path ?? process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'
+    this.#path = options.path ?? process.env.PATH ?? DEFAULT_SANDBOX_PATH
     this.#nodePath = options.nodePath ?? process.execPath
   }
 
@@ -101,11 +103,9 @@ export class LocalDriver implements SandboxDriver {
     const endpoint = await bindAgentSocket(state.socketDir)
     const logFd = openSync(join(state.dir, 'agent.log'), 'a', 0o600)
     try {
+      // Sandbox code runs as the runner's own user, so the shells are told that user's name.
       const env: Record<string, string> = {
-        PATH: this.#path,
-        HOME: sandbox.workdir,
-        LANG: 'C.UTF-8',
-        TERM: 'dumb',
+        ...sandboxBaseEnv({ user: userInfo().username, home: sandbox.workdir, path: this.#path }),
         ...spec.env,
       }
       const child = spawn(

@@ -7,8 +7,9 @@ import { DEFAULT_SANDBOX_LIMITS } from '@conch/protocol'
 import { AGENT_CAPS, bwrapArgs } from './bwrap-args.ts'
 import type { NamespaceState } from './namespace-state.ts'
 import { GUEST_WORKSPACE } from './namespace-state.ts'
+import { DEFAULT_SANDBOX_PATH, sandboxBaseEnv } from './sandbox-base-env.ts'
 import type { SandboxSpec } from './sandbox-driver.ts'
-import { SANDBOX_HOSTNAME, sandboxEtcFiles } from './sandbox-etc-files.ts'
+import { SANDBOX_HOSTNAME, SANDBOX_USER, sandboxEtcFiles } from './sandbox-etc-files.ts'
 import type { Launch } from './sandbox-launch.ts'
 import { GUEST_WORK_CGROUP } from './work-cgroup.ts'
 
@@ -57,10 +58,7 @@ export function namespaceBwrapOptions(
     ...tmpSizes(state, spec),
     extraBinds: workBinds(state),
     env: {
-      PATH: '/usr/local/bin:/usr/bin:/bin',
-      HOME: GUEST_WORKSPACE,
-      LANG: 'C.UTF-8',
-      TERM: 'dumb',
+      ...sandboxBaseEnv({ user: SANDBOX_USER, home: GUEST_WORKSPACE, path: DEFAULT_SANDBOX_PATH }),
       ...spec.env,
     },
     seccompArgs: launch.seccomp.args,

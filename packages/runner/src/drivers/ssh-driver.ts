@@ -14,6 +14,7 @@ import type { SandboxLimits } from '@conch/protocol'
 import { z } from 'zod'
 import { RunnerError } from '../runner-error.ts'
 import { locateAgentBundle } from './agent-bundle.ts'
+import { DEFAULT_SANDBOX_PATH, sandboxBaseEnv } from './sandbox-base-env.ts'
 import type { DriverSandbox, Liveness, SandboxDriver, SandboxSpec } from './sandbox-driver.ts'
 import { SshConnection } from './ssh-connection.ts'
 import type { SshHost, SshHosts } from './ssh-hosts.ts'
@@ -147,11 +148,10 @@ export class SshDriver implements SandboxDriver {
   async startAgent(sandbox: DriverSandbox, spec: SandboxSpec): Promise<DriverSandbox> {
     const state = SshState.parse(sandbox.state)
     const ssh = await this.#connection(state.host)
+    // The agent runs as the SSH user the host's configuration logs in as.
+    const user = this.#hosts.get(state.host)!.user
     const env = {
-      PATH: state.path || '/usr/local/bin:/usr/bin:/bin',
-      HOME: sandbox.workdir,
-      LANG: 'C.UTF-8',
-      TERM: 'dumb',
+      ...sandboxBaseEnv({ user, home: sandbox.workdir, path: state.path || DEFAULT_SANDBOX_PATH }),
       ...spec.env,
     }
     await ssh.writeFile(`${state.dir}/${REMOTE_FILES.env}`, envFile(env), 0o600)
