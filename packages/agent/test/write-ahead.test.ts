@@ -1,8 +1,7 @@
 // Runs written ahead into bash (run-window.ts): later lines are already in bash's stdin while
 // a run executes. Interrupts, timeouts, exits, stdin, internal runs, traps and attribution
 // must behave as if each run were sent alone.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, vi } from 'vitest'
 import { ShellClosedError } from '../src/agent-error.ts'
@@ -202,9 +201,10 @@ describe('write-ahead: stdin, internal runs, history and $?', () => {
 
   test('an internal run is never reported as the running command; the user runs behind it count as queued', async ({
     newSession,
+    workdir,
   }) => {
     const s = await newSession()
-    const gate = join(mkdtempSync(join(tmpdir(), 'conch-gate-')), 'open')
+    const gate = join(workdir, 'open')
     const runs = queue(s, [
       { command: `while [ ! -e ${gate} ]; do sleep 0.01; done`, internal: true },
       'echo user',
