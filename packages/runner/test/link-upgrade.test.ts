@@ -26,8 +26,10 @@ interface LogLine {
  * that answers hellos with `hello(secret, nonce)`, and starts a second runner on the same state.
  */
 async function restartOnto(hello: (secret: string, nonce: string) => Record<string, unknown>) {
-  const driver = new PeerDriver()
+  await using owned = new AsyncDisposableStack()
   const stateDir = mkdtempSync(join(tmpdir(), 'conch-link-upgrade-'))
+  owned.defer(() => rmSync(stateDir, { recursive: true, force: true }))
+  const driver = owned.use(new PeerDriver())
   let id: string
   let secret: string
   {
@@ -41,13 +43,17 @@ async function restartOnto(hello: (secret: string, nonce: string) => Record<stri
   await peer.close()
   rmSync(peer.path, { force: true })
   const agent = new LegacyAgent(peer.path, (nonce) => hello(secret, nonce))
+  owned.defer(() => agent.close())
   await agent.listen()
   const logs: LogLine[] = []
-  const runner: TestRunner = await startRunner({
-    driver,
-    stateDir,
-    logger: { level: 'info', stream: { write: (line: string) => void logs.push(JSON.parse(line)) } },
-  })
+  const runner: TestRunner = owned.use(
+    await startRunner({
+      driver,
+      stateDir,
+      logger: { level: 'info', stream: { write: (line: string) => void logs.push(JSON.parse(line)) } },
+    }),
+  )
+  const resources = owned.move()
   const info = async () =>
     SandboxInfo.parse((await runner.app.inject({ url: `/v1/sandboxes/${id}`, headers: runner.auth })).json())
   return {
@@ -56,12 +62,8 @@ async function restartOnto(hello: (secret: string, nonce: string) => Record<stri
     agent,
     logs,
     info,
-    async [Symbol.asyncDispose]() {
-      await runner[Symbol.asyncDispose]()
-      await agent.close()
-      await driver.dispose()
-      rmSync(stateDir, { recursive: true, force: true })
-    },
+    // The caller's `await using` owns the runner, the agent, the driver and the dir.
+    [Symbol.asyncDispose]: () => resources.disposeAsync(),
   }
 }
 

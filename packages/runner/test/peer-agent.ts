@@ -208,8 +208,11 @@ function output(stream: 'stdout' | 'stderr'): 'shell_out' | 'shell_err' {
   return stream === 'stdout' ? 'shell_out' : 'shell_err'
 }
 
-/** A driver whose sandboxes are PeerAgents in this process. */
-export class PeerDriver implements SandboxDriver {
+/**
+ * A driver whose sandboxes are PeerAgents in this process, in a temp dir of its own that
+ * disposing it removes (`await using`, so a failing test removes it too).
+ */
+export class PeerDriver implements SandboxDriver, AsyncDisposable {
   readonly name = 'local'
   readonly isolation = 'none' as const
   readonly description = 'peer agent for tests'
@@ -259,8 +262,15 @@ export class PeerDriver implements SandboxDriver {
     await this.stop(sandbox)
   }
 
+  /** Closes every peer and removes the driver's dir. */
   async dispose(): Promise<void> {
     for (const peer of this.peers.values()) await peer.close()
+    this.peers.clear()
     rmSync(this.#dir, { recursive: true, force: true })
+  }
+
+  /** `await using` disposes the driver. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose()
   }
 }

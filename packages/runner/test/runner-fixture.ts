@@ -57,11 +57,24 @@ export interface TestRunnerOptions {
   snapshots?: boolean
 }
 
-/** Starts a runner on a temp state dir. */
+/**
+ * Starts a runner on a temp state dir. The dir it made (or a given one, with `removeStateDir`)
+ * is removed when the start fails and at dispose, also when closing or destroying throws;
+ * disposing twice does the work once.
+ */
 export async function startRunner(options: TestRunnerOptions = {}): Promise<TestRunner> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'conch-r-'))
+  const removeStateDir = (): void => {
+    if (!options.stateDir || options.removeStateDir) rmSync(stateDir, { recursive: true, force: true })
+  }
   const apiKey = generateApiKey()
-  const store = StateStore.open(stateDir)
+  let store: StateStore
+  try {
+    store = StateStore.open(stateDir)
+  } catch (error) {
+    removeStateDir()
+    throw error
+  }
   const driver = options.driver ?? new LocalDriver({ stateDir })
   const app = buildApp({
     store,
@@ -78,15 +91,8 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
       ? { snapshotStore: new SnapshotStore(stateDir, defaultLimits(options.limits)) }
       : {}),
   })
-  if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
-  else await app.ready()
-  return {
-    app,
-    apiKey,
-    stateDir,
-    driver,
-    auth: { authorization: `Bearer ${apiKey}` },
-    async [Symbol.asyncDispose]() {
+  const dispose = async (): Promise<void> => {
+    try {
       const sandboxes = app.conch.manager.list()
       await app.close()
       if (!options.keepAgents) {
@@ -97,8 +103,30 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
           await own.destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
         }
       }
+    } finally {
       store.close()
-      if (!options.stateDir || options.removeStateDir) rmSync(stateDir, { recursive: true, force: true })
+      removeStateDir()
+    }
+  }
+  let disposed: Promise<void> | undefined
+  try {
+    if (options.listen) await app.listen({ host: '127.0.0.1', port: 0 })
+    else await app.ready()
+  } catch (error) {
+    await app.close().catch(() => {})
+    store.close()
+    removeStateDir()
+    throw error
+  }
+  return {
+    app,
+    apiKey,
+    stateDir,
+    driver,
+    auth: { authorization: `Bearer ${apiKey}` },
+    [Symbol.asyncDispose]() {
+      disposed ??= dispose()
+      return disposed
     },
   }
 }

@@ -7,8 +7,9 @@ import { baseUrl, startRunner } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
 
 async function setup(now?: () => number) {
-  const driver = new PeerDriver()
-  const runner = await startRunner({ driver, listen: true, ...(now ? { now } : {}) })
+  await using owned = new AsyncDisposableStack()
+  const driver = owned.use(new PeerDriver())
+  const runner = owned.use(await startRunner({ driver, listen: true, ...(now ? { now } : {}) }))
   const res = await runner.app.inject({
     method: 'POST',
     url: '/v1/sandboxes',
@@ -17,16 +18,9 @@ async function setup(now?: () => number) {
   })
   const id = (res.json() as { id: string }).id
   const ws = `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${id}/shell`
-  return {
-    runner,
-    driver,
-    id,
-    ws,
-    async [Symbol.asyncDispose]() {
-      await runner[Symbol.asyncDispose]()
-      await driver.dispose()
-    },
-  }
+  // From here the caller's `await using` owns the runner, then the driver.
+  const resources = owned.move()
+  return { runner, driver, id, ws, [Symbol.asyncDispose]: () => resources.disposeAsync() }
 }
 
 describe('shell socket (peer agent)', () => {
@@ -45,7 +39,7 @@ describe('shell socket (peer agent)', () => {
   })
 
   it('answers malformed JSON, unknown frame types and oversized frames with error frames and stays open', async () => {
-    const driver = new PeerDriver()
+    await using driver = new PeerDriver()
     await using runner = await startRunner({ driver, listen: true, limits: { maxClientFrameBytes: 1000 } })
     const res = await runner.app.inject({
       method: 'POST',
@@ -69,7 +63,6 @@ describe('shell socket (peer agent)', () => {
     c.send({ type: 'ping', t: 5 })
     expect(await c.nextOf('pong')).toMatchObject({ t: 5 })
     expect(await c.run('ok', 'echo still')).toMatchObject({ stdout: 'still\n', code: 0 })
-    await driver.dispose()
   })
 
   it('sends output as binary frames to a client that lists binary_output, losslessly and with offsets', async () => {
@@ -90,7 +83,7 @@ describe('shell socket (peer agent)', () => {
   })
 
   it('answers hostile binary frames (truncated header, unknown kind, id length past the end, output kind, too large) with error frames and stays open', async () => {
-    const driver = new PeerDriver()
+    await using driver = new PeerDriver()
     await using runner = await startRunner({ driver, listen: true, limits: { maxClientFrameBytes: 1000 } })
     const res = await runner.app.inject({
       method: 'POST',
@@ -129,7 +122,6 @@ describe('shell socket (peer agent)', () => {
     c.ws.send(new Uint8Array(2000))
     expect(await c.nextOf('error')).toMatchObject({ code: 'FRAME_TOO_LARGE' })
     expect(await c.run('ok', 'echo still')).toMatchObject({ stdout: 'still\n', code: 0 })
-    await driver.dispose()
   })
 
   it('delivers base64 output losslessly with ?encoding=base64', async () => {
@@ -230,7 +222,7 @@ describe('shell socket (peer agent)', () => {
 
   it("gives a sandbox created without an idle timeout the runner's default, and none to one created with null", async () => {
     let clock = 1_000_000
-    const driver = new PeerDriver()
+    await using driver = new PeerDriver()
     await using runner = await startRunner({
       driver,
       listen: true,
@@ -255,11 +247,10 @@ describe('shell socket (peer agent)', () => {
     const ids = () => runner.app.conch.manager.list().map((s) => s.id)
     await vi.waitFor(() => expect(ids()).not.toContain(defaulted.id), { timeout: 3_000 })
     expect(ids()).toContain(forever.id)
-    await driver.dispose()
   })
 
   it('turns the default idle timeout off with 0', async () => {
-    const driver = new PeerDriver()
+    await using driver = new PeerDriver()
     await using runner = await startRunner({ driver, listen: true, limits: { defaultIdleTimeoutMs: 0 } })
     const res = await runner.app.inject({
       method: 'POST',
@@ -268,7 +259,6 @@ describe('shell socket (peer agent)', () => {
       payload: {},
     })
     expect((res.json() as { idleTimeoutMs: number | null }).idleTimeoutMs).toBeNull()
-    await driver.dispose()
   })
 
   it('counts runs, latency and errors in /metrics', async () => {
@@ -287,7 +277,7 @@ describe('shell socket (peer agent)', () => {
   })
 
   it('drops a client that stops answering heartbeats and keeps its shell', async () => {
-    const driver = new PeerDriver()
+    await using driver = new PeerDriver()
     await using runner = await startRunner({ driver, listen: true, limits: { heartbeatIntervalMs: 50 } })
     const res = await runner.app.inject({
       method: 'POST',
@@ -302,6 +292,5 @@ describe('shell socket (peer agent)', () => {
     expect((await silent.closed).code).toBe(1006)
     await using again = await ShellClient.open(`${url}?sessionId=${ready.sessionId}`, runner.apiKey)
     expect(await again.run('x', 'echo back')).toMatchObject({ stdout: 'back\n' })
-    await driver.dispose()
   })
 })

@@ -205,7 +205,8 @@ describe('warm pool', () => {
   })
 
   it('destroys its pooled sandboxes when the runner stops', async () => {
-    const runner = await startRunner({ warmPool: 2 })
+    // Disposed below as the step under test; `await using` covers a test that fails before it.
+    await using runner = await startRunner({ warmPool: 2 })
     const ids = await poolFull(runner, 2)
     const recorded = JSON.parse(runner.app.conch.store.getMeta(WARM_POOL_META_KEY) ?? '[]') as {
       handle: { state: { pid: number } }

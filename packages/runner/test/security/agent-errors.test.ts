@@ -11,8 +11,9 @@ import { baseUrl, startRunner } from '../runner-fixture.ts'
 import { ShellClient } from '../shell-client.ts'
 
 async function setup() {
-  const driver = new PeerDriver()
-  const runner = await startRunner({ driver, listen: true })
+  await using owned = new AsyncDisposableStack()
+  const driver = owned.use(new PeerDriver())
+  const runner = owned.use(await startRunner({ driver, listen: true }))
   const res = await runner.app.inject({
     method: 'POST',
     url: '/v1/sandboxes',
@@ -31,16 +32,9 @@ async function setup() {
     })
     return { status: r.statusCode, body: r.json() as { error: Record<string, unknown> } }
   }
-  return {
-    runner,
-    id,
-    peer,
-    createSession,
-    async [Symbol.asyncDispose]() {
-      await runner[Symbol.asyncDispose]()
-      await driver.dispose()
-    },
-  }
+  // From here the caller's `await using` owns the runner, then the driver.
+  const resources = owned.move()
+  return { runner, id, peer, createSession, [Symbol.asyncDispose]: () => resources.disposeAsync() }
 }
 
 describe('attack: a hostile agent answers with misleading errors', () => {
