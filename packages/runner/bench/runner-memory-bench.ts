@@ -232,7 +232,10 @@ async function startMs(args: string[], dir: string): Promise<number> {
     void exited.then(() => resolve())
   })
   const ms = performance.now() - t0
-  child.kill('SIGKILL')
+  // SIGTERM, not SIGKILL: a stopping runner ends its warm pool's agents and waits for the agent
+  // compile-cache fill they started, which would otherwise outlive it and write into `dir` after
+  // (or while) it is removed.
+  child.kill('SIGTERM')
   await exited
   rmSync(dir, { recursive: true, force: true })
   return ms
