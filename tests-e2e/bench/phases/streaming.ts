@@ -95,6 +95,15 @@ export async function streamingPhase(ctx: BenchContext): Promise<void> {
     `bash over pipes: ${label}`,
   )
   figures.setGoal(`${label} through shell.stream`, { bound: 'min', of: 'ratio', limit: 0.5 })
+  // The same stream beside a bare relay over the same two hops: what conch's checks, framing
+  // and scrollback cost apart from the hops themselves, which the bare two-hop pays as well.
+  figures.recordValue(
+    'streaming',
+    `${label} through shell.stream, beside the bare two-hop`,
+    'MB/s',
+    streamed.bytes / MB / (streamed.ms / 1000),
+    `bare two-hop: ${label}`,
+  )
   const peak = (pid: number): number =>
     Math.max(sampled.get(pid) ?? 0, peaksResettable ? peakRssBytes(pid) : 0) / MB
   figures.recordValue(
