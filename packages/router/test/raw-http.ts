@@ -11,7 +11,11 @@ export interface RawResponse {
   body: string
 }
 
-/** Sends one request with the path exactly as given. */
+/**
+ * Sends one request with the path exactly as given. A server may answer before it has read the
+ * body (a 413) and close the connection, so writing the rest can fail (EPIPE, ECONNRESET) after
+ * the answer arrived: the answer then counts. A write that fails before any answer rejects.
+ */
 export function rawRequest(
   base: string,
   method: string,
@@ -21,19 +25,24 @@ export function rawRequest(
 ): Promise<RawResponse> {
   const url = new URL(base)
   return new Promise((resolve, reject) => {
+    let answer: RawResponse | null = null
     const req = request(
       { host: url.hostname, port: url.port, method, path, headers, agent: false },
       (res) => {
-        let text = ''
+        const received: RawResponse = { status: res.statusCode ?? 0, headers: res.headers, body: '' }
+        answer = received
         res.setEncoding('utf8')
         res.on('data', (c: string) => {
-          text += c
+          received.body += c
         })
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }))
+        res.on('end', () => resolve(received))
         res.on('error', reject)
       },
     )
-    req.on('error', reject)
+    req.on('error', (error) => {
+      if (answer === null) reject(error)
+      else resolve(answer)
+    })
     req.end(body)
   })
 }
