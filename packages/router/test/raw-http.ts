@@ -12,9 +12,12 @@ export interface RawResponse {
 }
 
 /**
- * Sends one request with the path exactly as given. A server may answer before it has read the
- * body (a 413) and close the connection, so writing the rest can fail (EPIPE, ECONNRESET) after
- * the answer arrived: the answer then counts. A write that fails before any answer rejects.
+ * Sends one request with the path exactly as given, on a connection of its own that it closes
+ * once the answer has arrived. The request asks to keep the connection alive, as fetch does: a
+ * server answers a too-large body (413) before reading it and then reads and drops the rest,
+ * while on a `Connection: close` request Node closes the socket under the client's write, which
+ * fails with EPIPE before or after the answer arrives. An answer that arrived before a failed
+ * write still counts; a write that fails before any answer rejects.
  */
 export function rawRequest(
   base: string,
@@ -27,7 +30,14 @@ export function rawRequest(
   return new Promise((resolve, reject) => {
     let answer: RawResponse | null = null
     const req = request(
-      { host: url.hostname, port: url.port, method, path, headers, agent: false },
+      {
+        host: url.hostname,
+        port: url.port,
+        method,
+        path,
+        headers: { connection: 'keep-alive', ...headers },
+        agent: false,
+      },
       (res) => {
         const received: RawResponse = { status: res.statusCode ?? 0, headers: res.headers, body: '' }
         answer = received
@@ -35,7 +45,10 @@ export function rawRequest(
         res.on('data', (c: string) => {
           received.body += c
         })
-        res.on('end', () => resolve(received))
+        res.on('end', () => {
+          resolve(received)
+          req.destroy()
+        })
         res.on('error', reject)
       },
     )
