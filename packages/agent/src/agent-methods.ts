@@ -11,11 +11,12 @@ import { WORKSPACE_PATH } from '@conch/protocol/zod-free'
 import { AgentError, toWireError } from './agent-error.ts'
 import { AGENT_VERSION } from './agent-version.ts'
 import type { BackgroundProcesses } from './background-processes.ts'
+import type { ChildStdio } from './child-stdio.ts'
 import type { Clock } from './clock.ts'
 import type { EgressListener } from './egress-listener.ts'
 import { listeningPorts } from './listening-ports.ts'
 import { isOutput, type LogEvent } from './log-records.ts'
-import { type StdinFiles, startExec } from './one-shot-exec.ts'
+import { startExec } from './one-shot-exec.ts'
 import type { OomCheck } from './oom-check.ts'
 import type { SandboxState } from './sandbox-state.ts'
 import type { MethodContext, SessionMethod, SessionService } from './session-service.ts'
@@ -53,7 +54,7 @@ export interface AgentMethodsOptions {
    * The stdio the agent makes for children (child-stdio.ts): an exec's stdin bytes become a
    * file its command can reopen; its directory goes when the server closes.
    */
-  childStdio?: StdinFiles & { dispose(): void }
+  childStdio?: Pick<ChildStdio, 'stdinFile' | 'dispose'>
   /** Time. */
   clock: Clock
   /** Tells whether an exec's exit code was the sandbox's memory limit; never, when absent. */

@@ -109,7 +109,6 @@ export class ChildStdio {
   stdinFile(bytes: Uint8Array): number | null {
     if (this.#disposed) return null
     const path = join(this.#dir, `stdin${this.#made++}`)
-    let fd = -1
     try {
       const writer = openSync(path, 'wx', 0o640)
       try {
@@ -118,10 +117,8 @@ export class ChildStdio {
       } finally {
         closeSync(writer)
       }
-      fd = openSync(path, constants.O_RDONLY)
-      return fd
+      return openSync(path, constants.O_RDONLY)
     } catch (err) {
-      if (fd !== -1) closeSync(fd)
       this.#warn(`could not write a stdin file: ${(err as Error).message}`)
       return null
     } finally {

@@ -11,6 +11,7 @@ import type { StreamName } from '@conch/protocol'
 import { LIMITS } from '@conch/protocol/zod-free'
 import { CappedBytes } from './capped-bytes.ts'
 import { exitCodeOf, signalGroup } from './child-exit.ts'
+import type { ChildStdio } from './child-stdio.ts'
 import type { Clock } from './clock.ts'
 import type { Spawn } from './spawner.ts'
 
@@ -58,24 +59,18 @@ export interface ExecHandle {
   cancel(): void
 }
 
-/** Makes files of stdin bytes (`ChildStdio`). */
-export interface StdinFiles {
-  /** Opens a file holding `bytes`, or returns null when it cannot. */
-  stdinFile(bytes: Uint8Array): number | null
-}
-
 /** Starts `bash -c command` with the given spawn function and clock. */
 export function startExec(
   request: ExecRequest,
   spawn: Spawn,
   clock: Clock,
-  stdinFiles?: StdinFiles,
+  childStdio?: Pick<ChildStdio, 'stdinFile'>,
 ): ExecHandle {
   const started = clock.monotonicMs()
   const cap = request.outputCapBytes ?? LIMITS.outputCapBytes
   const stdout = new CappedBytes(cap)
   const stderr = new CappedBytes(cap)
-  const stdinFd = request.stdin ? (stdinFiles?.stdinFile(request.stdin) ?? null) : null
+  const stdinFd = request.stdin ? (childStdio?.stdinFile(request.stdin) ?? null) : null
   let child: ChildProcess
   try {
     child = spawn('bash', ['-c', request.command], {
