@@ -4,12 +4,11 @@
 // its own when it wakes, across a restart too. The manifest is read back from disk, so the
 // attacks tamper with it: a lifetime no runner writes is dropped or lowered, never trusted,
 // and never crashes the runner.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { create, exec, info, lifetimeRunner, MIN, status } from './lifetime-fixture.ts'
-import type { TestRunner } from './runner-fixture.ts'
+import { type TestRunner, tempStateDir } from './runner-fixture.ts'
 
 /** The source's settings: none of them a runner default. */
 const SOURCE = { hibernateAfterMs: 7 * MIN, idleTimeoutMs: 45 * MIN, sessionIdleTimeoutMs: 3 * MIN }
@@ -196,8 +195,10 @@ describe('fork lifetimes attacks', () => {
 
 describe('wake lifetimes', () => {
   it('a sandbox woken from hibernation keeps its own settings, across a restart with other defaults', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'conch-fork-lifetimes-'))
+    using dir = tempStateDir('conch-fork-lifetimes-')
+    const stateDir = dir.path
     const first = await lifetimeRunner({ stateDir, limits: DEFAULTS })
+    await using _first = first.runner
     const id = await create(first.runner, SOURCE)
     await first.sweep(7 * MIN)
     expect(status(first.runner, id)).toBe('hibernated')
@@ -209,7 +210,6 @@ describe('wake lifetimes', () => {
 
     const second = await lifetimeRunner({
       stateDir,
-      removeStateDir: true,
       limits: {
         defaultHibernateAfterMs: 2 * MIN,
         defaultIdleTimeoutMs: 4 * MIN,

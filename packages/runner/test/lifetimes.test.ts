@@ -3,15 +3,12 @@
 // depends on how long a step takes. Hibernation by idle timer and the wake on every kind of
 // request, what keeps a sandbox awake, deletion after the TTL, idle sessions and a restart.
 // The attacks are in lifetimes-attacks.test.ts.
-import { mkdtempSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { create, exec, IDLE, info, lifetimeRunner, MIN, status } from './lifetime-fixture.ts'
 import { PORT_SERVER } from './ports/port-fixture.ts'
-import { baseUrl, shellUrl } from './runner-fixture.ts'
+import { baseUrl, shellUrl, tempStateDir } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
 
 describe('idle hibernation', () => {
@@ -274,15 +271,17 @@ describe('idle hibernation', () => {
   })
 
   it('keeps a sandbox hibernated by idle through a runner restart and wakes it after', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'conch-lifetimes-'))
+    using dir = tempStateDir('conch-lifetimes-')
+    const stateDir = dir.path
     const first = await lifetimeRunner({ stateDir })
+    await using _first = first.runner
     const id = await create(first.runner, IDLE)
     await exec(first.runner, id, 'export SURVIVED=yes')
     await first.sweep(10 * MIN)
     expect(status(first.runner, id)).toBe('hibernated')
     await first.runner[Symbol.asyncDispose]()
 
-    const second = await lifetimeRunner({ stateDir, removeStateDir: true })
+    const second = await lifetimeRunner({ stateDir })
     await using _ = second.runner
     expect((await info(second.runner, id)).status).toBe('hibernated')
     const res = await exec(second.runner, id, 'echo "$SURVIVED"')

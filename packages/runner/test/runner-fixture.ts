@@ -91,22 +91,29 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
       ? { snapshotStore: new SnapshotStore(stateDir, defaultLimits(options.limits)) }
       : {}),
   })
+  // Every step runs even when one before it throws, so one sandbox that fails to stop does not
+  // leave the others running; the errors are thrown together at the end.
   const dispose = async (): Promise<void> => {
+    const errors: unknown[] = []
     try {
       const sandboxes = app.conch.manager.list()
-      await app.close()
+      await app.close().catch((error: unknown) => errors.push(error))
       if (!options.keepAgents) {
         for (const s of sandboxes) {
           // A hibernated sandbox has nothing running: its driver state names its snapshot.
           if (s.record.status === 'hibernated') continue
           const own = options.extraDrivers?.find((d) => d.name === s.record.driver) ?? driver
-          await own.destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
+          await own
+            .destroy({ id: s.id, workdir: s.record.workdir, state: s.record.driverState })
+            .catch((error: unknown) => errors.push(error))
         }
       }
     } finally {
       store.close()
       removeStateDir()
     }
+    if (errors.length === 1) throw errors[0]
+    if (errors.length > 1) throw new AggregateError(errors, 'disposing the test runner failed')
   }
   let disposed: Promise<void> | undefined
   try {
@@ -153,4 +160,10 @@ export async function createSandbox(runner: TestRunner, body: Record<string, unk
 /** The shell WebSocket URL of a sandbox on a listening runner. */
 export function shellUrl(runner: TestRunner, sandboxId: string, query = ''): string {
   return `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${sandboxId}/shell${query}`
+}
+
+/** A temp state dir for tests that start more than one runner on it; `using` removes it. */
+export function tempStateDir(prefix: string): Disposable & { path: string } {
+  const path = mkdtempSync(join(tmpdir(), prefix))
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) }
 }
