@@ -137,6 +137,9 @@ describe('the router over three runners', () => {
 
     await runner.restart()
     const back = await viaRouter.reattachShell(sh.sessionId)
+    // The session's `sleep 600` ran on through the restart: interrupt it instead of waiting
+    // for its run timeout, then the session serves the next command with its state.
+    await back.interrupt()
     expect((await back.run('echo $KEPT')).stdout).toBe('across-restart\n')
     back.close()
     await sandbox.destroy()
