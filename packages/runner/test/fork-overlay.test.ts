@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
 import { isMountPoint } from '../src/snapshots/workspace-overlay.ts'
-import { gvisorRunner } from './gvisor-runner.ts'
+import { GVISOR_LIVE_TIMEOUT_MS, gvisorRunner } from './gvisor-runner.ts'
 import { exec, nsRunner } from './namespace-runner.ts'
 import type { TestRunner } from './runner-fixture.ts'
 
@@ -281,32 +281,36 @@ for name in ('trusted.overlay.opaque', 'trusted.overlay.redirect', 'trusted.over
 })
 
 describe('forks as overlays (gVisor driver: its gofer serves the host overlay)', () => {
-  it('two forks of a live snapshot diverge over one shared tree, which neither can change', async () => {
-    await using runner = await gvisorRunner({ snapshots: true })
-    const source = await create(runner)
-    expect((await exec(runner, source, SEED)).exitCode).toBe(0)
-    const snap = await snapshot(runner, source)
-    const a = await create(runner, { fromSnapshot: snap.id })
-    const b = await create(runner, { fromSnapshot: snap.id })
-    expect(isMountPoint(hostWorkspace(runner, a))).toBe(true)
-    const [tree] = lowerTrees(runner)
-    const before = treeDigest(tree!)
-    await exec(
-      runner,
-      a,
-      'echo owned > keep/a && rm -rf gone && chmod 777 victim && ln victim hard && mv keep/deep moved',
-    )
-    expect(treeDigest(tree!)).toBe(before)
-    expect((await exec(runner, a, 'cat keep/a; test -e gone || echo no-gone')).stdout).toBe(
-      'owned\nno-gone\n',
-    )
-    expect((await exec(runner, b, 'cat keep/a gone/x keep/deep/b')).stdout).toBe('base\ngone\nbase\n')
-    const mountinfo = (await exec(runner, a, 'cat /proc/self/mountinfo')).stdout
-    expect(mountinfo).not.toContain(runner.stateDir)
-    const fromA = await snapshot(runner, a)
-    const c = await create(runner, { fromSnapshot: fromA.id })
-    expect((await exec(runner, c, 'cat keep/a moved/b; test -e gone || echo no-gone')).stdout).toBe(
-      'owned\nbase\nno-gone\n',
-    )
-  })
+  it(
+    'two forks of a live snapshot diverge over one shared tree, which neither can change',
+    async () => {
+      await using runner = await gvisorRunner({ snapshots: true })
+      const source = await create(runner)
+      expect((await exec(runner, source, SEED)).exitCode).toBe(0)
+      const snap = await snapshot(runner, source)
+      const a = await create(runner, { fromSnapshot: snap.id })
+      const b = await create(runner, { fromSnapshot: snap.id })
+      expect(isMountPoint(hostWorkspace(runner, a))).toBe(true)
+      const [tree] = lowerTrees(runner)
+      const before = treeDigest(tree!)
+      await exec(
+        runner,
+        a,
+        'echo owned > keep/a && rm -rf gone && chmod 777 victim && ln victim hard && mv keep/deep moved',
+      )
+      expect(treeDigest(tree!)).toBe(before)
+      expect((await exec(runner, a, 'cat keep/a; test -e gone || echo no-gone')).stdout).toBe(
+        'owned\nno-gone\n',
+      )
+      expect((await exec(runner, b, 'cat keep/a gone/x keep/deep/b')).stdout).toBe('base\ngone\nbase\n')
+      const mountinfo = (await exec(runner, a, 'cat /proc/self/mountinfo')).stdout
+      expect(mountinfo).not.toContain(runner.stateDir)
+      const fromA = await snapshot(runner, a)
+      const c = await create(runner, { fromSnapshot: fromA.id })
+      expect((await exec(runner, c, 'cat keep/a moved/b; test -e gone || echo no-gone')).stdout).toBe(
+        'owned\nbase\nno-gone\n',
+      )
+    },
+    GVISOR_LIVE_TIMEOUT_MS,
+  )
 })

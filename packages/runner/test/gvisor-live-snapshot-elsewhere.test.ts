@@ -9,12 +9,10 @@ import { join } from 'node:path'
 import { ProcessList, SandboxInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { NamespaceDriver } from '../src/drivers/namespace-driver.ts'
-import { gvisorRunner } from './gvisor-runner.ts'
+import { GVISOR_LIVE_TIMEOUT_MS, gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
 import { createSandbox, shellUrl, type TestRunner } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
-
-const LIVE_TIMEOUT_MS = 240_000
 
 async function processes(runner: TestRunner, id: string): Promise<ProcessList['processes']> {
   const res = await runner.app.inject({
@@ -105,6 +103,6 @@ describe('a live snapshot forked on another driver', () => {
       const ready = await client.nextOf('shell_ready')
       expect(ready.resumed).toEqual({ snapshotId, processesRestarted: 1 })
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 })

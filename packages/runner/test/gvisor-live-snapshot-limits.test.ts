@@ -6,12 +6,9 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { SessionInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
-import { gvisorRunner } from './gvisor-runner.ts'
+import { GVISOR_LIVE_TIMEOUT_MS, gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
 import { createSandbox, type TestRunner } from './runner-fixture.ts'
-
-/** A gVisor checkpoint and restore is seconds on a loaded 2-core host; a few of them per test. */
-const LIVE_TIMEOUT_MS = 240_000
 
 /** Smaller than any image of a sandbox running the agent (its node process alone is larger). */
 const SMALL_CAP = 1_000_000
@@ -76,7 +73,7 @@ describe('gvisor live snapshot size limit', () => {
         /sleep 600[\s\S]*small/,
       )
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 
   it(
@@ -100,6 +97,6 @@ describe('gvisor live snapshot size limit', () => {
       expect(await pid(runner, id)).toBe(before)
       expect((await exec(runner, id, 'jobs -r', 'default')).stdout).toMatch(/sleep 600/)
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 })

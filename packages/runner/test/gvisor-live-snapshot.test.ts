@@ -7,13 +7,10 @@ import { join } from 'node:path'
 import { SandboxInfo, SessionInfo } from '@conch/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
-import { gvisorRunner } from './gvisor-runner.ts'
+import { GVISOR_LIVE_TIMEOUT_MS, gvisorRunner } from './gvisor-runner.ts'
 import { exec } from './namespace-runner.ts'
 import { createSandbox, shellUrl, type TestRunner } from './runner-fixture.ts'
 import { ShellClient } from './shell-client.ts'
-
-/** A gVisor checkpoint and restore is seconds on a loaded 2-core host; a few of them per test. */
-const LIVE_TIMEOUT_MS = 240_000
 
 async function snapshot(runner: TestRunner, id: string): Promise<string> {
   const res = await runner.app.inject({
@@ -117,7 +114,7 @@ describe('gvisor live snapshots', () => {
       expect(mark.stdout).toBe('after-restore\n')
       expect((await session(runner, child.id)).offset).toBeGreaterThan(after.offset)
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 
   it(
@@ -144,7 +141,7 @@ describe('gvisor live snapshots', () => {
       )
       expect(new Set(secrets).size).toBe(3)
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 
   it(
@@ -210,7 +207,7 @@ describe('gvisor live snapshots', () => {
       expect(res.json()).toMatchObject({ error: { code: 'SNAPSHOT_INCOMPATIBLE' } })
       expect(runner.app.conch.manager.list().length).toBe(before)
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 
   it(
@@ -234,7 +231,7 @@ describe('gvisor live snapshots', () => {
       expect((await session(runner, id)).pid).toBe(before.pid)
       expect((await exec(runner, id, 'jobs -r', 'default')).stdout).toMatch(/sleep 600/)
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 
   it(
@@ -276,6 +273,6 @@ describe('gvisor live snapshots', () => {
       const all = before + after.map((f) => String(f.data)).join('')
       expect(all).toBe(Array.from({ length: 40 }, (_, i) => `tick${i + 1}\n`).join(''))
     },
-    LIVE_TIMEOUT_MS,
+    GVISOR_LIVE_TIMEOUT_MS,
   )
 })

@@ -7,6 +7,12 @@ import { join } from 'node:path'
 import { GvisorDriver } from '../src/drivers/gvisor-driver.ts'
 import { startRunner, type TestRunner, type TestRunnerOptions } from './runner-fixture.ts'
 
+/**
+ * Time a test of live snapshots or forks on gVisor may take: each checkpoint, restore and
+ * sandbox start is a runsc process on the ptrace platform, seconds apiece on a busy host.
+ */
+export const GVISOR_LIVE_TIMEOUT_MS = 240_000
+
 /** A runner on a temp state dir with the gVisor driver (on `rootfs` when given, else the host's /usr). */
 export async function gvisorRunner(
   options: TestRunnerOptions & { rootfs?: string } = {},
