@@ -101,9 +101,14 @@ export class AgentServer implements ConnectionHost {
     else this.#linkWaiters.push(callback)
   }
 
-  /** Stops listening and ends every shell and process. */
+  /**
+   * Stops listening, drops every link connection (those still proving the secret too, so a
+   * peer that never finishes its handshake cannot hold the close open) and ends every shell
+   * and process.
+   */
   async close(): Promise<void> {
     this.#connection?.destroy()
+    for (const socket of this.#sockets) socket.destroy()
     this.#egress.close()
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()))
     this.#options.processes.killAll()

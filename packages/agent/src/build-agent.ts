@@ -34,6 +34,8 @@ export interface AgentDeps {
   scrollbackBudgetBytes?: number
   /** Time between the signals of a run's timeout. */
   killGraceMs?: number
+  /** How long a new link connection may take to prove the secret (10 s by default). */
+  handshakeTimeoutMs?: number
   /** Most sessions open at once. */
   maxSessions?: number
   /** Most background processes running at once. */
@@ -108,6 +110,7 @@ export function buildAgent(deps: AgentDeps): { server: AgentServer; sessions: Se
     logger: deps.logger,
     linkSecret: deps.linkSecret,
     ...(deps.resumeSecretFile === undefined ? {} : { resumeSecretFile: deps.resumeSecretFile }),
+    ...(deps.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: deps.handshakeTimeoutMs }),
     ...(deps.oomCheck === undefined ? {} : { oomCheck: deps.oomCheck }),
     ...(deps.tcpLingerMs === undefined ? {} : { tcpLingerMs: deps.tcpLingerMs }),
   })

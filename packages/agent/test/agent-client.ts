@@ -40,7 +40,6 @@ export class AgentClient {
     })
   }
 
-  /** Connects to an agent socket and says hello. */
   /** Connects and completes the link handshake with `secret` (the agent's link secret). */
   static async connect(path: string, secret: string): Promise<AgentClient> {
     const socket = connect(path)
@@ -54,6 +53,7 @@ export class AgentClient {
     client.send({ type: 'hello', linkVersion: LINK_VERSION, protocolVersion: 1, nonce })
     const hello = await client.waitFor((f) => f.type === 'hello')
     if (hello.type !== 'hello' || !checkLinkProof(secret, 'agent', nonce, hello.proof)) {
+      socket.destroy()
       throw new Error('the agent did not prove the link secret')
     }
     client.send({ type: 'auth', proof: linkProof(secret, 'runner', hello.nonce) })

@@ -20,10 +20,13 @@ const SECRET = mintLinkSecret()
 let agent: { socketPath: string; close: () => Promise<void> }
 let dir: string
 
-beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'conch-agent-hostile-'))
+/** Starts an agent on `name` in the test's dir, with the link secret SECRET. */
+async function serveAgent(
+  name: string,
+  options: { handshakeTimeoutMs?: number } = {},
+): Promise<{ socketPath: string; close: () => Promise<void> }> {
   const root = join(dir, 'root')
-  mkdirSync(root)
+  mkdirSync(root, { recursive: true })
   const { server } = buildAgent({
     root,
     baseEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
@@ -33,10 +36,16 @@ beforeEach(async () => {
     tempRoot: chooseTempRoot(),
     killGraceMs: 300,
     linkSecret: SECRET,
+    ...options,
   })
-  const socketPath = join(dir, 'agent.sock')
+  const socketPath = join(dir, name)
   await server.listen({ path: socketPath })
-  agent = { socketPath, close: () => server.close() }
+  return { socketPath, close: () => server.close() }
+}
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'conch-agent-hostile-'))
+  agent = await serveAgent('agent.sock')
 })
 afterEach(async () => {
   await agent.close()
@@ -213,5 +222,26 @@ describe('hostile peers on the agent link', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     await expect(c.call('session.list', {})).resolves.toBeDefined()
     c.close()
+  })
+
+  it('drops a peer still in its handshake when it closes, instead of waiting out the handshake timeout', async () => {
+    // An hour to prove the secret: a close that waited for it would outlast the test.
+    const slow = await serveAgent('slow.sock', { handshakeTimeoutMs: 3_600_000 })
+    const socket = connect(slow.socketPath)
+    socket.on('error', () => {})
+    const decoder = new FrameDecoder()
+    const hello = new Promise<void>((resolve) =>
+      socket.on('data', (chunk: Buffer) => {
+        if (decoder.push(chunk).some((r) => r.ok)) resolve()
+      }),
+    )
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    // The runner's hello, answered by the agent's; then no auth, ever.
+    socket.write(
+      encodeFrame({ type: 'hello', linkVersion: LINK_VERSION, protocolVersion: 1, nonce: linkNonce() }),
+    )
+    await hello
+    await slow.close()
+    await closed
   })
 })
