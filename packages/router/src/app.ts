@@ -62,6 +62,9 @@ export interface BuildRouterOptions {
 /** The router app, with its shard monitor for `main.ts` and tests. */
 export type RouterApp = FastifyInstance & { shardMonitor: ShardMonitor }
 
+/** Time a relayed socket has at shutdown to answer the router's close frame before it is cut. */
+const SHUTDOWN_CLOSE_GRACE_MS = 2_000
+
 /** The route every preview-host request is rewritten onto; its target is kept per request. */
 const PREVIEW_ROUTE = '/.conch-preview'
 
@@ -290,9 +293,12 @@ export function buildRouter(options: BuildRouterOptions): RouterApp {
   app.addHook('onReady', async () => {
     await shardMonitor.start()
   })
+  // Before the HTTP server's close, which waits for every relayed socket to end.
+  app.addHook('preClose', async () => {
+    await relay.close(SHUTDOWN_CLOSE_GRACE_MS)
+  })
   app.addHook('onClose', async () => {
     shardMonitor.stop()
-    relay.close()
     pool.close()
   })
   return Object.assign(app, { shardMonitor })

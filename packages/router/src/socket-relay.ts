@@ -83,7 +83,10 @@ export function refuseWithError(socket: Duplex, error: RouterError): void {
 export class SocketRelay {
   readonly #o: SocketRelayOptions
   readonly #server: WebSocketServer
-  readonly #open = new Set<WebSocket>()
+  /** Relayed sockets: each client with its runner socket. */
+  readonly #open = new Map<WebSocket, WebSocket>()
+  /** Upgrades waiting for the runner's answer: each client socket with its runner socket. */
+  readonly #pending = new Map<Duplex, WebSocket>()
 
   /** Creates a relay. */
   constructor(options: SocketRelayOptions) {
@@ -120,7 +123,10 @@ export class SocketRelay {
       followRedirects: false,
     })
     let settled = false
+    this.#pending.set(socket, upstream)
+    upstream.once('close', () => this.#pending.delete(socket))
     const clientGone = (): void => {
+      this.#pending.delete(socket)
       if (settled) return
       // The client left before the runner answered: not a runner failure.
       settled = true
@@ -154,6 +160,7 @@ export class SocketRelay {
     })
     upstream.once('open', () => {
       settled = true
+      this.#pending.delete(socket)
       socket.off('close', clientGone)
       if (socket.destroyed) {
         upstream.terminate()
@@ -164,9 +171,38 @@ export class SocketRelay {
     })
   }
 
-  /** Closes every relayed socket (the router is stopping). */
-  close(): void {
-    for (const ws of this.#open) ws.close(1001, 'router shutting down')
+  /**
+   * Closes every socket (the router is stopping): upgrades still waiting for their runner are
+   * cut, relayed sockets get a close frame, and those that have not closed within `graceMs`
+   * are cut with their runner sockets. ws would wait 30 s for a close answer, and the HTTP
+   * server's close waits for every socket, so a client that stops reading would hold the router.
+   */
+  async close(graceMs: number): Promise<void> {
+    for (const [socket, upstream] of this.#pending) {
+      socket.destroy()
+      upstream.terminate()
+    }
+    this.#pending.clear()
+    const open = [...this.#open]
+    for (const [client] of open) client.close(1001, 'router shutting down')
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      Promise.all(
+        open.map(([client]) =>
+          client.readyState === WebSocket.CLOSED
+            ? null
+            : new Promise((resolve) => client.once('close', resolve)),
+        ),
+      ),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, graceMs)
+      }),
+    ])
+    clearTimeout(timer)
+    for (const [client, upstream] of open) {
+      client.terminate()
+      upstream.terminate()
+    }
     this.#server.close()
   }
 
@@ -176,7 +212,7 @@ export class SocketRelay {
   }
 
   #relay(client: WebSocket, upstream: WebSocket, target: SandboxTarget): void {
-    this.#open.add(client)
+    this.#open.set(client, upstream)
     this.#o.metrics.shellSockets.inc()
     const pipe = (from: WebSocket, to: WebSocket): void => {
       from.on('message', (data: RawData, isBinary: boolean) => {

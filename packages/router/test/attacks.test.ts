@@ -1,8 +1,9 @@
 // Hostile clients against the router. A recording server sits in the router's shard table as
 // shard `rec`, so each test can show what reached a runner and what never did.
+import { shardOfSandboxId } from '@conch/protocol'
 import { Sandbox } from '@conch/sdk'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { codeOf, openShell, openSocket, rawRequest } from './raw-http.ts'
+import { codeOf, openShell, openSocket, rawRequest, upgradeThenStopReading } from './raw-http.ts'
 import { type Recorded, type RecordingServer, startRecordingServer } from './recording-server.ts'
 import { type Cluster, type Listening, shardList, startCluster } from './runner-cluster.ts'
 
@@ -257,5 +258,31 @@ describe('router endpoints', () => {
       expect([ws.status, codeOf(ws)], path).toEqual([404, 'NOT_FOUND'])
     }
     expect(forwarded()).toEqual([])
+  })
+})
+
+describe('attack: hold the router open at shutdown', () => {
+  it('stops on SIGTERM with relayed shell sockets open, one from a client that stopped reading', async () => {
+    // The HTTP server's close waits for every relayed socket; the router must end them itself.
+    const own = await cluster.extraRouter([])
+    const sandbox = await Sandbox.create({ url: own.url, apiKey: cluster.apiKey })
+    const reading = await openShell(own.url, sandbox.id, cluster.apiKey)
+    if (reading.kind !== 'open') throw new Error(`shell refused: ${reading.status} ${reading.body}`)
+    const stalled = await upgradeThenStopReading(own.url, `/v1/sandboxes/${sandbox.id}/shell`, {
+      'sec-websocket-protocol': 'conch.v1',
+      ...auth(cluster.apiKey),
+    })
+    stalled.on('error', () => {})
+    const stalledClosed = new Promise<void>((resolve) => stalled.once('close', () => resolve()))
+
+    own.child.kill('SIGTERM')
+    await own.exited
+    expect(own.child.exitCode).toBe(0)
+    expect(await reading.closed).toEqual({ code: 1001, reason: 'router shutting down' })
+    // Reading again, the stalled client finds its connection ended by the router.
+    stalled.resume()
+    await stalledClosed
+    const home = cluster.runners.find((r) => r.shard === shardOfSandboxId(sandbox.id))!
+    await (await Sandbox.connect(sandbox.id, { url: home.current.url, apiKey: cluster.apiKey })).destroy()
   })
 })

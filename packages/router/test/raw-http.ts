@@ -156,3 +156,34 @@ export async function nextFrame(
     })
   }
 }
+
+/** Sends a WebSocket upgrade by hand, reads the 101, then stops reading for good. */
+export async function upgradeThenStopReading(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<Socket> {
+  const url = new URL(base)
+  const socket = await openSocket(base)
+  const lines = [
+    `GET ${path} HTTP/1.1`,
+    `host: ${url.host}`,
+    'connection: Upgrade',
+    'upgrade: websocket',
+    'sec-websocket-version: 13',
+    'sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==',
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ]
+  return new Promise((resolve, reject) => {
+    let head = ''
+    socket.on('data', (chunk: Buffer) => {
+      head += chunk.toString('latin1')
+      if (!head.includes('\r\n\r\n')) return
+      socket.removeAllListeners('data')
+      socket.pause()
+      if (head.startsWith('HTTP/1.1 101')) resolve(socket)
+      else reject(new Error(`upgrade refused: ${head.split('\r\n')[0]}`))
+    })
+    socket.write(`${lines.join('\r\n')}\r\n\r\n`)
+  })
+}

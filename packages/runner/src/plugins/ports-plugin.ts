@@ -60,6 +60,12 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
   /** Relayed WebSockets cut when the credential that opened them ends. */
   const bound = new CredentialBoundSockets()
   app.addHook('onClose', async () => bound.close())
+  // A relayed upgrade is a hijacked socket the HTTP server no longer answers for, but its close
+  // still waits for it: cut every one at shutdown, or an open WebSocket holds the runner open.
+  const upgraded = new Set<Socket>()
+  app.addHook('preClose', async () => {
+    for (const socket of upgraded) socket.destroy()
+  })
 
   bindRoutes(app, {
     watchPorts: async ({ params, request, reply }) => {
@@ -247,7 +253,10 @@ export async function portsPlugin(app: FastifyInstance, ctx: RunnerContext): Pro
       stream.once('close', sandbox.hold())
       if (stillValid) bound.add(stream, stillValid)
       reply.hijack()
-      proxyUpgrade(request.raw, request.raw.socket as Socket, upgradeHead(request.raw), stream, proxyTarget)
+      const client = request.raw.socket as Socket
+      upgraded.add(client)
+      client.once('close', () => upgraded.delete(client))
+      proxyUpgrade(request.raw, client, upgradeHead(request.raw), stream, proxyTarget)
       return
     }
     if (pools.size > 1024) {

@@ -13,6 +13,13 @@ type WebSocketClass = NonNullable<NonNullable<WebsocketPluginOptions['options']>
 /** Bytes above the frame limit that still arrive as a frame (and get FRAME_TOO_LARGE); larger ones close the socket. */
 const FRAME_SLACK_BYTES = 1_048_576
 
+/**
+ * Time a shell or terminal socket has at shutdown to answer the runner's close frame before its
+ * TCP connection is cut. ws would wait 30 s for the answer, so a client that stops reading held
+ * the runner's shutdown open that long.
+ */
+const SHUTDOWN_CLOSE_GRACE_MS = 2_000
+
 /** The shell WebSocket `/v1/sandboxes/:id/shell[?sessionId=&offset=&encoding=]`. */
 export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext): Promise<void> {
   const sessions = ctx.manager.shellSessions
@@ -43,6 +50,24 @@ export async function shellSocketPlugin(app: FastifyInstance, ctx: RunnerContext
       request.log.debug({ code }, `shell socket error: ${error.message}`)
       socket.terminate()
     },
+  })
+  // @fastify/websocket's own preClose (before this one) sends every socket a close frame; what
+  // has not closed within the grace is cut, so the server's close does not wait on it.
+  app.addHook('preClose', async () => {
+    const open = [...app.websocketServer.clients]
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      Promise.all(
+        open.map((ws) =>
+          ws.readyState === ws.CLOSED ? null : new Promise((resolve) => ws.once('close', resolve)),
+        ),
+      ),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_CLOSE_GRACE_MS)
+      }),
+    ])
+    clearTimeout(timer)
+    for (const ws of open) ws.terminate()
   })
   // A refused upgrade gets its HTTP error answer, then its socket is closed: nothing else can
   // happen on it, and an open upgrade socket would hold the server open at shutdown.
