@@ -173,8 +173,8 @@ export class SocketRelay {
 
   /**
    * Closes every socket (the router is stopping): upgrades still waiting for their runner are
-   * cut, relayed sockets get a close frame, and those that have not closed within `graceMs`
-   * are cut with their runner sockets. ws would wait 30 s for a close answer, and the HTTP
+   * cut, relayed sockets get a close frame (passed on to their runner sockets), and the pairs
+   * that have not both closed within `graceMs` are cut. ws would wait 30 s for a close answer, and the HTTP
    * server's close waits for every socket, so a client that stops reading would hold the router.
    */
   async close(graceMs: number): Promise<void> {
@@ -188,11 +188,11 @@ export class SocketRelay {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([
       Promise.all(
-        open.map(([client]) =>
-          client.readyState === WebSocket.CLOSED
-            ? null
-            : new Promise((resolve) => client.once('close', resolve)),
-        ),
+        open
+          .flat()
+          .map((ws) =>
+            ws.readyState === WebSocket.CLOSED ? null : new Promise((resolve) => ws.once('close', resolve)),
+          ),
       ),
       new Promise((resolve) => {
         timer = setTimeout(resolve, graceMs)
