@@ -174,8 +174,9 @@ export class SocketRelay {
   /**
    * Closes every socket (the router is stopping): upgrades still waiting for their runner are
    * cut, relayed sockets get a close frame (passed on to their runner sockets), and the pairs
-   * that have not both closed within `graceMs` are cut. ws would wait 30 s for a close answer, and the HTTP
-   * server's close waits for every socket, so a client that stops reading would hold the router.
+   * that have not both closed within `graceMs` are cut. ws would wait 30 s for a close answer,
+   * and the HTTP server's close waits for every socket, so a client that stops reading would
+   * hold the router.
    */
   async close(graceMs: number): Promise<void> {
     for (const [socket, upstream] of this.#pending) {
