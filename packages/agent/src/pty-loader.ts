@@ -14,6 +14,8 @@ import { AgentError } from './agent-error.ts'
 export interface PtyProcess {
   /** Program pid (a session leader: its process group is its pid). */
   readonly pid: number
+  /** Path of the pty's program side (`/dev/pts/N`). */
+  readonly ptsName: string
   /** Output; a Buffer because the agent opens ptys with `encoding: null`. */
   onData(listener: (data: Buffer | string) => void): unknown
   /** The program ended. */
@@ -53,15 +55,31 @@ export interface PtySpawnOptions {
 /** node-pty's spawn. */
 export type PtySpawn = (file: string, args: string[], options: PtySpawnOptions) => PtyProcess
 
+/** What the agent takes from node-pty. */
+export interface Pty {
+  /** Starts a program on a new pty. */
+  spawn: PtySpawn
+  /** TIOCSWINSZ on any open tty fd (node-pty's native `resize`, which takes any fd). */
+  setWindowSize(fd: number, cols: number, rows: number): void
+}
+
+/** The parts of node-pty's package the loader reads. */
+interface NodePtyModule {
+  spawn?: unknown
+}
+interface NodePtyUtils {
+  loadNativeModule(name: string): { module: { resize?: unknown } }
+}
+
 /** Where the drivers put node-pty: beside the agent's own file. */
 function besideAgent(): string {
   return fileURLToPath(new URL('./node-pty', import.meta.url))
 }
 
-let loaded: PtySpawn | undefined
+let loaded: Pty | undefined
 
-/** node-pty's spawn, loaded once; TERMINAL_UNAVAILABLE-like AGENT_UNAVAILABLE when it is missing. */
-export function loadPtySpawn(): PtySpawn {
+/** node-pty, loaded once; AGENT_UNAVAILABLE when it is missing. */
+export function loadPty(): Pty {
   if (loaded) return loaded
   const require = createRequire(import.meta.url)
   const beside = besideAgent()
@@ -69,9 +87,11 @@ export function loadPtySpawn(): PtySpawn {
   let lastError: unknown
   for (const id of candidates) {
     try {
-      const mod = require(id) as { spawn?: unknown }
-      if (typeof mod.spawn === 'function') {
-        loaded = mod.spawn as PtySpawn
+      const mod = require(id) as NodePtyModule
+      // The native module node-pty itself loaded: `require` hands back the same instance.
+      const native = (require(`${id}/lib/utils`) as NodePtyUtils).loadNativeModule('pty').module
+      if (typeof mod.spawn === 'function' && typeof native.resize === 'function') {
+        loaded = { spawn: mod.spawn as PtySpawn, setWindowSize: native.resize as Pty['setWindowSize'] }
         return loaded
       }
     } catch (error) {

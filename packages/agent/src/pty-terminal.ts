@@ -7,13 +7,22 @@
 // the terminal stops reading the pty, whose kernel buffer then blocks the program: a slow
 // client slows the program, and memory stays bounded. When the program exits, a `closed`
 // record ends the log; the terminal keeps its scrollback until it is closed.
-import { writeFileSync } from 'node:fs'
+//
+// Size: the last resize a client sent is the size the program sees. bash's readline reads the
+// size and writes it back (TIOCGWINSZ, then TIOCSWINSZ) each time it prepares to read a line,
+// so a resize that lands between the two is undone on the program's side, while the kernel
+// still holds the new size on ours, where sending it again changes nothing. So after a resize
+// the terminal writes the size again on the program's side (`/dev/pts/N`, where an equal size
+// is a no-op without SIGWINCH): at once, which also lets a client mend a stale size by sending
+// it again, and then before each output chunk for a second, and before the first chunk however
+// late it comes. readline always draws its prompt right after writing the size back.
+import { closeSync, constants as fsConstants, fstatSync, openSync, writeFileSync } from 'node:fs'
 import { constants } from 'node:os'
 import type { TerminalInfo } from '@conch/protocol'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import { OutputLog } from './output-log.ts'
-import type { PtyProcess, PtySpawn } from './pty-loader.ts'
+import type { Pty, PtyProcess } from './pty-loader.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { SandboxUser } from './spawner.ts'
 
@@ -31,8 +40,8 @@ export interface PtyTerminalOptions {
   cwd: string
   /** The whole environment. */
   env: Record<string, string>
-  /** node-pty's spawn. */
-  spawn: PtySpawn
+  /** node-pty. */
+  pty: Pty
   /** The user the program runs as. */
   user?: SandboxUser
   /** cgroup.procs files the program is moved into at once. */
@@ -50,6 +59,17 @@ export interface PtyTerminalOptions {
 /** Time between SIGHUP and SIGKILL when a terminal is closed. */
 const CLOSE_GRACE_MS = 1_000
 
+/** How long after a resize output chunks still make the terminal write the size again. */
+const SIZE_HOLD_MS = 1_000
+
+/** Where a terminal holds its size after a resize (see the top of the file). */
+interface SizeHold {
+  /** Monotonic time until which each output chunk writes the size again. */
+  until: number
+  /** Whether an output chunk came since the resize; the first one always writes it. */
+  seenOutput: boolean
+}
+
 /** A program on a pty with a replayable output log. */
 export class PtyTerminal {
   /** Terminal id. */
@@ -57,6 +77,9 @@ export class PtyTerminal {
   /** Its output. */
   readonly log: OutputLog
   readonly #pty: PtyProcess
+  readonly #setWindowSize: Pty['setWindowSize']
+  readonly #clock: Clock
+  #sizeHold: SizeHold | null = null
   readonly #command: string[]
   readonly #createdAt: number
   #cols: number
@@ -71,9 +94,11 @@ export class PtyTerminal {
     this.#cols = options.cols
     this.#rows = options.rows
     this.#createdAt = options.clock.now()
+    this.#clock = options.clock
+    this.#setWindowSize = options.pty.setWindowSize
     this.log = new OutputLog(options.scrollbackBytes, (full) => this.#setPaused(full), options.budget, true)
     const [file, ...args] = options.command
-    this.#pty = options.spawn(file ?? 'bash', args, {
+    this.#pty = options.pty.spawn(file ?? 'bash', args, {
       name: options.env.TERM ?? 'xterm-256color',
       cols: options.cols,
       rows: options.rows,
@@ -96,6 +121,7 @@ export class PtyTerminal {
       }
     }
     this.#pty.onData((data) => {
+      if (this.#sizeHold) this.#holdSize(this.#sizeHold)
       this.log.appendData('stdout', null, typeof data === 'string' ? Buffer.from(data) : data)
     })
     this.#pty.onExit(({ exitCode, signal }) => {
@@ -150,11 +176,14 @@ export class PtyTerminal {
     this.#pty.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
   }
 
-  /** Sets the size (the program gets SIGWINCH). */
+  /** Sets the size (the program gets SIGWINCH), and holds it there against readline. */
   resize(cols: number, rows: number): void {
     this.#cols = cols
     this.#rows = rows
-    if (this.running) this.#pty.resize(cols, rows)
+    if (!this.running) return
+    this.#pty.resize(cols, rows)
+    this.#writeSizeOnProgramSide()
+    this.#sizeHold = { until: this.#clock.monotonicMs() + SIZE_HOLD_MS, seenOutput: false }
   }
 
   /** Sends a signal to the program. */
@@ -192,11 +221,41 @@ export class PtyTerminal {
     }
   }
 
+  /** Before an output chunk: writes the size again while the hold lasts. */
+  #holdSize(hold: SizeHold): void {
+    if (hold.seenOutput && this.#clock.monotonicMs() > hold.until) {
+      this.#sizeHold = null
+      return
+    }
+    hold.seenOutput = true
+    this.#writeSizeOnProgramSide()
+  }
+
+  /**
+   * TIOCSWINSZ on the program's side of the pty. The path comes from node-pty, but the sandbox
+   * may have mounted over it, so the open neither blocks nor takes a controlling tty, and only a
+   * character device gets the size. Errors are dropped: the program may have closed its tty.
+   */
+  #writeSizeOnProgramSide(): void {
+    let fd: number | undefined
+    try {
+      fd = openSync(this.#pty.ptsName, PROGRAM_SIDE_OPEN_FLAGS)
+      if (fstatSync(fd).isCharacterDevice()) this.#setWindowSize(fd, this.#cols, this.#rows)
+    } catch {
+      // the tty is gone or is not a tty: nothing to hold
+    } finally {
+      if (fd !== undefined) closeSync(fd)
+    }
+  }
+
   #setPaused(full: boolean): void {
     if (full) this.#pty.pause()
     else this.#pty.resume()
   }
 }
+
+/** How the program's side of the pty is opened to write its size. */
+const PROGRAM_SIDE_OPEN_FLAGS = fsConstants.O_RDWR | fsConstants.O_NOCTTY | fsConstants.O_NONBLOCK
 
 /** Signal numbers to names, for exit reports. */
 const signalNames: ReadonlyMap<number, string> = new Map(

@@ -16,7 +16,7 @@ import { AgentError } from './agent-error.ts'
 import type { Clock } from './clock.ts'
 import type { LogEvent } from './log-records.ts'
 import type { Logger } from './logger.ts'
-import { loadPtySpawn, type PtySpawn } from './pty-loader.ts'
+import { loadPty, type Pty } from './pty-loader.ts'
 import { PtyTerminal } from './pty-terminal.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { MethodContext } from './session-service.ts'
@@ -44,8 +44,8 @@ export interface TerminalManagerOptions {
   scrollbackBytes?: number
   /** The agent's shared scrollback budget. */
   budget?: ScrollbackBudget
-  /** node-pty's spawn; loaded on first use when absent. */
-  spawn?: PtySpawn
+  /** node-pty; loaded on first use when absent. */
+  pty?: Pty
   /** Time. */
   clock: Clock
   /** Logging. */
@@ -124,7 +124,7 @@ export class TerminalManager {
       )
     }
     this.#forgetEnded(max)
-    const spawn = o.spawn ?? loadPtySpawn()
+    const pty = o.pty ?? loadPty()
     const env: Record<string, string> = { ...o.baseEnv, TERM: 'xterm-256color', ...p.env }
     const cwd = p.cwd === undefined ? o.root : o.resolveDir(p.cwd)
     const command = p.command ?? ['bash', '-l']
@@ -138,7 +138,7 @@ export class TerminalManager {
         rows: p.rows ?? 24,
         cwd,
         env,
-        spawn,
+        pty,
         ...(o.user ? { user: o.user } : {}),
         workCgroups: o.workCgroups ?? [],
         scrollbackBytes: o.scrollbackBytes ?? LIMITS.terminalScrollbackBytes,

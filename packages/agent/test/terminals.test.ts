@@ -1,5 +1,6 @@
 import type { TerminalInfo } from '@conch/protocol'
 import { describe, expect } from 'vitest'
+import { systemClock } from '../src/clock.ts'
 import type { AgentClient, Received } from './agent-client.ts'
 import { servedAgentTest } from './served-agent.ts'
 
@@ -7,6 +8,36 @@ import { servedAgentTest } from './served-agent.ts'
 // arrives as `data` frames on the attached channel, the screen comes back as `data` frames.
 
 const test = servedAgentTest({ maxTerminals: 3 })
+
+/** The agent's clock, which a test moves forward to end the time a resize is held. */
+let skewMs = 0
+const skewedTest = servedAgentTest({
+  clock: { ...systemClock, monotonicMs: () => systemClock.monotonicMs() + skewMs },
+})
+
+/**
+ * A program that does what readline does around each prompt, in two steps a test drives: reads
+ * the size (`read-size`), then on Enter writes that size back (`wrote-back`), then on Enter
+ * prints the size it sees. Echo is off, so the program's own lines are all the output.
+ */
+const WRITES_BACK_SIZE = [
+  'python3',
+  '-c',
+  [
+    'import fcntl, struct, sys, termios',
+    'a = termios.tcgetattr(0); a[3] &= ~termios.ECHO; termios.tcsetattr(0, termios.TCSANOW, a)',
+    'size = lambda: fcntl.ioctl(0, termios.TIOCGWINSZ, bytes(8))',
+    'old = size()',
+    "print('read-size', flush=True)",
+    'sys.stdin.readline()',
+    'fcntl.ioctl(0, termios.TIOCSWINSZ, old)',
+    "print('wrote-back', flush=True)",
+    'sys.stdin.readline()',
+    "rows, cols = struct.unpack('HH', size()[:4])",
+    "print(f'size {rows} {cols}', flush=True)",
+    'sys.stdin.readline()',
+  ].join('\n'),
+]
 
 let nextCh = 1
 
@@ -54,11 +85,29 @@ describe('terminals on the agent', () => {
     a.type('\x03')
     await a.until(/ready\r\n\^C[\s\S]*# $/)
     a.type('echo after-$?\r')
-    await a.until(/after-130/)
+    // Ctrl-D only at the prompt, as a person types it: typed while bash is between commands,
+    // the tty takes it as end-of-line and readline then reads a NUL.
+    await a.until(/after-130\r\n[\s\S]*# $/)
     a.type('\x04')
     const end = await a.end()
     expect(end).toMatchObject({ type: 'end', exitCode: 0 })
     expect(await c.call('terminal.get', { terminal: t.id })).toMatchObject({ exitCode: 0 })
+  })
+
+  test('a resize holds when the program writes back the size it read just before (readline does, at each prompt)', async ({
+    agent,
+  }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { cols: 80, rows: 24, command: WRITES_BACK_SIZE })
+    const a = await attach(c, t.id)
+    await a.until('read-size')
+    await c.call('terminal.resize', { terminal: t.id, cols: 100, rows: 30 })
+    a.type('\r')
+    await a.until('wrote-back')
+    a.type('\r')
+    expect(await a.until(/size \d+ \d+/)).toContain('size 30 100')
+    expect(await c.call('terminal.get', { terminal: t.id })).toMatchObject({ cols: 100, rows: 30 })
+    await c.call('terminal.close', { terminal: t.id })
   })
 
   test('a python REPL and a getpass prompt, answered by typing; tput colours reach the screen', async ({
@@ -145,6 +194,23 @@ describe('terminals on the agent', () => {
     })
     // A closed slot is free again.
     await c.call('terminal.open', { command: ['bash', '--norc'] })
+  })
+
+  skewedTest('the hold ends: a size the program sets itself later stands', async ({ agent }) => {
+    const c = await agent.connect()
+    const t = await c.call<TerminalInfo>('terminal.open', { cols: 80, rows: 24, command: ['bash', '--norc'] })
+    const a = await attach(c, t.id)
+    await a.until(/# $/)
+    await c.call('terminal.resize', { terminal: t.id, cols: 100, rows: 30 })
+    a.type('echo resized\r')
+    await a.until(/resized\r\n[\s\S]*# $/)
+    skewMs += 60_000
+    // The program sets its size and prints (the output a hold would answer), then reads it.
+    a.type('stty rows 10 cols 50; echo set-$((1+1)); read; stty size\r')
+    await a.until('set-2\r\n')
+    a.type('\r')
+    expect(await a.until(/\r\n\d+ \d+\r\n/)).toMatch(/\r\n10 50\r\n/)
+    await c.call('terminal.close', { terminal: t.id })
   })
 
   test('a program that floods output with nobody attached keeps only the bounded scrollback; an old offset is OUTPUT_LOST', async ({

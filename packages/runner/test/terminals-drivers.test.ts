@@ -5,7 +5,7 @@ import { gvisorRunner } from './gvisor-runner.ts'
 import { nsRunner } from './namespace-runner.ts'
 import { rootlessRunner } from './rootless-runner.ts'
 import { baseUrl } from './runner-fixture.ts'
-import { screenOf } from './terminal-screen.ts'
+import { screenOf, sizeAfterWriteBack } from './terminal-screen.ts'
 
 // A terminal inside an isolated sandbox: node-pty's addon loads from /opt/conch/node-pty. In a
 // namespace sandbox the
@@ -13,7 +13,7 @@ import { screenOf } from './terminal-screen.ts'
 // reach the host's ptys or push keystrokes into one (TIOCSTI is refused by seccomp).
 
 describe('terminals in a namespace sandbox', () => {
-  it('runs on the sandbox’s own devpts as the sandbox user; TIOCSTI and the host’s ptys are out of reach', async () => {
+  it('runs on the sandbox’s own devpts as the sandbox user; TIOCSTI and the host’s ptys are out of reach; a resize holds', async () => {
     await using runner = await nsRunner({ listen: true })
     await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
     const term = await sb.terminal({ command: ['bash', '--norc'] })
@@ -33,12 +33,14 @@ except OSError as e: print("sti-refused", e.errno)'\r`,
     )
     const after = await until(/sti-(allowed|refused \d+)\r\n/)
     expect(after).toMatch(/sti-refused \d+\r\n/)
+    // The agent reaches the program's side of the pty in the sandbox to hold a resize.
+    expect(await sizeAfterWriteBack(term)).toBe('30x100')
     await term.close()
   })
 })
 
 describe('terminals in a gVisor sandbox', () => {
-  it('loads node-pty inside runsc and runs a program on its pty as the sandbox user', async () => {
+  it('loads node-pty inside runsc and runs a program on its pty as the sandbox user; a resize holds', async () => {
     await using runner = await gvisorRunner({ listen: true })
     await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
     const term = await sb.terminal({ command: ['bash', '--norc'], cols: 90, rows: 20 })
@@ -46,6 +48,7 @@ describe('terminals in a gVisor sandbox', () => {
     term.write('echo "size=$(stty size) uid=$(id -u) tty=$(tty)"\r')
     const screen = await until(/size=\d+ \d+ uid=\d+ tty=\S+\r\n/)
     expect(screen).toMatch(/size=20 90 uid=[1-9]\d* tty=\/dev\/pts\/\d+\r\n/)
+    expect(await sizeAfterWriteBack(term)).toBe('30x100')
     await term.close()
   })
 })
