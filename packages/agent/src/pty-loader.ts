@@ -16,12 +16,17 @@ export interface PtyProcess {
   readonly pid: number
   /** Path of the pty's program side (`/dev/pts/N`). */
   readonly ptsName: string
+  /** The master's fd, which the agent writes input to (see pty-input.ts). */
+  readonly fd: number
+  /**
+   * node-pty's `close`: the master's fd was closed (its read hit EIO), emitted before any timer
+   * or I/O callback runs again, so nothing is written to a number the process may reuse.
+   */
+  on(event: 'close', listener: () => void): void
   /** Output; a Buffer because the agent opens ptys with `encoding: null`. */
   onData(listener: (data: Buffer | string) => void): unknown
   /** The program ended. */
   onExit(listener: (e: { exitCode: number; signal?: number }) => void): unknown
-  /** Input bytes. */
-  write(data: string | Buffer): void
   /** New size (TIOCSWINSZ; the program gets SIGWINCH). */
   resize(cols: number, rows: number): void
   /** Sends a signal to the program. */

@@ -22,6 +22,7 @@ import type { TerminalInfo } from '@conch/protocol'
 import type { Clock } from './clock.ts'
 import type { Logger } from './logger.ts'
 import { OutputLog } from './output-log.ts'
+import { PtyInput } from './pty-input.ts'
 import type { Pty, PtyProcess } from './pty-loader.ts'
 import type { ScrollbackBudget } from './scrollback-budget.ts'
 import type { SandboxUser } from './spawner.ts'
@@ -77,6 +78,7 @@ export class PtyTerminal {
   /** Its output. */
   readonly log: OutputLog
   readonly #pty: PtyProcess
+  readonly #input: PtyInput
   readonly #setWindowSize: Pty['setWindowSize']
   readonly #clock: Clock
   #sizeHold: SizeHold | null = null
@@ -120,6 +122,8 @@ export class PtyTerminal {
         this.#pty.kill('SIGKILL')
       }
     }
+    this.#input = new PtyInput(this.#pty.fd, options.clock)
+    this.#pty.on('close', () => this.#input.close())
     this.#pty.onData((data) => {
       if (this.#sizeHold) this.#holdSize(this.#sizeHold)
       this.log.appendData('stdout', null, typeof data === 'string' ? Buffer.from(data) : data)
@@ -173,7 +177,7 @@ export class PtyTerminal {
   /** Writes input bytes; ignored once the program ended. */
   write(bytes: Uint8Array): void {
     if (!this.running) return
-    this.#pty.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))
+    this.#input.write(bytes)
   }
 
   /** Sets the size (the program gets SIGWINCH), and holds it there against readline. */
