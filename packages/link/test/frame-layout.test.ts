@@ -22,14 +22,18 @@ function recordingSocket(): { socket: Duplex; writes: Buffer[][] } {
   return { socket, writes }
 }
 
-/** Writes one frame through an endpoint on `socket`, as the roles do. */
-function writeFrame(socket: Duplex, header: unknown, payload?: Uint8Array): boolean {
-  const endpoint = new LinkEndpoint<LinkFrame, LinkFrame>(socket, {
+/** An endpoint on `socket` that only writes, as the roles' endpoints do. */
+function endpointOn(socket: Duplex): LinkEndpoint<LinkFrame, LinkFrame> {
+  return new LinkEndpoint<LinkFrame, LinkFrame>(socket, {
     parse: () => ({ ok: false, error: { code: 'INVALID_FRAME', message: 'not read' } }),
     onFrame: () => {},
     onBadFrame: () => {},
   })
-  return endpoint.send(header as LinkFrame, payload)
+}
+
+/** Writes one frame through a new endpoint on `socket`. */
+function writeFrame(socket: Duplex, header: unknown, payload?: Uint8Array): boolean {
+  return endpointOn(socket).send(header as LinkFrame, payload)
 }
 
 /** Lets the endpoint's end-of-tick flush happen. */
@@ -70,11 +74,7 @@ describe('frame layout on the stream', () => {
 
   it('sends the control frames of one tick in one writev', async () => {
     const { socket, writes } = recordingSocket()
-    const endpoint = new LinkEndpoint<LinkFrame, LinkFrame>(socket, {
-      parse: () => ({ ok: false, error: { code: 'INVALID_FRAME', message: 'not read' } }),
-      onFrame: () => {},
-      onBadFrame: () => {},
-    })
+    const endpoint = endpointOn(socket)
     for (let n = 0; n < 20; n++) endpoint.send({ type: 'ping', n } as LinkFrame)
     expect(writes).toHaveLength(0)
     await nextTick()
@@ -99,7 +99,8 @@ describe('frame layout on the stream', () => {
       payload: Uint8Array.from({ length: rand(3) === 0 ? 300 : rand(40) }, () => rand(256)),
     }))
     const { socket, writes } = recordingSocket()
-    for (const f of frames) writeFrame(socket, f.header, f.payload)
+    const endpoint = endpointOn(socket)
+    for (const f of frames) endpoint.send(f.header as LinkFrame, f.payload)
     await nextTick()
     const stream = Buffer.concat(writes.flat())
     const expected = frames.map((f) =>
