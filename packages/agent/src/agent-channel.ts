@@ -35,7 +35,8 @@ export class AgentChannel extends LinkChannel<AgentFrame, HostFrame> {
       id,
       send,
       sendWindow: LIMITS.channelWindowBytes,
-      // Runners of link 2 send file and terminal uploads without waiting for credit.
+      // Runners send file uploads without waiting for credit, and terminal input under the
+      // `inputWindow` that `terminal.attach` answers; the agent enforces neither.
       receiveWindow: null,
       isTerminal: (frame) => frame.type === 'close',
       abortFrame: (error) => (error === null ? null : { type: 'error', error }),

@@ -4,7 +4,9 @@
 // the tty's input queue is full) again on the next turn of the event loop, so a program that
 // never read its input while a client typed or pasted kept a core of the agent busy until it
 // did. This writer tries again after a timer that backs off from 1 ms to `MAX_RETRY_MS`, keeps
-// the bytes in order, and drops what is left once the pty is gone (EIO, EBADF).
+// the bytes in order, and drops what is left once the pty is gone (EIO, EBADF). Each chunk's
+// `onTaken` runs once the pty has it all, or once it is dropped: the agent returns the runner's
+// credit for input then, so input waits in the runner's client, not in the agent's memory.
 import { write } from 'node:fs'
 import type { Clock } from './clock.ts'
 
@@ -15,7 +17,7 @@ const MAX_RETRY_MS = 100
 export class PtyInput {
   readonly #fd: number
   readonly #clock: Clock
-  readonly #queue: Uint8Array[] = []
+  readonly #queue: { bytes: Uint8Array; onTaken: (() => void) | undefined }[] = []
   #pendingBytes = 0
   #writing = false
   #retryMs = 0
@@ -33,10 +35,16 @@ export class PtyInput {
     return this.#pendingBytes
   }
 
-  /** Queues a copy of `bytes` (the caller's view may be reused) behind what is pending. */
-  write(bytes: Uint8Array): void {
-    if (this.#closed || bytes.byteLength === 0) return
-    this.#queue.push(Uint8Array.from(bytes))
+  /**
+   * Queues a copy of `bytes` (the caller's view may be reused) behind what is pending; `onTaken`
+   * runs once the pty has taken all of it or it was dropped (at once when closed or empty).
+   */
+  write(bytes: Uint8Array, onTaken?: () => void): void {
+    if (this.#closed || bytes.byteLength === 0) {
+      onTaken?.()
+      return
+    }
+    this.#queue.push({ bytes: Uint8Array.from(bytes), onTaken })
     this.#pendingBytes += bytes.byteLength
     if (!this.#writing) this.#next()
   }
@@ -44,10 +52,11 @@ export class PtyInput {
   /** Drops what is pending and writes nothing more (the program ended or the terminal closed). */
   close(): void {
     this.#closed = true
-    this.#queue.length = 0
+    const dropped = this.#queue.splice(0)
     this.#pendingBytes = 0
     if (this.#timer !== null) this.#clock.clearTimer(this.#timer)
     this.#timer = null
+    for (const chunk of dropped) chunk.onTaken?.()
   }
 
   #next(): void {
@@ -58,7 +67,8 @@ export class PtyInput {
       return
     }
     this.#writing = true
-    write(this.#fd, head, 0, head.byteLength, null, (error, written) => {
+    const { bytes } = head
+    write(this.#fd, bytes, 0, bytes.byteLength, null, (error, written) => {
       if (this.#closed) return
       if (error) {
         if (error.code !== 'EAGAIN') {
@@ -71,8 +81,12 @@ export class PtyInput {
       }
       this.#retryMs = 0
       this.#pendingBytes -= written
-      if (written < head.byteLength) this.#queue[0] = head.subarray(written)
-      else this.#queue.shift()
+      if (written < bytes.byteLength) {
+        head.bytes = bytes.subarray(written)
+      } else {
+        this.#queue.shift()
+        head.onTaken?.()
+      }
       this.#next()
     })
   }

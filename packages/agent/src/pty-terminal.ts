@@ -174,10 +174,13 @@ export class PtyTerminal {
     }
   }
 
-  /** Writes input bytes; ignored once the program ended. */
-  write(bytes: Uint8Array): void {
-    if (!this.running) return
-    this.#input.write(bytes)
+  /** Writes input bytes (dropped once the program ended); `onTaken` as in `PtyInput.write`. */
+  write(bytes: Uint8Array, onTaken?: () => void): void {
+    if (!this.running) {
+      onTaken?.()
+      return
+    }
+    this.#input.write(bytes, onTaken)
   }
 
   /** Sets the size (the program gets SIGWINCH), and holds it there against readline. */

@@ -9,7 +9,7 @@
 // limited per sandbox; an ended terminal keeps its scrollback (and its exit code) until it is
 // closed, and the oldest ended ones are forgotten when more than the limit pile up.
 import { randomBytes } from 'node:crypto'
-import type { AgentParams, AgentResultOf, TerminalInfo } from '@conch/protocol'
+import type { AgentParams, AgentResultOf, TerminalAttachment, TerminalInfo } from '@conch/protocol'
 import { assertNever, LIMITS } from '@conch/protocol/zod-free'
 import type { AgentChannel } from './agent-channel.ts'
 import { AgentError } from './agent-error.ts'
@@ -176,7 +176,7 @@ export class TerminalManager {
     return terminal
   }
 
-  #attach(p: AgentParams<'terminal.attach'>, context: MethodContext): TerminalInfo {
+  #attach(p: AgentParams<'terminal.attach'>, context: MethodContext): TerminalAttachment {
     const terminal = this.#get(p.terminal)
     const from = p.offset ?? terminal.log.startOffset
     // Throws OUTPUT_LOST (evicted) or BAD_REQUEST (past the end) before the channel exists.
@@ -184,7 +184,7 @@ export class TerminalManager {
     const channel = context.channel(p.ch)
     attachTerminalChannel(terminal, channel, from)
     void pumpInput(terminal, channel)
-    return terminal.info()
+    return { ...terminal.info(), inputWindow: LIMITS.channelWindowBytes }
   }
 }
 
@@ -235,10 +235,14 @@ function attachTerminalChannel(terminal: PtyTerminal, channel: AgentChannel, fro
   pump()
 }
 
-/** Writes the channel's `data` frames to the terminal as input until the channel closes. */
+/**
+ * Writes the channel's `data` frames to the terminal as input until the channel closes, and
+ * returns the runner's credit for each once the pty has taken it (see `inputWindow`).
+ */
 async function pumpInput(terminal: PtyTerminal, channel: AgentChannel): Promise<void> {
   for await (const chunk of channel.uploads()) {
-    if (chunk.byteLength > LIMITS.maxTerminalInputBytes) continue
-    terminal.write(chunk)
+    const taken = () => channel.release(chunk.byteLength)
+    if (chunk.byteLength > LIMITS.maxTerminalInputBytes) taken()
+    else terminal.write(chunk, taken)
   }
 }

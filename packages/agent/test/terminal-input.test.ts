@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto'
-import type { TerminalInfo } from '@conch/protocol'
+import { LIMITS, type TerminalAttachment, type TerminalInfo } from '@conch/protocol'
 import { describe, expect } from 'vitest'
 import { servedAgentTest } from './served-agent.ts'
 
 // Input to a program on a pty that is not reading it yet: the tty's input queue fills (4 KiB in
 // raw mode) and the pty refuses more. The agent keeps the rest in order, tries again on a timer
-// rather than at once, and hands every byte over once the program reads.
+// rather than at once, hands every byte over once the program reads, and returns the runner's
+// credit for input only as the pty takes it.
 
 const test = servedAgentTest()
 
@@ -35,7 +36,8 @@ describe('terminal input', () => {
     const c = await agent.connect()
     const t = await c.call<TerminalInfo>('terminal.open', { command: readsAfterSignal(input.byteLength) })
     const ch = 1
-    await c.call('terminal.attach', { terminal: t.id, ch })
+    const attached = await c.call<TerminalAttachment>('terminal.attach', { terminal: t.id, ch })
+    expect(attached.inputWindow).toBe(LIMITS.channelWindowBytes)
     const screen = () =>
       Buffer.concat(c.frames.filter((f) => f.type === 'data' && f.ch === ch).map((f) => f.payload)).toString()
     await c.waitFor(() => screen().includes('waiting'))
@@ -51,10 +53,15 @@ describe('terminal input', () => {
     const cpu = process.cpuUsage(cpu0)
     const busy = (cpu.user + cpu.system) / 1000 / (performance.now() - wall0)
     expect(busy).toBeLessThan(0.3)
+    // Credit comes back only for what the pty took (batched by a quarter of the window).
+    const credited = () =>
+      c.frames.reduce((n, f) => (f.type === 'credit' && f.ch === ch ? n + f.bytes : n), 0)
+    expect(credited()).toBe(0)
 
     await c.call('terminal.signal', { terminal: t.id, signal: 'SIGCONT' })
     await c.waitFor(() => /got [0-9a-f]{64}/.test(screen()))
     expect(screen()).toContain(`got ${createHash('sha256').update(input).digest('hex')}`)
+    await c.waitFor(() => credited() === input.byteLength)
   })
 
   test('input pending when the program exits is dropped, and the agent serves the next terminal', async ({

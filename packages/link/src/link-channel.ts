@@ -6,7 +6,7 @@
 // a peer that sends more than its window plus one chunk beyond what this end released is cut
 // off: the channel sends its abort frame, and its consumer gets the failure event. A direction
 // whose window is null is held back by the link's buffer only (the runner's file uploads, which
-// link 2 agents do not acknowledge).
+// link 2 agents do not acknowledge), until `limitSends` puts it under credit.
 //
 // Lifecycle: a channel is done after exactly one of: a terminal frame from the peer (handed to
 // the consumer last), a terminal frame this end sent (`end`), this end giving up (`close`, which
@@ -78,6 +78,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   #endedByPeer = false
   /** Send credit left; Infinity when sends are not credit-controlled. */
   #credit: number
+  #creditControlled: boolean
   #paused = false
   /** Payload bytes received, released and sent back as credit, and released but not sent yet. */
   #received = 0
@@ -92,6 +93,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
     this.id = options.id
     this.#options = options
     this.#credit = options.sendWindow ?? Number.POSITIVE_INFINITY
+    this.#creditControlled = options.sendWindow !== null
     this.#creditBatch = Math.max(1, (options.receiveWindow ?? LIMITS.channelWindowBytes) / 4)
   }
 
@@ -172,6 +174,17 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   // ---- sending ----
 
   /**
+   * Puts this end's sends under credit from now on: `window` bytes before the peer returns some.
+   * For a channel whose peer says only once it is open that it acknowledges what it takes (a
+   * terminal's input, from agents that do); a channel already under credit keeps its own.
+   */
+  limitSends(window: number): void {
+    if (this.#creditControlled || !(window > 0)) return
+    this.#creditControlled = true
+    this.#credit = window
+  }
+
+  /**
    * Sends a frame with a payload under the channel's credit. False means "pause until
    * `onResume`": the credit is used up or the link's buffer is full (or the channel is done).
    */
@@ -239,7 +252,7 @@ export class LinkChannel<Out extends LinkFrame, In extends LinkFrame> {
   }
 
   #grant(bytes: number): void {
-    if (this.#options.sendWindow === null || !(bytes > 0)) return
+    if (!this.#creditControlled || !(bytes > 0)) return
     this.#credit += bytes
     this.#wake()
   }

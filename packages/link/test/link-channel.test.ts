@@ -381,3 +381,38 @@ describe('a direction without a window', () => {
     expect(mine.channel.credit).toBe(Number.POSITIVE_INFINITY)
   })
 })
+
+describe('a direction put under credit once open (limitSends)', () => {
+  it('waits for the credit the peer returns from then on, and gets all its bytes through in order', async () => {
+    pair = await socketPair()
+    const self = new End(pair.a, runner, { send: null, receive: WINDOW })
+    const peer = new End(pair.b, agent, { send: WINDOW, receive: null })
+    const mine = self.open(1)
+    const theirs = peer.open(1)
+    mine.channel.limitSends(2 * CHUNK)
+    const data = pattern(8 * CHUNK, 6)
+    const writes = Array.from({ length: 8 }, (_, i) =>
+      mine.channel.write({ type: 'data' }, data.subarray(i * CHUNK, (i + 1) * CHUNK)),
+    )
+    // Two chunks use the window up; nothing more leaves before the peer returns credit.
+    await vi.waitFor(() => expect(total(theirs.seen.bytes)).toBe(2 * CHUNK))
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(total(theirs.seen.bytes)).toBe(2 * CHUNK)
+    expect(mine.channel.credit).toBe(0)
+    // The agent's end batches credit by a quarter of its receive window (the default window).
+    let released = 0
+    while (released < data.length) {
+      await vi.waitFor(() => expect(total(theirs.seen.bytes)).toBeGreaterThan(released))
+      const got = total(theirs.seen.bytes)
+      theirs.channel.release(got - released)
+      theirs.channel.flushCredit()
+      released = got
+    }
+    expect(await Promise.all(writes)).toEqual(Array(8).fill(true))
+    expect(Buffer.concat(theirs.seen.bytes).equals(data)).toBe(true)
+    await vi.waitFor(() => expect(mine.channel.credit).toBe(2 * CHUNK))
+    // A second call changes nothing: the window is set once.
+    mine.channel.limitSends(1)
+    expect(mine.channel.credit).toBe(2 * CHUNK)
+  })
+})

@@ -8,7 +8,14 @@ import { ProcessId, ProcessInfo, ProcessOptions } from './process.ts'
 import { RunResult } from './run-result.ts'
 import { HistoryEntry, HistoryQuery, SessionInfo, SessionOptions } from './session.ts'
 import { RestoredSession, SandboxShellState } from './snapshot.ts'
-import { TerminalId, TerminalInfo, TerminalOptions, TerminalSignal, TerminalSize } from './terminal.ts'
+import {
+  TerminalAttachment,
+  TerminalId,
+  TerminalInfo,
+  TerminalOptions,
+  TerminalSignal,
+  TerminalSize,
+} from './terminal.ts'
 
 // The methods a runner may call on an agent, each with its params and result schemas.
 // Byte data inside JSON (stdin, buffered output, small file contents) is base64; large
@@ -190,7 +197,7 @@ export const AGENT_METHODS = {
   /** Attach a channel: output from `offset` (default: the scrollback's start), then live; `data` frames on the channel are input. */
   'terminal.attach': {
     params: z.object({ terminal: TerminalId, ch: ChannelId, offset: Offset.optional() }),
-    result: TerminalInfo,
+    result: TerminalAttachment,
   },
   'terminal.resize': {
     params: z.object({ terminal: TerminalId, ...TerminalSize.shape }),

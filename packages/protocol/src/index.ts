@@ -228,6 +228,7 @@ export {
   TERMINAL_OUTPUT_HEADER_BYTES,
   TERMINAL_SIZE_LIMITS,
   TERMINAL_SUBPROTOCOL,
+  TerminalAttachment,
   TerminalClientFrame,
   TerminalCols,
   TerminalExitFrame,

@@ -92,6 +92,18 @@ export const TerminalInfo = z.object({
 /** Terminal info. */
 export type TerminalInfo = z.infer<typeof TerminalInfo>
 
+/**
+ * Link only: what `terminal.attach` answers, the terminal and, from agents that acknowledge
+ * input, `inputWindow`: the bytes of input the runner may send on the channel before the agent
+ * returns credit (it does as the pty takes them). Agents without it take input without credit.
+ */
+export const TerminalAttachment = TerminalInfo.extend({
+  /** Input bytes the runner may have unacknowledged on the channel. */
+  inputWindow: z.number().int().positive().optional(),
+})
+/** What `terminal.attach` answers. */
+export type TerminalAttachment = z.infer<typeof TerminalAttachment>
+
 /** A new size. */
 export const TerminalSize = z.object({
   /** Columns. */

@@ -5,7 +5,10 @@
 // data events and leaves as binary messages (`u32 offsetHigh · u32 offsetLow · bytes`); the
 // runner grants the agent credit for a chunk only once ws has handed it to the kernel, so a
 // slow client holds at most the channel window in the runner and slows the program, never
-// grows memory. Binary messages from the client are input, forwarded as channel data; text
+// grows memory. Binary messages from the client are input, forwarded as channel data under
+// the credit the agent returns as the pty takes them (`inputWindow`, from agents that do): once
+// `INPUT_HELD_BYTES` wait in the runner, it stops reading the client's socket, so input a program
+// is not reading waits in the client, in order, and no memory on the way grows; text
 // messages are JSON control frames (resize, signal, ping). A bad frame gets an `error` frame
 // and the socket stays open. The socket closing detaches the channel and never ends the
 // terminal; the terminal's program ending sends `terminal_exit` and closes the socket (1000).
@@ -28,6 +31,9 @@ import type { SandboxRuntime } from './sandbox-manager.ts'
 
 /** Longest a timer may be set for (Node's limit, about 24.8 days). */
 const MAX_TIMER_MS = 2_147_483_647
+
+/** Input the runner holds for the agent before it stops reading the client's socket. */
+const INPUT_HELD_BYTES = LIMITS.channelWindowBytes
 
 /** What a terminal socket is made of. */
 export interface TerminalSocketOptions {
@@ -57,6 +63,8 @@ export class TerminalSocket {
   #release: () => void = () => {}
   /** Input waiting for the link, in order. */
   #input: Promise<void> = Promise.resolve()
+  /** Bytes of input in `#input` not yet sent. */
+  #inputHeld = 0
 
   /** A socket not yet attached; call `start`. */
   constructor(options: TerminalSocketOptions) {
@@ -78,7 +86,7 @@ export class TerminalSocket {
       this.#link = link
       const channel = link.openChannel()
       this.#channel = channel
-      const info: TerminalInfo = await link.call('terminal.attach', {
+      const { inputWindow, ...info } = await link.call('terminal.attach', {
         terminal: this.#o.terminalId,
         ch: channel.id,
         ...(this.#o.query.offset === undefined ? {} : { offset: this.#o.query.offset }),
@@ -87,6 +95,7 @@ export class TerminalSocket {
         channel.close()
         return
       }
+      if (inputWindow !== undefined) channel.limitSends(inputWindow)
       this.#sendJson({
         type: 'terminal_ready',
         terminal: info,
@@ -179,11 +188,13 @@ export class TerminalSocket {
         return
       }
       const copy = Uint8Array.from(bytes)
+      this.#holdInput(copy.byteLength)
       this.#input = this.#input
         .then(async () => {
           await channel.write({ type: 'data' }, copy)
         })
         .catch(() => {})
+        .finally(() => this.#holdInput(-copy.byteLength))
       return
     }
     let json: unknown
@@ -221,6 +232,17 @@ export class TerminalSocket {
       const e = toRunnerError(error)
       this.#sendError(e.code, e.message, e.details)
     })
+  }
+
+  /** Counts input held for the link; pauses the client's socket past `INPUT_HELD_BYTES`. */
+  #holdInput(bytes: number): void {
+    const { ws } = this.#o
+    this.#inputHeld += bytes
+    if (this.#inputHeld > INPUT_HELD_BYTES) {
+      if (!ws.isPaused) ws.pause()
+    } else if (ws.isPaused) {
+      ws.resume()
+    }
   }
 
   #fail(error: unknown): void {

@@ -4,8 +4,9 @@
 // binary messages carrying their byte offset; the client remembers the offset after the last
 // byte it saw, and when its socket drops (not by `detach` or `close`) it reconnects from there,
 // so nothing is missed or repeated; output older than the runner's scrollback is reported as
-// OUTPUT_LOST. Input, resize and signals go out on the same socket. Several clients may attach
-// to one terminal at once (`sb.attachTerminal(id)`), and all see the same screen.
+// OUTPUT_LOST. Input goes out on the same socket; resize and signals go over REST, so they
+// never wait behind input the program is not reading yet. Several clients may attach to one
+// terminal at once (`sb.attachTerminal(id)`), and all see the same screen.
 import { ConchError } from './conch-error.ts'
 import { errorFromWire } from './error-from-wire.ts'
 import type { HttpClient } from './http-client.ts'

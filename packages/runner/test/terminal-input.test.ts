@@ -1,0 +1,80 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { Sandbox } from '@conch/sdk'
+import { describe, expect, it } from 'vitest'
+import { WebSocket } from 'ws'
+import { baseUrl, startRunner } from './runner-fixture.ts'
+import { screenOf } from './terminal-screen.ts'
+
+// Input a terminal's program is not reading, through the real runner (local driver, a real
+// agent and node-pty): the agent returns credit only as the pty takes input, and the runner stops
+// reading the client's socket once a window of input waits, so a paste of any size waits in
+// the client, never in the agent's or the runner's memory, and arrives whole once the program
+// reads.
+
+/** Raw mode, then waits for SIGCONT before it reads `n` bytes and prints their sha256. */
+function readsAfterSignal(n: number): string[] {
+  const script = [
+    'import hashlib, os, signal, tty',
+    'tty.setraw(0)',
+    'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCONT})',
+    "print('waiting', end='\\r\\n', flush=True)",
+    'signal.sigwait({signal.SIGCONT})',
+    `h, left = hashlib.sha256(), ${n}`,
+    'while left > 0:',
+    '    b = os.read(0, min(left, 65536))',
+    '    h.update(b)',
+    '    left -= len(b)',
+    "print('got', h.hexdigest(), end='\\r\\n', flush=True)",
+  ].join('\n')
+  return ['python3', '-c', script]
+}
+
+/** Resident memory of a process, from /proc. */
+function rssBytes(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+  return Number(kb) * 1024
+}
+
+/** The parent of a process: the agent, for a terminal's program. */
+function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
+describe('terminal input a program is not reading', () => {
+  it('attack: a 32 MiB paste waits in the client, not in the agent, and arrives whole once the program reads', async () => {
+    await using runner = await startRunner({ listen: true })
+    await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
+    const paste = randomBytes(32 * 1024 * 1024)
+    const term = await sb.terminal({ command: readsAfterSignal(paste.byteLength) })
+    const { until } = screenOf(term)
+    await until(/waiting\r\n/)
+    const agentPid = parentOf(term.info.pid)
+    const before = rssBytes(agentPid)
+    // A second client pastes, on a socket of its own whose send buffer the test can see.
+    const paster = new WebSocket(
+      `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${sb.id}/terminals/${term.id}/socket`,
+      ['conch.terminal.v1', `bearer.${runner.apiKey}`],
+    )
+    await new Promise<void>((resolve) =>
+      paster.on('message', (data, isBinary) => {
+        if (!isBinary && String(data).includes('"terminal_ready"')) resolve()
+      }),
+    )
+    for (let at = 0; at < paste.byteLength; at += 64 * 1024) paster.send(paste.subarray(at, at + 64 * 1024))
+    // Time for the paste to travel as far as it may; the program reads nothing yet.
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    expect(rssBytes(agentPid) - before).toBeLessThan(16 * 1024 * 1024)
+    // The runner stopped reading: most of the paste is still in the client (the rest in kernel
+    // socket buffers and the one window the runner and the agent may hold).
+    expect(paster.bufferedAmount).toBeGreaterThan(16 * 1024 * 1024)
+
+    await term.signal('SIGCONT')
+    const screen = await until(/got [0-9a-f]{64}\r\n/)
+    expect(screen).toContain(`got ${createHash('sha256').update(paste).digest('hex')}`)
+    expect(paster.bufferedAmount).toBe(0)
+    paster.close()
+    await term.close()
+  })
+})
