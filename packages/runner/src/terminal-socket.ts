@@ -65,6 +65,8 @@ export class TerminalSocket {
   #input: Promise<void> = Promise.resolve()
   /** Bytes of input in `#input` not yet sent. */
   #inputHeld = 0
+  /** Pings the client while its socket is paused (see `#holdInput`). */
+  #pausedPing: NodeJS.Timeout | undefined
 
   /** A socket not yet attached; call `start`. */
   constructor(options: TerminalSocketOptions) {
@@ -234,14 +236,25 @@ export class TerminalSocket {
     })
   }
 
-  /** Counts input held for the link; pauses the client's socket past `INPUT_HELD_BYTES`. */
+  /**
+   * Counts input held for the link; pauses the client's socket past `INPUT_HELD_BYTES`. A paused
+   * socket reads nothing, not even the client's close, so while paused the runner pings the
+   * client each heartbeat interval: a write to a client that went away fails, and the socket
+   * closes instead of holding its sandbox awake until the program reads.
+   */
   #holdInput(bytes: number): void {
     const { ws } = this.#o
     this.#inputHeld += bytes
     if (this.#inputHeld > INPUT_HELD_BYTES) {
-      if (!ws.isPaused) ws.pause()
+      if (ws.isPaused || this.#closed) return
+      ws.pause()
+      this.#pausedPing = setInterval(() => {
+        if (ws.readyState === 1) ws.ping()
+      }, this.#o.ctx.limits.heartbeatIntervalMs)
+      this.#pausedPing.unref()
     } else if (ws.isPaused) {
       ws.resume()
+      clearInterval(this.#pausedPing)
     }
   }
 
@@ -286,6 +299,7 @@ export class TerminalSocket {
     this.#closed = true
     this.#release()
     clearTimeout(this.#expiry)
+    clearInterval(this.#pausedPing)
     this.#channel?.close()
   }
 }

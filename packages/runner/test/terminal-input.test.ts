@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { Sandbox } from '@conch/sdk'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { baseUrl, startRunner } from './runner-fixture.ts'
 import { screenOf } from './terminal-screen.ts'
@@ -42,27 +42,37 @@ function parentOf(pid: number): number {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
 }
 
+/** A second client on `term`'s socket that pastes, whose send buffer the test can see. */
+async function pasterOn(url: string, apiKey: string, sandbox: string, terminal: string): Promise<WebSocket> {
+  const ws = new WebSocket(
+    `${url.replace('http', 'ws')}/v1/sandboxes/${sandbox}/terminals/${terminal}/socket`,
+    ['conch.terminal.v1', `bearer.${apiKey}`],
+  )
+  await new Promise<void>((resolve) =>
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary && String(data).includes('"terminal_ready"')) resolve()
+    }),
+  )
+  return ws
+}
+
+/** Sends `bytes` in input messages of 64 KiB. */
+function paste(ws: WebSocket, bytes: Uint8Array): void {
+  for (let at = 0; at < bytes.byteLength; at += 64 * 1024) ws.send(bytes.subarray(at, at + 64 * 1024))
+}
+
 describe('terminal input a program is not reading', () => {
   it('attack: a 32 MiB paste waits in the client, not in the agent, and arrives whole once the program reads', async () => {
     await using runner = await startRunner({ listen: true })
     await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
-    const paste = randomBytes(32 * 1024 * 1024)
-    const term = await sb.terminal({ command: readsAfterSignal(paste.byteLength) })
+    const input = randomBytes(32 * 1024 * 1024)
+    const term = await sb.terminal({ command: readsAfterSignal(input.byteLength) })
     const { until } = screenOf(term)
     await until(/waiting\r\n/)
     const agentPid = parentOf(term.info.pid)
     const before = rssBytes(agentPid)
-    // A second client pastes, on a socket of its own whose send buffer the test can see.
-    const paster = new WebSocket(
-      `${baseUrl(runner.app).replace('http', 'ws')}/v1/sandboxes/${sb.id}/terminals/${term.id}/socket`,
-      ['conch.terminal.v1', `bearer.${runner.apiKey}`],
-    )
-    await new Promise<void>((resolve) =>
-      paster.on('message', (data, isBinary) => {
-        if (!isBinary && String(data).includes('"terminal_ready"')) resolve()
-      }),
-    )
-    for (let at = 0; at < paste.byteLength; at += 64 * 1024) paster.send(paste.subarray(at, at + 64 * 1024))
+    const paster = await pasterOn(baseUrl(runner.app), runner.apiKey, sb.id, term.id)
+    paste(paster, input)
     // Time for the paste to travel as far as it may; the program reads nothing yet.
     await new Promise((resolve) => setTimeout(resolve, 1_000))
     expect(rssBytes(agentPid) - before).toBeLessThan(16 * 1024 * 1024)
@@ -72,9 +82,27 @@ describe('terminal input a program is not reading', () => {
 
     await term.signal('SIGCONT')
     const screen = await until(/got [0-9a-f]{64}\r\n/)
-    expect(screen).toContain(`got ${createHash('sha256').update(paste).digest('hex')}`)
+    expect(screen).toContain(`got ${createHash('sha256').update(input).digest('hex')}`)
     expect(paster.bufferedAmount).toBe(0)
     paster.close()
+    await term.close()
+  })
+
+  it('attack: a client that pastes into it and goes away while its socket is paused releases the sandbox', async () => {
+    await using runner = await startRunner({ listen: true, limits: { heartbeatIntervalMs: 100 } })
+    await using sb = await Sandbox.create({ url: baseUrl(runner.app), apiKey: runner.apiKey, WebSocket })
+    const term = await sb.terminal({ command: readsAfterSignal(1) })
+    await screenOf(term).until(/waiting\r\n/)
+    const sandbox = runner.app.conch.manager.get(sb.id)
+    const attached = sandbox.attached
+    const paster = await pasterOn(baseUrl(runner.app), runner.apiKey, sb.id, term.id)
+    expect(sandbox.attached).toBe(attached + 1)
+    paste(paster, randomBytes(8 * 1024 * 1024))
+    // The runner stopped reading: input piles up in the client.
+    await vi.waitFor(() => expect(paster.bufferedAmount).toBeGreaterThan(1024 * 1024))
+    paster.terminate()
+    // Only a write finds a client gone from a socket nobody reads: the runner's pings do.
+    await vi.waitFor(() => expect(sandbox.attached).toBe(attached), { timeout: 10_000 })
     await term.close()
   })
 })
