@@ -11,14 +11,13 @@ import { write } from 'node:fs'
 import type { Clock } from './clock.ts'
 
 /** The longest wait between two tries of a write the pty refused. */
-const MAX_RETRY_MS = 100
+export const MAX_RETRY_MS = 100
 
 /** The bytes typed into one pty, in order, written as the program takes them. */
 export class PtyInput {
   readonly #fd: number
   readonly #clock: Clock
   readonly #queue: { bytes: Uint8Array; onTaken: (() => void) | undefined }[] = []
-  #pendingBytes = 0
   #writing = false
   #retryMs = 0
   #timer: unknown = null
@@ -28,11 +27,6 @@ export class PtyInput {
   constructor(fd: number, clock: Clock) {
     this.#fd = fd
     this.#clock = clock
-  }
-
-  /** Bytes accepted and not yet taken by the pty. */
-  get pendingBytes(): number {
-    return this.#pendingBytes
   }
 
   /**
@@ -45,7 +39,6 @@ export class PtyInput {
       return
     }
     this.#queue.push({ bytes: Uint8Array.from(bytes), onTaken })
-    this.#pendingBytes += bytes.byteLength
     if (!this.#writing) this.#next()
   }
 
@@ -53,7 +46,6 @@ export class PtyInput {
   close(): void {
     this.#closed = true
     const dropped = this.#queue.splice(0)
-    this.#pendingBytes = 0
     if (this.#timer !== null) this.#clock.clearTimer(this.#timer)
     this.#timer = null
     for (const chunk of dropped) chunk.onTaken?.()
@@ -80,7 +72,6 @@ export class PtyInput {
         return
       }
       this.#retryMs = 0
-      this.#pendingBytes -= written
       if (written < bytes.byteLength) {
         head.bytes = bytes.subarray(written)
       } else {

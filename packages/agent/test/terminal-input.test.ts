@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { LIMITS, type TerminalAttachment, type TerminalInfo } from '@conch/protocol'
-import { describe, expect } from 'vitest'
+import { describe, expect, vi } from 'vitest'
+import { systemClock } from '../src/clock.ts'
+import { MAX_RETRY_MS } from '../src/pty-input.ts'
 import { servedAgentTest } from './served-agent.ts'
 
 // Input to a program on a pty that is not reading it yet: the tty's input queue fills (4 KiB in
@@ -8,7 +10,17 @@ import { servedAgentTest } from './served-agent.ts'
 // rather than at once, hands every byte over once the program reads, and returns the runner's
 // credit for input only as the pty takes it.
 
-const test = servedAgentTest()
+/** Delays of the timers the agent set, in order: the input writer's tries show among them. */
+const timers: number[] = []
+const test = servedAgentTest({
+  clock: {
+    ...systemClock,
+    setTimer: (ms, fn) => {
+      timers.push(ms)
+      return systemClock.setTimer(ms, fn)
+    },
+  },
+})
 
 /** Raw mode, then waits for SIGCONT before it reads `n` bytes and prints their sha256. */
 function readsAfterSignal(n: number): string[] {
@@ -49,7 +61,12 @@ describe('terminal input', () => {
     await c.call('terminal.get', { terminal: t.id })
     const cpu0 = process.cpuUsage()
     const wall0 = performance.now()
-    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    // The writer tries again on a timer: ten tries at its longest wait span at least a second.
+    const tries = timers.length
+    await vi.waitFor(
+      () => expect(timers.slice(tries).filter((ms) => ms === MAX_RETRY_MS).length).toBeGreaterThanOrEqual(10),
+      { timeout: 10_000 },
+    )
     const cpu = process.cpuUsage(cpu0)
     const busy = (cpu.user + cpu.system) / 1000 / (performance.now() - wall0)
     expect(busy).toBeLessThan(0.3)

@@ -1,10 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import type { Socket } from 'node:net'
 import { Sandbox } from '@conch/sdk'
 import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
-import { baseUrl, startRunner } from './runner-fixture.ts'
+import { baseUrl, startRunner, type TestRunner } from './runner-fixture.ts'
+import { rssOf } from './runner-process.ts'
 import { screenOf } from './terminal-screen.ts'
+import { rawSocket } from './terminal-socket-client.ts'
 
 // Input a terminal's program is not reading, through the real runner (local driver, a real
 // agent and node-pty): the agent returns credit only as the pty takes input, and the runner stops
@@ -30,30 +33,28 @@ function readsAfterSignal(n: number): string[] {
   return ['python3', '-c', script]
 }
 
-/** Resident memory of a process, from /proc. */
-function rssBytes(pid: number): number {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
-  return Number(kb) * 1024
-}
-
 /** The parent of a process: the agent, for a terminal's program. */
 function parentOf(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
 }
 
-/** A second client on `term`'s socket that pastes, whose send buffer the test can see. */
-async function pasterOn(url: string, apiKey: string, sandbox: string, terminal: string): Promise<WebSocket> {
-  const ws = new WebSocket(
-    `${url.replace('http', 'ws')}/v1/sandboxes/${sandbox}/terminals/${terminal}/socket`,
-    ['conch.terminal.v1', `bearer.${apiKey}`],
+/**
+ * A second client on a terminal's socket, to paste. The test watches its send buffer, and the
+ * runner's end of it (`served`, from the server's `upgrade`) to see the runner pause it.
+ */
+async function pasterOn(
+  runner: TestRunner,
+  sandbox: string,
+  terminal: string,
+): Promise<{ ws: WebSocket; served: Socket }> {
+  const upgraded = new Promise<Socket>((resolve) =>
+    runner.app.server.once('upgrade', (_req, socket: Socket) => resolve(socket)),
   )
-  await new Promise<void>((resolve) =>
-    ws.on('message', (data, isBinary) => {
-      if (!isBinary && String(data).includes('"terminal_ready"')) resolve()
-    }),
-  )
-  return ws
+  const url = baseUrl(runner.app).replace('http', 'ws')
+  const sock = rawSocket(`${url}/v1/sandboxes/${sandbox}/terminals/${terminal}/socket`, runner.apiKey)
+  await sock.frame((f) => f.type === 'terminal_ready')
+  return { ws: sock.ws, served: await upgraded }
 }
 
 /** Sends `bytes` in input messages of 64 KiB. */
@@ -70,14 +71,14 @@ describe('terminal input a program is not reading', () => {
     const { until } = screenOf(term)
     await until(/waiting\r\n/)
     const agentPid = parentOf(term.info.pid)
-    const before = rssBytes(agentPid)
-    const paster = await pasterOn(baseUrl(runner.app), runner.apiKey, sb.id, term.id)
+    const before = await rssOf(agentPid)
+    const { ws: paster, served } = await pasterOn(runner, sb.id, term.id)
     paste(paster, input)
-    // Time for the paste to travel as far as it may; the program reads nothing yet.
-    await new Promise((resolve) => setTimeout(resolve, 1_000))
-    expect(rssBytes(agentPid) - before).toBeLessThan(16 * 1024 * 1024)
-    // The runner stopped reading: most of the paste is still in the client (the rest in kernel
-    // socket buffers and the one window the runner and the agent may hold).
+    // The runner stops reading the pasting client's socket once a window waits for credit.
+    await vi.waitFor(() => expect(served.isPaused()).toBe(true))
+    expect((await rssOf(agentPid)) - before).toBeLessThan(16 * 1024 * 1024)
+    // Most of the paste stays in the client (the rest in kernel socket buffers and the one
+    // window the runner and the agent may hold).
     expect(paster.bufferedAmount).toBeGreaterThan(16 * 1024 * 1024)
 
     await term.signal('SIGCONT')
@@ -95,11 +96,12 @@ describe('terminal input a program is not reading', () => {
     await screenOf(term).until(/waiting\r\n/)
     const sandbox = runner.app.conch.manager.get(sb.id)
     const attached = sandbox.attached
-    const paster = await pasterOn(baseUrl(runner.app), runner.apiKey, sb.id, term.id)
+    const { ws: paster, served } = await pasterOn(runner, sb.id, term.id)
     expect(sandbox.attached).toBe(attached + 1)
     paste(paster, randomBytes(8 * 1024 * 1024))
     // The runner stopped reading: input piles up in the client.
-    await vi.waitFor(() => expect(paster.bufferedAmount).toBeGreaterThan(1024 * 1024))
+    await vi.waitFor(() => expect(served.isPaused()).toBe(true))
+    expect(paster.bufferedAmount).toBeGreaterThan(1024 * 1024)
     paster.terminate()
     // Only a write finds a client gone from a socket nobody reads: the runner's pings do.
     await vi.waitFor(() => expect(sandbox.attached).toBe(attached), { timeout: 10_000 })

@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { WebSocket } from 'ws'
 import { baseUrl, createSandbox, startRunner, type TestRunner } from './runner-fixture.ts'
 import { screenOf } from './terminal-screen.ts'
+import { rawSocket } from './terminal-socket-client.ts'
 
 // Terminals through the real runner (local driver, a real agent and node-pty) and the SDK, and
 // the terminal socket attacked directly: foreign and expired tokens, hostile frames, floods.
@@ -15,36 +16,6 @@ async function token(runner: TestRunner, id: string, ttlMs = 600_000): Promise<s
     payload: { ttlMs },
   })
   return (res.json() as { token: string }).token
-}
-
-/** Opens a raw terminal socket; resolves with it and the JSON frames it receives. */
-function rawSocket(url: string, secret: string) {
-  const ws = new WebSocket(url, ['conch.terminal.v1', `bearer.${secret}`])
-  const frames: Record<string, unknown>[] = []
-  const binary: Buffer[] = []
-  const waiters = new Set<() => void>()
-  ws.on('message', (data, isBinary) => {
-    if (isBinary) binary.push(data as Buffer)
-    else frames.push(JSON.parse(String(data)) as Record<string, unknown>)
-    for (const w of waiters) w()
-  })
-  const frame = (match: (f: Record<string, unknown>) => boolean) =>
-    new Promise<Record<string, unknown>>((resolve) => {
-      const check = () => {
-        const hit = frames.find(match)
-        if (!hit) return
-        waiters.delete(check)
-        resolve(hit)
-      }
-      waiters.add(check)
-      check()
-    })
-  const refused = new Promise<number>((resolve) =>
-    ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0)),
-  )
-  const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)))
-  ws.on('error', () => {})
-  return { ws, frames, binary, frame, refused, closed }
 }
 
 describe('terminals through the runner', () => {
